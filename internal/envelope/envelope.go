@@ -1,0 +1,206 @@
+// Package envelope defines Tributary's change envelope: the record the
+// cdc-reader writes to Kafka and the loader reads back. It is the contract
+// between the two and with any third-party consumer, so it is versioned and
+// documented in schema/envelope.md; a change to a field's meaning needs a new
+// Version.
+//
+// Encoding is JSON, one envelope per Kafka record, keyed by the global id
+// (see Key). JSON was chosen so that kcat and jq can read a topic; numbers
+// that must stay exact (LSNs, numeric columns, bigint ids) travel as strings.
+package envelope
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// Version is the envelope format version written by this build. Readers of
+// the envelope refuse versions they do not know.
+const Version = 1
+
+// Kind tells a change from a control record.
+type Kind string
+
+const (
+	// KindChange is a row change (or a truncate) of one table.
+	KindChange Kind = "change"
+	// KindWatermark says: every change of Shard committed at or before
+	// CommitLSN has been acknowledged by Kafka in every partition it went to
+	// before this record. The reader writes one into every partition of every
+	// table topic; see DESIGN.md "Freshness watermarks".
+	KindWatermark Kind = "watermark"
+)
+
+// Op is the operation of a change.
+type Op string
+
+const (
+	OpRead     Op = "r" // a row copied by the initial snapshot
+	OpInsert   Op = "c"
+	OpUpdate   Op = "u"
+	OpDelete   Op = "d"
+	OpTruncate Op = "t" // the whole table on this shard; ID is empty
+)
+
+// Column describes one column of the source relation, as PostgreSQL's
+// Relation message and catalog report it.
+type Column struct {
+	Name string `json:"name"`
+	// Type is the PostgreSQL type name with its modifier, as format_type()
+	// prints it: "bigint", "numeric(12,2)", "timestamp with time zone", "text[]".
+	Type string `json:"type"`
+	// OID is the type's object id; stable for built-in types.
+	OID uint32 `json:"oid"`
+	// Key marks the columns of the replica identity (usually the primary key).
+	Key bool `json:"key,omitempty"`
+}
+
+// Event is one envelope. Field names are short but spelled out; see
+// schema/envelope.md for the full description and examples.
+type Event struct {
+	V    int  `json:"v"`
+	Kind Kind `json:"kind"`
+
+	// Shard is the source shard number (0-based), set on every record.
+	Shard int `json:"shard"`
+
+	// Change fields.
+	Schema string `json:"schema,omitempty"`
+	Table  string `json:"table,omitempty"`
+	Op     Op     `json:"op,omitempty"`
+	// ID is the row's global id as text (decimal for integers, canonical
+	// form for uuids). It is also the Kafka record key.
+	ID string `json:"id,omitempty"`
+	// LSN is the WAL position of this change's own record. For one row
+	// (table, id, shard) it increases strictly in commit order, because a
+	// later writer of a row waits for the earlier one's commit; it is the
+	// row's version. Snapshot reads carry LSN 0: every streamed change wins.
+	LSN LSN `json:"lsn"`
+	// CommitLSN is the commit record's position of the transaction, and for
+	// watermarks the position up to which the shard is complete.
+	CommitLSN LSN `json:"commit_lsn"`
+	// Seq is the position of the change within its transaction (0-based).
+	Seq uint32 `json:"seq,omitempty"`
+	// XID is the source transaction id (0 for snapshot reads).
+	XID uint32 `json:"xid,omitempty"`
+	// CommitTime is the source commit timestamp (for watermarks: of CommitLSN,
+	// or the reader's clock for keepalive-driven advances).
+	CommitTime time.Time `json:"commit_ts"`
+
+	Columns []Column `json:"columns,omitempty"`
+	// After is the new row image (insert, update, snapshot read). A value is
+	// the PostgreSQL text representation; JSON null is SQL NULL.
+	After map[string]*string `json:"after,omitempty"`
+	// Before is the old row image where PostgreSQL sent one (replica
+	// identity key or full); for deletes it holds at least the key.
+	Before map[string]*string `json:"before,omitempty"`
+	// Unchanged lists TOASTed columns whose value did not change and was not
+	// sent (pgoutput 'u'). They are absent from After; the consumer keeps
+	// the previous value. Never read them as NULL.
+	Unchanged []string `json:"unchanged,omitempty"`
+}
+
+// ErrUnsupportedVersion is returned by Decode for envelopes newer than this
+// build understands.
+var ErrUnsupportedVersion = errors.New("unsupported envelope version")
+
+// Encode marshals e as JSON, stamping the current Version.
+func Encode(e *Event) ([]byte, error) {
+	e.V = Version
+	return json.Marshal(e)
+}
+
+// Decode parses and validates one envelope.
+func Decode(b []byte) (*Event, error) {
+	var e Event
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("decode envelope: %w", err)
+	}
+	if e.V != Version {
+		return nil, fmt.Errorf("%w: %d (this build reads %d)", ErrUnsupportedVersion, e.V, Version)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Validate checks the fields a consumer relies on.
+func (e *Event) Validate() error {
+	if e.Shard < 0 {
+		return fmt.Errorf("envelope: negative shard %d", e.Shard)
+	}
+	switch e.Kind {
+	case KindWatermark:
+		if e.CommitLSN == 0 {
+			return errors.New("envelope: watermark without commit_lsn")
+		}
+		return nil
+	case KindChange:
+	default:
+		return fmt.Errorf("envelope: unknown kind %q", e.Kind)
+	}
+	if e.Table == "" {
+		return errors.New("envelope: change without table")
+	}
+	switch e.Op {
+	case OpRead, OpInsert, OpUpdate:
+		if e.ID == "" {
+			return fmt.Errorf("envelope: %s without id", e.Op)
+		}
+		if e.After == nil {
+			return fmt.Errorf("envelope: %s without after image", e.Op)
+		}
+	case OpDelete:
+		if e.ID == "" {
+			return errors.New("envelope: delete without id")
+		}
+	case OpTruncate:
+	default:
+		return fmt.Errorf("envelope: unknown op %q", e.Op)
+	}
+	if e.Op != OpRead && e.LSN == 0 {
+		return fmt.Errorf("envelope: %s without lsn", e.Op)
+	}
+	return nil
+}
+
+// LSN is a PostgreSQL WAL position. In JSON it is the familiar "16/B374D848"
+// text form, so that it stays exact for every consumer (JavaScript numbers
+// are not 64-bit).
+type LSN uint64
+
+// String formats the LSN as PostgreSQL does.
+func (l LSN) String() string { return pglogrepl.LSN(l).String() }
+
+// MarshalJSON implements json.Marshaler.
+func (l LSN) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + l.String() + `"`), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (l *LSN) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("lsn: %w", err)
+	}
+	v, err := ParseLSN(s)
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}
+
+// ParseLSN parses "X/Y" hexadecimal LSN text.
+func ParseLSN(s string) (LSN, error) {
+	v, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		return 0, fmt.Errorf("lsn %q: %w", s, err)
+	}
+	return LSN(v), nil
+}
