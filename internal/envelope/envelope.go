@@ -13,9 +13,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
-
-	"github.com/jackc/pglogrepl"
 )
 
 // Version is the envelope format version written by this build. Readers of
@@ -98,6 +98,10 @@ type Event struct {
 	// Before is the old row image where PostgreSQL sent one (replica
 	// identity key or full); for deletes it holds at least the key.
 	Before map[string]*string `json:"before,omitempty"`
+	// Partitions is set on watermarks: the number of partitions of the topic
+	// when the reader wrote one watermark into each of them.
+	Partitions int32 `json:"partitions,omitempty"`
+
 	// Unchanged lists TOASTed columns whose value did not change and was not
 	// sent (pgoutput 'u'). They are absent from After; the consumer keeps
 	// the previous value. Never read them as NULL.
@@ -174,8 +178,10 @@ func (e *Event) Validate() error {
 // are not 64-bit).
 type LSN uint64
 
-// String formats the LSN as PostgreSQL does.
-func (l LSN) String() string { return pglogrepl.LSN(l).String() }
+// String formats the LSN as PostgreSQL does ("16/B374D848").
+func (l LSN) String() string {
+	return strings.ToUpper(strconv.FormatUint(uint64(l)>>32, 16) + "/" + strconv.FormatUint(uint64(l)&0xFFFFFFFF, 16))
+}
 
 // MarshalJSON implements json.Marshaler.
 func (l LSN) MarshalJSON() ([]byte, error) {
@@ -196,11 +202,20 @@ func (l *LSN) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ParseLSN parses "X/Y" hexadecimal LSN text.
+// ErrBadLSN is returned for text that is not an LSN.
+var ErrBadLSN = errors.New("not an LSN (want hex X/Y, e.g. 0/3000148)")
+
+// ParseLSN parses "X/Y" hexadecimal LSN text (either case). It is kept
+// free of PostgreSQL libraries so that the api binary stays free of them.
 func ParseLSN(s string) (LSN, error) {
-	v, err := pglogrepl.ParseLSN(s)
-	if err != nil {
-		return 0, fmt.Errorf("lsn %q: %w", s, err)
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok || hi == "" || lo == "" || len(hi) > 8 || len(lo) > 8 {
+		return 0, fmt.Errorf("lsn %q: %w", s, ErrBadLSN)
 	}
-	return LSN(v), nil
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("lsn %q: %w", s, ErrBadLSN)
+	}
+	return LSN(h<<32 | l), nil
 }

@@ -1,0 +1,150 @@
+// Command cdc-reader streams one PostgreSQL shard's changes into Kafka as
+// Tributary change envelopes. Run one per shard.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/reader"
+	"github.com/tributary/tributary/internal/tables"
+	"github.com/tributary/tributary/internal/telemetry"
+)
+
+const usage = `cdc-reader — streams one PostgreSQL shard into Kafka.
+
+On first start it creates the publication (for the configured tables) and the
+logical replication slot, copies the tables through the slot's exported
+snapshot, then streams pgoutput changes. The slot is confirmed only up to
+changes Kafka has acknowledged; on restart it resumes from the slot's
+confirmed position (duplicates possible, never loss). It never drops the slot
+on stop.
+
+The shard DSN is read from $TRIBUTARY_PG_DSN only (it holds a password): use
+a role with REPLICATION and SELECT on the tables.
+
+Example:
+  TRIBUTARY_PG_DSN='postgres://tributary_repl:...@127.0.0.1:55432/app' \
+    cdc-reader --shard 0 --tables deploy/local/tables.json --kafka-brokers 127.0.0.1:59092`
+
+// Config is the reader's whole configuration.
+type Config struct {
+	Shard             int
+	DSN               string
+	Slot              string
+	Publication       string
+	TablesFile        string
+	Brokers           string
+	Partitions        int
+	StatusInterval    time.Duration
+	WatermarkInterval time.Duration
+	HeartbeatInterval time.Duration
+	MaxBuffered       int
+	MetricsAddr       string
+	LogFormat         string
+	LogLevel          string
+}
+
+func parse(args []string) (*Config, error) {
+	var c Config
+	fs := flagenv.New("cdc-reader", usage)
+	fs.Int(&c.Shard, "shard", "TRIBUTARY_SHARD", -1, "shard number, 0-based (required)")
+	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
+	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "replication slot name (default tributary_shard_<N>)")
+	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "publication name; created for the configured tables if absent")
+	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
+	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
+	fs.Int(&c.Partitions, "partitions", "TRIBUTARY_PARTITIONS", 4, "partitions for table topics this reader creates")
+	fs.Duration(&c.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
+	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to publish freshness watermarks")
+	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 10*time.Second, "heartbeat write interval so idle shards release WAL (0: off)")
+	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", 100000, "records buffered for Kafka before reading pauses (bounds memory)")
+	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")
+	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
+	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if c.Slot == "" && c.Shard >= 0 {
+		c.Slot = fmt.Sprintf("tributary_shard_%d", c.Shard)
+	}
+	return &c, c.Validate()
+}
+
+// Validate reports every missing or invalid setting at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Shard < 0 || c.Shard > 8191 {
+		errs = append(errs, errors.New("--shard (or $TRIBUTARY_SHARD) is required: 0..8191"))
+	}
+	if c.DSN == "" {
+		errs = append(errs, errors.New("$TRIBUTARY_PG_DSN is required (not a flag: it holds a password)"))
+	}
+	if c.TablesFile == "" {
+		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
+	}
+	if len(flagenv.List(c.Brokers)) == 0 {
+		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("--partitions must be >= 1, got %d", c.Partitions))
+	}
+	if c.StatusInterval <= 0 || c.WatermarkInterval <= 0 || c.HeartbeatInterval < 0 {
+		errs = append(errs, errors.New("--status-interval and --watermark-interval must be > 0, --heartbeat-interval >= 0"))
+	}
+	if c.MaxBuffered < 1 {
+		errs = append(errs, fmt.Errorf("--max-buffered must be >= 1, got %d", c.MaxBuffered))
+	}
+	return errors.Join(errs...)
+}
+
+func main() {
+	cfg, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cdc-reader: %v\n(run with --help for all settings)\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "cdc-reader: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg *Config) error {
+	log, err := telemetry.Logger(cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	tcfg, err := tables.Load(cfg.TablesFile)
+	if err != nil {
+		return err
+	}
+	reg := telemetry.NewRegistry()
+	r := reader.New(reader.Config{
+		Shard: cfg.Shard, DSN: cfg.DSN, Slot: cfg.Slot, Publication: cfg.Publication, Tables: tcfg,
+		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions),
+		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval,
+		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered,
+	}, log, reg)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.Run(gctx) })
+	g.Go(func() error { return telemetry.Serve(gctx, cfg.MetricsAddr, reg, nil) })
+	err = g.Wait()
+	log.Info("cdc-reader stopped", slog.Int("shard", cfg.Shard))
+	return err
+}

@@ -1,0 +1,143 @@
+// Command loader consumes Tributary change envelopes from Kafka and applies
+// them to ClickHouse: deduplicated by (table, id, shard, version), offsets
+// committed only after ClickHouse acknowledged the insert.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/loader"
+	"github.com/tributary/tributary/internal/tables"
+	"github.com/tributary/tributary/internal/telemetry"
+)
+
+const usage = `loader — applies Tributary change envelopes from Kafka to ClickHouse.
+
+Consumes the table topics named in the table config as a consumer group,
+writes each batch to ClickHouse, then commits the batch's offsets. Records
+that cannot be applied go to the dead-letter topic with the reason.
+
+Example:
+  TRIBUTARY_KAFKA_BROKERS=127.0.0.1:59092 TRIBUTARY_CLICKHOUSE_ADDR=127.0.0.1:59000 \
+    loader --tables deploy/local/tables.json --metrics-addr 127.0.0.1:9101`
+
+// Config is the loader's whole configuration.
+type Config struct {
+	Brokers        string
+	Group          string
+	DLQTopic       string
+	TablesFile     string
+	ClickHouseAddr string
+	ClickHouseDB   string
+	ClickHouseUser string
+	ClickHousePass string
+	BatchRecords   int
+	BatchWait      time.Duration
+	MetricsAddr    string
+	LogFormat      string
+	LogLevel       string
+}
+
+func parse(args []string) (*Config, error) {
+	var c Config
+	fs := flagenv.New("loader", usage)
+	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
+	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "Kafka consumer group; loaders in one group share partitions")
+	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "dead-letter topic for records that cannot be applied")
+	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required; see deploy/local/tables.json)")
+	fs.String(&c.ClickHouseAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required)")
+	fs.String(&c.ClickHouseDB, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
+	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
+	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
+	fs.Int(&c.BatchRecords, "batch-records", "TRIBUTARY_LOADER_BATCH_RECORDS", 50000, "maximum records per ClickHouse batch")
+	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "maximum wait to fill a batch after its first record")
+	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_LOADER_METRICS_ADDR", "127.0.0.1:9101", "address for /metrics and /healthz (empty: off)")
+	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
+	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	return &c, c.Validate()
+}
+
+// Validate reports every missing or invalid setting at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(flagenv.List(c.Brokers)) == 0 {
+		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
+	}
+	if c.TablesFile == "" {
+		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
+	}
+	if c.ClickHouseAddr == "" {
+		errs = append(errs, errors.New("--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
+	}
+	if c.BatchRecords < 1 {
+		errs = append(errs, fmt.Errorf("--batch-records must be >= 1, got %d", c.BatchRecords))
+	}
+	if c.BatchWait <= 0 {
+		errs = append(errs, fmt.Errorf("--batch-wait must be > 0, got %s", c.BatchWait))
+	}
+	return errors.Join(errs...)
+}
+
+func main() {
+	cfg, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loader: %v\n(run with --help for all settings)\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "loader: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg *Config) error {
+	log, err := telemetry.Logger(cfg.LogFormat, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	tcfg, err := tables.Load(cfg.TablesFile)
+	if err != nil {
+		return err
+	}
+	store, err := chstore.Open(ctx, chstore.Options{
+		Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDB,
+		Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass,
+	})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	reg := telemetry.NewRegistry()
+	l := loader.New(loader.Config{
+		Brokers: flagenv.List(cfg.Brokers), Group: cfg.Group, DLQTopic: cfg.DLQTopic,
+		Tables: tcfg, BatchRecords: cfg.BatchRecords, BatchWait: cfg.BatchWait,
+	}, store, log, reg)
+
+	log.Info("loader starting", slog.String("group", cfg.Group), slog.Any("topics", tcfg.Topics()))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return l.Run(gctx) })
+	g.Go(func() error { return telemetry.Serve(gctx, cfg.MetricsAddr, reg, nil) })
+	err = g.Wait()
+	log.Info("loader stopped")
+	return err
+}

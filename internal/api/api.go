@@ -1,0 +1,219 @@
+// Package api is Tributary's HTTP/JSON API over ClickHouse. It never talks
+// to a shard: the api binary has no PostgreSQL dependency at all
+// (tests/deps_test.go checks). Every answer carries the freshness of every
+// shard, so "not found" can be told from "not yet".
+//
+// Metrics (private registry): tributary_api_requests_total{route,code},
+// tributary_api_request_seconds{route}.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Config is what the API serves.
+type Config struct {
+	Tables *tables.Config
+	// DocumentsTable is the table GET /v1/documents/{id} reads.
+	DocumentsTable string
+	// QueryTimeout bounds every ClickHouse query.
+	QueryTimeout time.Duration
+}
+
+// Server is the HTTP handler set.
+type Server struct {
+	cfg Config
+	q   *query.Queries
+	log *slog.Logger
+	mux *http.ServeMux
+
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// New builds the API handler.
+func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Registerer) *Server {
+	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux()}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_api_requests_total",
+		Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tributary_api_request_seconds",
+		Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
+	reg.MustRegister(s.requests, s.latency)
+
+	s.route("GET /v1/documents/{id}", s.document)
+	s.route("GET /v1/tables/{table}/rows/{id}", s.tableRow)
+	s.route("GET /v1/shards", s.shards)
+	s.route("GET /readyz", s.ready)
+	s.route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
+		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.route("/", func(_ http.ResponseWriter, r *http.Request) error {
+		return &Error{Status: http.StatusNotFound, Code: "unknown_route", Message: "no route " + r.Method + " " + r.URL.Path}
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Error is an API error: a status and a JSON body that says what is wrong.
+type Error struct {
+	Status  int    `json:"-"`
+	Code    string `json:"error"`
+	Message string `json:"message"`
+	// Detail is extra context (e.g. freshness for a 404).
+	Detail any `json:"detail,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+type handler func(http.ResponseWriter, *http.Request) error
+
+// route registers h with metrics, a query timeout, panic safety and JSON
+// errors. A method mismatch on a known path is answered 405 by ServeMux;
+// we wrap that too.
+func (s *Server) route(pattern string, h handler) {
+	name := pattern
+	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QueryTimeout)
+		defer cancel()
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("panic: %v", p)
+				}
+			}()
+			return h(rec, r.WithContext(ctx))
+		}()
+		if err != nil {
+			var apiErr *Error
+			if !errors.As(err, &apiErr) {
+				s.log.Error("request failed", slog.String("route", name), slog.Any("err", err))
+				apiErr = &Error{Status: http.StatusServiceUnavailable, Code: "backend_unavailable",
+					Message: "the query failed; retry later"}
+				if errors.Is(err, context.DeadlineExceeded) {
+					apiErr.Status, apiErr.Code, apiErr.Message = http.StatusGatewayTimeout, "timeout", "the query took too long"
+				}
+			}
+			writeJSON(rec, apiErr.Status, apiErr) //nolint:errcheck // client went away
+		}
+		s.requests.WithLabelValues(name, strconv.Itoa(rec.code)).Inc()
+		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		s.log.Info("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", rec.code), slog.Duration("took", time.Since(start)))
+	}))
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// parseID accepts a decimal integer id or a UUID and returns the value to
+// bind for the table's id column.
+func parseID(s string) (any, error) {
+	if s == "" || len(s) > 64 {
+		return nil, &Error{Status: http.StatusBadRequest, Code: "bad_id", Message: "id must be a decimal integer or a UUID"}
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	if strings.Count(s, "-") == 4 {
+		if u, err := uuid.Parse(s); err == nil {
+			return u.String(), nil
+		}
+	}
+	return nil, &Error{Status: http.StatusBadRequest, Code: "bad_id",
+		Message: fmt.Sprintf("id %q is neither a 64-bit decimal integer nor a UUID", s)}
+}
+
+// rowResponse is the answer of a by-id lookup.
+type rowResponse struct {
+	Table     string                 `json:"table"`
+	ID        string                 `json:"id"`
+	Copies    []query.Copy           `json:"copies"`
+	Duplicate bool                   `json:"duplicate"`
+	Freshness []query.ShardFreshness `json:"freshness"`
+}
+
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText string) error {
+	t, ok := s.cfg.Tables.ByName(table)
+	if !ok {
+		return &Error{Status: http.StatusNotFound, Code: "unknown_table", Message: fmt.Sprintf("table %q is not replicated", table)}
+	}
+	id, err := parseID(idText)
+	if err != nil {
+		return err
+	}
+	fresh, err := s.q.Freshness(r.Context(), s.cfg.Tables.Topics())
+	if err != nil {
+		return err
+	}
+	copies, err := s.q.Row(r.Context(), t.Name, t.IDColumn, id)
+	if errors.Is(err, query.ErrUnknownTable) {
+		copies, err = nil, nil // nothing loaded yet: a plain 404 with freshness
+	}
+	if err != nil {
+		return err
+	}
+	if len(copies) == 0 {
+		return &Error{Status: http.StatusNotFound, Code: "not_found",
+			Message: fmt.Sprintf("no live row with id %s in %s as of the freshness below", idText, table),
+			Detail:  map[string]any{"freshness": fresh}}
+	}
+	return writeJSON(w, http.StatusOK, rowResponse{
+		Table: table, ID: idText, Copies: copies, Duplicate: len(copies) > 1, Freshness: fresh,
+	})
+}
+
+func (s *Server) document(w http.ResponseWriter, r *http.Request) error {
+	return s.lookup(w, r, s.cfg.DocumentsTable, r.PathValue("id"))
+}
+
+func (s *Server) tableRow(w http.ResponseWriter, r *http.Request) error {
+	return s.lookup(w, r, r.PathValue("table"), r.PathValue("id"))
+}
+
+func (s *Server) shards(w http.ResponseWriter, r *http.Request) error {
+	fresh, err := s.q.Freshness(r.Context(), s.cfg.Tables.Topics())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"shards": fresh})
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
+	if err := s.q.Ping(r.Context()); err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "ClickHouse is not reachable: " + err.Error()}
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,187 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// Row is one version of one source row, ready to be written.
+type Row struct {
+	Shard     uint16
+	Version   uint64
+	Deleted   bool
+	CommitLSN uint64
+	CommitTS  time.Time
+	// Values are PostgreSQL text values by column; nil is NULL. Columns
+	// missing from Values are NULL (key columns of a tombstone get zero).
+	Values map[string]*string
+	// Keep lists columns whose previous value must be kept (unchanged
+	// TOAST); Fill supplies them before Convert.
+	Keep []string
+	// Filled holds typed values for Keep columns, set by FillUnchanged.
+	Filled map[string]any
+}
+
+// ConvertError says which column of which row could not be converted.
+type ConvertError struct {
+	Table, Column, Value string
+	Err                  error
+}
+
+func (e *ConvertError) Error() string {
+	v := e.Value
+	if len(v) > 64 {
+		v = v[:64] + "..."
+	}
+	return fmt.Sprintf("table %s column %s: cannot convert %q: %v", e.Table, e.Column, v, e.Err)
+}
+
+func (e *ConvertError) Unwrap() error { return e.Err }
+
+// Convert turns a row into the values of one INSERT row, in the order of
+// InsertColumns. Errors are *ConvertError.
+func (t *Table) Convert(r *Row, loadedAt time.Time) ([]any, error) {
+	out := make([]any, 0, len(t.Columns)+len(metaColumns))
+	for _, c := range t.Columns {
+		if v, ok := r.Filled[c.Name]; ok {
+			out = append(out, v)
+			continue
+		}
+		p := r.Values[c.Name]
+		if p == nil {
+			if c.Nullable {
+				out = append(out, nil)
+				continue
+			}
+			if r.Deleted {
+				out = append(out, c.typ.zero())
+				continue
+			}
+			return nil, &ConvertError{Table: t.Name, Column: c.Name, Err: fmt.Errorf("NULL in key column")}
+		}
+		v, err := c.typ.convert(*p)
+		if err != nil {
+			return nil, &ConvertError{Table: t.Name, Column: c.Name, Value: *p, Err: err}
+		}
+		out = append(out, v)
+	}
+	var del uint8
+	if r.Deleted {
+		del = 1
+	}
+	out = append(out, r.Shard, r.Version, del, r.CommitLSN, r.CommitTS.UTC(), loadedAt.UTC())
+	return out, nil
+}
+
+// InsertColumns is the column list of an INSERT into t.
+func (t *Table) InsertColumns() []string {
+	names := make([]string, 0, len(t.Columns)+len(metaColumns))
+	for _, c := range t.Columns {
+		names = append(names, c.Name)
+	}
+	for _, m := range metaColumns {
+		names = append(names, m.name)
+	}
+	return names
+}
+
+// Insert writes converted rows (from Convert) in one batch. Re-inserting the
+// same rows is harmless: they carry the same _version.
+func (s *Store) Insert(ctx context.Context, t *Table, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	cols := t.InsertColumns()
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = quote(c)
+	}
+	b, err := s.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (%s)", quote(s.db), quote(t.Name), strings.Join(q, ", ")))
+	if err != nil {
+		return fmt.Errorf("prepare insert %s: %w", t.Name, err)
+	}
+	defer b.Abort() //nolint:errcheck // no-op after Send
+	for _, r := range rows {
+		if err := b.Append(r...); err != nil {
+			return fmt.Errorf("append %s: %w", t.Name, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert %s (%d rows): %w", t.Name, len(rows), err)
+	}
+	return nil
+}
+
+// RowKey identifies a row in ClickHouse: id text and shard.
+type RowKey struct {
+	ID    string
+	Shard uint16
+}
+
+// Current reads the newest stored version of the given rows (deleted or
+// not), as typed values by column name, with their _version and _deleted.
+// It is used to keep unchanged TOAST values.
+func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey) (map[RowKey]Stored, error) {
+	out := map[RowKey]Stored{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	idc := t.Columns[t.byName[t.IDColumn]]
+	ids := make([]any, 0, len(keys))
+	for _, k := range keys {
+		v, err := idc.typ.convert(k.ID)
+		if err != nil {
+			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: k.ID, Err: err}
+		}
+		ids = append(ids, v)
+	}
+	sel := make([]string, 0, len(t.Columns)+2)
+	for _, c := range t.Columns {
+		sel = append(sel, quote(c.Name))
+	}
+	sel = append(sel, "_shard", "_version", "_deleted")
+	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s IN ?",
+		strings.Join(sel, ", "), quote(s.db), quote(t.Name), quote(t.IDColumn))
+	rows, err := s.conn.Query(ctx, q, clickhouse.GroupSet{Value: ids})
+	if err != nil {
+		return nil, fmt.Errorf("read current %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	types := rows.ColumnTypes()
+	for rows.Next() {
+		dest := make([]any, len(types))
+		for i, ct := range types {
+			dest[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("read current %s: %w", t.Name, err)
+		}
+		st := Stored{Values: map[string]any{}}
+		var key RowKey
+		for i, c := range t.Columns {
+			v := reflect.ValueOf(dest[i]).Elem().Interface()
+			st.Values[c.Name] = v
+			if c.Name == t.IDColumn {
+				key.ID = fmt.Sprint(v)
+			}
+		}
+		n := len(t.Columns)
+		key.Shard = *(dest[n].(*uint16))
+		st.Version = *(dest[n+1].(*uint64))
+		st.Deleted = *(dest[n+2].(*uint8)) == 1
+		out[key] = st
+	}
+	return out, rows.Err()
+}
+
+// Stored is a row as read back from ClickHouse.
+type Stored struct {
+	Values  map[string]any
+	Version uint64
+	Deleted bool
+}

@@ -1,0 +1,331 @@
+// Package chstore is Tributary's ClickHouse side: it creates one table per
+// replicated source table from the columns the change envelope describes,
+// writes rows idempotently (ReplacingMergeTree keyed by (id, _shard) with the
+// source version), and keeps the per-partition freshness watermarks.
+//
+// Every statement here must run on ClickHouse 18.16 (Debian's package) and on
+// current ClickHouse; see schema/clickhouse.md for the rules that follow
+// from that and for which query patterns are exact.
+//
+// A replicated table has the source columns (all Nullable except the replica
+// identity key) plus these metadata columns:
+//
+//	_shard      UInt16   source shard
+//	_version    UInt64   LSN of the change record: per row, increases in commit order
+//	_deleted    UInt8    1 for a delete tombstone
+//	_commit_lsn UInt64   commit LSN of the source transaction
+//	_commit_ts  DateTime commit time (UTC, seconds)
+//	_loaded_at  DateTime when the loader wrote it
+//
+// Exact reads use FINAL with a plain WHERE (never PREWHERE) and filter
+// _deleted = 0.
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/tributary/tributary/internal/envelope"
+)
+
+// ErrIncompatibleSchema is returned when a source table changed in a way the
+// ClickHouse table cannot follow (a column's type changed, the id column
+// vanished). The loader stops that table loudly.
+var ErrIncompatibleSchema = errors.New("incompatible schema change")
+
+// metaColumns are appended to every replicated table, in this order.
+var metaColumns = []struct{ name, typ string }{
+	{"_shard", "UInt16"},
+	{"_version", "UInt64"},
+	{"_deleted", "UInt8"},
+	{"_commit_lsn", "UInt64"},
+	{"_commit_ts", "DateTime('UTC')"},
+	{"_loaded_at", "DateTime('UTC')"},
+}
+
+// Options configures a Store.
+type Options struct {
+	Addr     string
+	Database string
+	Username string
+	Password string
+}
+
+// Store owns a clickhouse-go connection pool and the known table layouts.
+type Store struct {
+	conn driver.Conn
+	db   string
+
+	mu     sync.Mutex
+	tables map[string]*Table // by ClickHouse table name
+}
+
+// Open connects and checks the server answers. It creates the database if it
+// does not exist.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if o.Database == "" {
+		o.Database = "tributary"
+	}
+	if o.Username == "" {
+		o.Username = "default"
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr: []string{o.Addr},
+		Auth: clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
+		Settings: clickhouse.Settings{
+			// Never let the optimizer turn a WHERE into a PREWHERE: with
+			// FINAL that returns superseded rows (see PLATFORM.md).
+			"optimize_move_to_prewhere": 0,
+		},
+		MaxOpenConns: 8,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse open: %w", err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse ping %s: %w", o.Addr, err)
+	}
+	s := &Store{conn: conn, db: o.Database, tables: map[string]*Table{}}
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quote(o.Database)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("create database: %w", err)
+	}
+	if err := s.ensureWatermarks(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close releases the connections.
+func (s *Store) Close() error { return s.conn.Close() }
+
+// Conn exposes the connection for read-side packages.
+func (s *Store) Conn() driver.Conn { return s.conn }
+
+// Database is the ClickHouse database the store writes to.
+func (s *Store) Database() string { return s.db }
+
+// Table is the ClickHouse layout of one replicated table.
+type Table struct {
+	Name     string
+	IDColumn string
+	// Columns are the source columns in ClickHouse order.
+	Columns []Column
+	byName  map[string]int
+}
+
+// Column is one source column as stored in ClickHouse.
+type Column struct {
+	Name     string
+	PGType   string
+	Key      bool
+	Nullable bool
+	typ      colType
+}
+
+// CHType is the full ClickHouse type of the column.
+func (c Column) CHType() string {
+	if c.Nullable {
+		return "Nullable(" + c.typ.ch + ")"
+	}
+	return c.typ.ch
+}
+
+// EnsureTable makes the ClickHouse table for a source relation exist and
+// match cols: it is created if absent, columns the source added are added,
+// columns the source dropped are kept (old rows keep their values; new rows
+// store NULL). A changed type is ErrIncompatibleSchema.
+func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []envelope.Column) (*Table, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want, err := layout(name, idColumn, cols)
+	if err != nil {
+		return nil, err
+	}
+	have, ok := s.tables[name]
+	if !ok {
+		have, err = s.describe(ctx, name, idColumn)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if have == nil {
+		if err := s.create(ctx, want); err != nil {
+			return nil, err
+		}
+		s.tables[name] = want
+		return want, nil
+	}
+	merged, added, err := merge(have, want)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range added {
+		q := fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS %s %s",
+			quote(s.db), quote(name), quote(c.Name), c.CHType())
+		if err := s.conn.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("add column %s.%s: %w", name, c.Name, err)
+		}
+	}
+	s.tables[name] = merged
+	return merged, nil
+}
+
+func layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
+	t := &Table{Name: name, IDColumn: idColumn, byName: map[string]int{}}
+	for _, c := range cols {
+		ct, err := mapType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("table %s column %s: %w", name, c.Name, err)
+		}
+		key := c.Key || c.Name == idColumn
+		t.byName[c.Name] = len(t.Columns)
+		t.Columns = append(t.Columns, Column{Name: c.Name, PGType: c.Type, Key: key, Nullable: !key, typ: ct})
+	}
+	if _, ok := t.byName[idColumn]; !ok {
+		return nil, fmt.Errorf("%w: table %s has no id column %q", ErrIncompatibleSchema, name, idColumn)
+	}
+	return t, nil
+}
+
+// merge reconciles the stored layout with the source's current one.
+func merge(have, want *Table) (*Table, []Column, error) {
+	out := &Table{Name: have.Name, IDColumn: have.IDColumn, byName: map[string]int{}}
+	for _, c := range have.Columns {
+		out.byName[c.Name] = len(out.Columns)
+		out.Columns = append(out.Columns, c)
+	}
+	var added []Column
+	for _, c := range want.Columns {
+		i, ok := out.byName[c.Name]
+		if !ok {
+			c.Nullable = true // existing rows have no value
+			out.byName[c.Name] = len(out.Columns)
+			out.Columns = append(out.Columns, c)
+			added = append(added, c)
+			continue
+		}
+		if got := out.Columns[i]; got.typ.ch != c.typ.ch {
+			return nil, nil, fmt.Errorf("%w: %s.%s changed from %s to %s", ErrIncompatibleSchema,
+				have.Name, c.Name, got.typ.ch, c.typ.ch)
+		}
+	}
+	return out, added, nil
+}
+
+func (s *Store) create(ctx context.Context, t *Table) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s.%s (", quote(s.db), quote(t.Name))
+	for _, c := range t.Columns {
+		fmt.Fprintf(&b, "%s %s, ", quote(c.Name), c.CHType())
+	}
+	for i, m := range metaColumns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %s", m.name, m.typ)
+	}
+	fmt.Fprintf(&b, ") ENGINE = ReplacingMergeTree(_version) ORDER BY (%s, _shard)", quote(t.IDColumn))
+	if err := s.conn.Exec(ctx, b.String()); err != nil {
+		return fmt.Errorf("create table %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// describe reads an existing table's layout from system.columns, or returns
+// nil if the table does not exist. The PostgreSQL type of a column is not
+// stored in ClickHouse; comparisons use the ClickHouse type.
+func (s *Store) describe(ctx context.Context, name, idColumn string) (*Table, error) {
+	rows, err := s.conn.Query(ctx,
+		"SELECT name, type FROM system.columns WHERE database = ? AND table = ?", s.db, name)
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", name, err)
+	}
+	defer rows.Close()
+	t := &Table{Name: name, IDColumn: idColumn, byName: map[string]int{}}
+	found := false
+	for rows.Next() {
+		var cn, ct string
+		if err := rows.Scan(&cn, &ct); err != nil {
+			return nil, fmt.Errorf("describe %s: %w", name, err)
+		}
+		found = true
+		if strings.HasPrefix(cn, "_") && isMeta(cn) {
+			continue
+		}
+		nullable := strings.HasPrefix(ct, "Nullable(")
+		inner := strings.TrimSuffix(strings.TrimPrefix(ct, "Nullable("), ")")
+		if !nullable {
+			inner = ct
+		}
+		typ, err := typeFromCH(inner)
+		if err != nil {
+			return nil, fmt.Errorf("describe %s.%s: %w", name, cn, err)
+		}
+		t.byName[cn] = len(t.Columns)
+		t.Columns = append(t.Columns, Column{Name: cn, Key: !nullable, Nullable: nullable, typ: typ})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("describe %s: %w", name, err)
+	}
+	if !found {
+		return nil, nil
+	}
+	return t, nil
+}
+
+func isMeta(name string) bool {
+	for _, m := range metaColumns {
+		if m.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// typeFromCH inverts mapType for tables that already exist.
+func typeFromCH(ch string) (colType, error) {
+	norm := strings.ReplaceAll(ch, " ", "")
+	switch {
+	case norm == "Int16":
+		return colType{kindInt16, "Int16"}, nil
+	case norm == "Int32":
+		return colType{kindInt32, "Int32"}, nil
+	case norm == "Int64":
+		return colType{kindInt64, "Int64"}, nil
+	case norm == "Float64":
+		return colType{kindFloat64, "Float64"}, nil
+	case strings.HasPrefix(norm, "Decimal("):
+		var p, sc int
+		if _, err := fmt.Sscanf(norm, "Decimal(%d,%d)", &p, &sc); err != nil {
+			return colType{}, fmt.Errorf("decimal type %q: %w", ch, err)
+		}
+		return colType{kindDecimal, fmt.Sprintf("Decimal(%d, %d)", p, sc)}, nil
+	case norm == "UInt8":
+		return colType{kindBool, "UInt8"}, nil
+	case norm == "Date":
+		return colType{kindDate, "Date"}, nil
+	case strings.HasPrefix(norm, "DateTime"):
+		return colType{kindDateTime, "DateTime('UTC')"}, nil
+	case norm == "UUID":
+		return colType{kindUUID, "UUID"}, nil
+	case norm == "String":
+		return colType{kindString, "String"}, nil
+	}
+	return colType{}, fmt.Errorf("unexpected ClickHouse type %q in a Tributary table", ch)
+}
+
+// quote quotes an identifier for ClickHouse. Names reaching here were
+// validated as plain identifiers (internal/tables) or come from PostgreSQL's
+// catalog; backquotes inside are escaped regardless.
+func quote(id string) string {
+	return "`" + strings.ReplaceAll(id, "`", "\\`") + "`"
+}

@@ -1,0 +1,173 @@
+package chstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// ErrUnmappedType is returned for a PostgreSQL type Tributary does not map to
+// ClickHouse. The table that has such a column is stopped; the rest go on.
+var ErrUnmappedType = errors.New("unmapped PostgreSQL type")
+
+// kind is how a text value from PostgreSQL is converted for ClickHouse.
+type kind int
+
+const (
+	kindString kind = iota
+	kindInt16
+	kindInt32
+	kindInt64
+	kindFloat64
+	kindDecimal
+	kindBool
+	kindDate
+	kindDateTime
+	kindUUID
+)
+
+// colType is the ClickHouse side of one mapped column.
+type colType struct {
+	kind kind
+	// ch is the ClickHouse type, without Nullable.
+	ch string
+}
+
+// mapType maps a PostgreSQL type (format_type text, as in the envelope) to
+// ClickHouse. The mapping is documented in schema/clickhouse-types.md; keep
+// the two in step.
+func mapType(pg string) (colType, error) {
+	base := pg
+	if strings.HasSuffix(pg, "[]") {
+		// Arrays travel as PostgreSQL array text ("{1,2,3}") and are stored
+		// as that text: exact, and readable; typed arrays are future work.
+		return colType{kindString, "String"}, nil
+	}
+	if i := strings.IndexByte(pg, '('); i >= 0 {
+		base = pg[:i]
+	}
+	switch base {
+	case "smallint":
+		return colType{kindInt16, "Int16"}, nil
+	case "integer":
+		return colType{kindInt32, "Int32"}, nil
+	case "bigint":
+		return colType{kindInt64, "Int64"}, nil
+	case "real", "double precision":
+		return colType{kindFloat64, "Float64"}, nil
+	case "numeric":
+		p, s, err := numericTypmod(pg)
+		if err != nil {
+			return colType{}, err
+		}
+		return colType{kindDecimal, fmt.Sprintf("Decimal(%d, %d)", p, s)}, nil
+	case "boolean":
+		return colType{kindBool, "UInt8"}, nil
+	case "date":
+		return colType{kindDate, "Date"}, nil
+	case "timestamp with time zone", "timestamp without time zone", "timestamp":
+		// ClickHouse 18.16 has no DateTime64: second precision is stored.
+		// The exact source text is not kept; see schema/clickhouse-types.md.
+		return colType{kindDateTime, "DateTime('UTC')"}, nil
+	case "uuid":
+		return colType{kindUUID, "UUID"}, nil
+	case "text", "character varying", "character", "json", "jsonb", "bytea",
+		"inet", "cidr", "macaddr", "interval", "time without time zone",
+		"time with time zone", "money", "xml", "citext":
+		return colType{kindString, "String"}, nil
+	}
+	return colType{}, fmt.Errorf("%w: %q", ErrUnmappedType, pg)
+}
+
+// numericTypmod reads "numeric(p,s)". Unconstrained numeric has no exact
+// ClickHouse decimal type, so it is refused rather than rounded.
+func numericTypmod(pg string) (int, int, error) {
+	var p, s int
+	if _, err := fmt.Sscanf(strings.ReplaceAll(pg, " ", ""), "numeric(%d,%d)", &p, &s); err != nil {
+		if _, err2 := fmt.Sscanf(pg, "numeric(%d)", &p); err2 == nil {
+			s = 0
+		} else {
+			return 0, 0, fmt.Errorf("%w: %q (unconstrained numeric has no exact ClickHouse type; declare numeric(p,s))", ErrUnmappedType, pg)
+		}
+	}
+	if p < 1 || p > 38 || s < 0 || s > p {
+		return 0, 0, fmt.Errorf("%w: %q (precision must be 1..38)", ErrUnmappedType, pg)
+	}
+	return p, s, nil
+}
+
+// pgTimestampLayouts are the text forms PostgreSQL's output functions use
+// with DateStyle ISO (the replication connection's default).
+var pgTimestampLayouts = []string{
+	"2006-01-02 15:04:05.999999-07",
+	"2006-01-02 15:04:05.999999-07:00",
+	"2006-01-02 15:04:05.999999-07:00:00",
+	"2006-01-02 15:04:05.999999",
+}
+
+// convert turns PostgreSQL text into the Go value clickhouse-go appends.
+func (c colType) convert(s string) (any, error) {
+	switch c.kind {
+	case kindString:
+		return s, nil
+	case kindInt16:
+		v, err := strconv.ParseInt(s, 10, 16)
+		return int16(v), err
+	case kindInt32:
+		v, err := strconv.ParseInt(s, 10, 32)
+		return int32(v), err
+	case kindInt64:
+		return strconv.ParseInt(s, 10, 64)
+	case kindFloat64:
+		return strconv.ParseFloat(s, 64)
+	case kindDecimal:
+		return decimal.NewFromString(s)
+	case kindBool:
+		switch s {
+		case "t":
+			return uint8(1), nil
+		case "f":
+			return uint8(0), nil
+		}
+		return nil, fmt.Errorf("boolean %q", s)
+	case kindDate:
+		return time.Parse("2006-01-02", s)
+	case kindDateTime:
+		for _, l := range pgTimestampLayouts {
+			if t, err := time.Parse(l, s); err == nil {
+				return t.UTC(), nil
+			}
+		}
+		return nil, fmt.Errorf("timestamp %q not in ISO format", s)
+	case kindUUID:
+		return s, nil
+	}
+	return nil, fmt.Errorf("internal: unknown kind %d", c.kind)
+}
+
+// zero is the value stored in a non-nullable column for a delete tombstone.
+func (c colType) zero() any {
+	switch c.kind {
+	case kindInt16:
+		return int16(0)
+	case kindInt32:
+		return int32(0)
+	case kindInt64:
+		return int64(0)
+	case kindFloat64:
+		return float64(0)
+	case kindDecimal:
+		return decimal.Zero
+	case kindBool:
+		return uint8(0)
+	case kindDate, kindDateTime:
+		return time.Unix(0, 0).UTC()
+	case kindUUID:
+		return "00000000-0000-0000-0000-000000000000"
+	}
+	return ""
+}

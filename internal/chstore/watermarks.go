@@ -1,0 +1,60 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Watermark says: in Kafka partition Partition of Topic, every change of
+// Shard committed at or before CommitLSN is in ClickHouse.
+type Watermark struct {
+	Topic      string
+	Partition  int32
+	Partitions int32 // partitions the topic had when the reader wrote it
+	Shard      uint16
+	CommitLSN  uint64
+	CommitTS   time.Time
+}
+
+const watermarksTable = "_watermarks"
+
+func (s *Store) ensureWatermarks(ctx context.Context) error {
+	// ReplacingMergeTree(commit_lsn): the newest position per
+	// (shard, topic, partition) wins, so a replayed older watermark never
+	// moves freshness backwards.
+	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+		shard UInt16, topic String, partition UInt32, partitions UInt32,
+		commit_lsn UInt64, commit_ts DateTime('UTC'), updated_at DateTime('UTC')
+	) ENGINE = ReplacingMergeTree(commit_lsn) ORDER BY (shard, topic, partition)`,
+		quote(s.db), watermarksTable)
+	if err := s.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create watermarks table: %w", err)
+	}
+	return nil
+}
+
+// WriteWatermarks stores watermarks. Call it only after every change that
+// preceded them in their partitions has been inserted.
+func (s *Store) WriteWatermarks(ctx context.Context, ws []Watermark) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	b, err := s.conn.PrepareBatch(ctx, fmt.Sprintf(
+		"INSERT INTO %s.%s (shard, topic, partition, partitions, commit_lsn, commit_ts, updated_at)",
+		quote(s.db), watermarksTable))
+	if err != nil {
+		return fmt.Errorf("prepare watermarks: %w", err)
+	}
+	defer b.Abort() //nolint:errcheck // no-op after Send
+	now := time.Now().UTC()
+	for _, w := range ws {
+		if err := b.Append(w.Shard, w.Topic, uint32(w.Partition), uint32(w.Partitions), w.CommitLSN, w.CommitTS.UTC(), now); err != nil {
+			return fmt.Errorf("append watermark: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert watermarks: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+// Package decode parses PostgreSQL's pgoutput logical replication messages
+// and turns row changes into change envelopes (package envelope).
+//
+// # Parsing
+//
+// Parser.Parse decodes the payload of one XLogData message. Every read is
+// bounds-checked; a message that is short, carries a value the protocol
+// does not allow, or has bytes after its end is refused with an *Error
+// (message type, byte offset, field, column, and a sentinel: ErrTruncated,
+// ErrUnknownMessage or ErrMalformed). Parse never panics and never guesses.
+// The Parser reuses its storage, so parsing a Begin, Commit, Insert, Update
+// or Delete allocates nothing; results are valid until the next Parse.
+//
+// Supported, protocol versions 1 and 2 (proto_version '1' or '2',
+// streaming 'true'):
+//
+//	'B' Begin          'C' Commit          'O' Origin
+//	'R' Relation       'Y' Type            'M' Message (messages 'true')
+//	'I' Insert         'U' Update ('K' or 'O' old tuple, then 'N')
+//	'D' Delete ('K' or 'O')                'T' Truncate (CASCADE, RESTART IDENTITY)
+//	'S' Stream Start   'E' Stream Stop     'c' Stream Commit   'A' Stream Abort
+//
+// Inside a Stream Start .. Stop block, R, Y, I, U, D, T and M carry the
+// XID of the (sub)transaction that made the change: the caller says so with
+// Parse's inStream argument. Stream Abort's SubXID names the subtransaction
+// whose changes are discarded; it equals XID for the whole transaction.
+// Tuple values may be NULL ('n'), unchanged TOAST ('u', not sent and not
+// NULL), text ('t') or binary ('b'); all four are decoded.
+//
+// Refused, with the reason:
+//
+//   - Protocol version 3's two-phase messages ('b', 'P', 'K', 'r', 'p'):
+//     Tributary does not decode prepared transactions (two_phase off);
+//     ErrUnknownMessage says so.
+//   - Protocol version 4 (parallel streaming) adds an abort LSN and time to
+//     Stream Abort: the extra bytes are refused as trailing data rather than
+//     ignored. Any other unknown type byte: ErrUnknownMessage.
+//   - Flag bits the protocol leaves at zero (Commit, Stream Commit), column
+//     flags other than the key bit, truncate options other than CASCADE and
+//     RESTART IDENTITY, message flags other than transactional, unknown
+//     replica identities and tuple markers: ErrMalformed. A future server
+//     that sets them means something this package does not know.
+//   - Begin, Commit, Stream Start/Commit/Abort inside a stream block, and
+//     Stream Stop outside one: the caller's inStream must be wrong, and the
+//     XIDs of the messages around it would be misread.
+//
+// # Relations and types
+//
+// Relations caches Relation messages by relation id (a new one replaces the
+// old) and Type messages by OID, and names column types as format_type
+// does: TypeName knows the built-in types and their arrays, with modifiers
+// ("numeric(12,2)", "character varying(40)", "timestamp(3) with time
+// zone"). User types are named from their Type message ("public.mood"), or
+// by a TypeLookup the caller provides; otherwise the column fails with an
+// *UnknownTypeError carrying the OID, so nothing is silently mislabelled.
+//
+// # Conversion
+//
+// Table.Change fills an envelope.Event from an Insert, Update or Delete:
+// After (nil pointer for NULL), Before (the 'K' or 'O' old tuple), Unchanged
+// (the 'u' columns, absent from After) and ID (the text of the configured id
+// column). Binary values are refused (ErrBinaryValue): Tributary asks for
+// text, so a binary value means a misconfigured subscription, and guessing
+// each type's binary format would be a second, untested decoder.
+package decode

@@ -1,0 +1,158 @@
+package decode
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tributary/tributary/internal/envelope"
+)
+
+// TypeLookup names a column type that neither TypeName nor a Type message
+// can, the way format_type(oid, typmod) does; typically it runs
+// "SELECT format_type($1, $2)" on an ordinary (non-replication) connection.
+// It is called when a Relation is cached, never per row, at most once per
+// (oid, typmod) per Relations.
+type TypeLookup func(oid uint32, typmod int32) (string, error)
+
+// Relations caches the Relation and Type messages of one replication
+// session, by relation id and type OID. pgoutput sends them once per session
+// (and again after a schema change), so a new session needs a new
+// Relations. It belongs to the goroutine that reads the stream and is not
+// safe for concurrent use.
+type Relations struct {
+	tables map[uint32]*Table
+	types  map[uint32]Type
+	lookup TypeLookup
+	// looked caches the lookup's answers (not its errors, which may be
+	// transient).
+	looked map[typeKey]string
+}
+
+var errEmptyLookup = errors.New("type lookup returned an empty name")
+
+type typeKey struct {
+	oid    uint32
+	typmod int32
+}
+
+// NewRelations returns an empty cache. lookup may be nil: columns whose
+// type cannot be named then make Table.Err (and Table.Change) fail with an
+// *UnknownTypeError.
+func NewRelations(lookup TypeLookup) *Relations {
+	return &Relations{
+		tables: map[uint32]*Table{},
+		types:  map[uint32]Type{},
+		lookup: lookup,
+		looked: map[typeKey]string{},
+	}
+}
+
+// Table is a cached relation, ready to convert its changes. It never
+// changes once built: a later Relation message for the same id puts a new
+// *Table in the cache, and older ones stay valid for changes decoded
+// before it.
+type Table struct {
+	// Relation is a copy of the message; its Columns belong to the Table.
+	Relation
+	// Schema is Namespace, with pgoutput's "" spelled "pg_catalog".
+	Schema string
+	// EventColumns is the envelope's column list, type names resolved. Every
+	// event of the table shares this slice: it must not be modified.
+	EventColumns []envelope.Column
+	// index maps column names to positions.
+	index map[string]int
+	// err is the first type resolution error, reported by Err and Change.
+	err error
+}
+
+// Err reports a column whose type could not be named (an
+// *UnknownTypeError, wrapped with the column); Change fails with it too.
+func (t *Table) Err() error { return t.err }
+
+// Put caches rel, replacing an earlier Relation with the same id, and
+// returns the new Table. rel is copied: it may come from a Parser. Column
+// types are named here (see Relations.TypeName); a failure is kept in
+// Table.Err rather than refusing the relation, so that its changes fail
+// with the precise reason instead of "unknown relation".
+func (r *Relations) Put(rel *Relation) *Table {
+	t := &Table{Relation: *rel, Schema: rel.Namespace}
+	t.Columns = slices.Clone(rel.Columns)
+	if t.Schema == "" {
+		t.Schema = "pg_catalog"
+	}
+	t.EventColumns = make([]envelope.Column, len(t.Columns))
+	t.index = make(map[string]int, len(t.Columns))
+	for i, c := range t.Columns {
+		name, err := r.TypeName(c.TypeOID, c.TypeMod)
+		if err != nil && t.err == nil {
+			t.err = &ColumnError{Schema: t.Schema, Table: t.Name, Column: c.Name, Err: err}
+		}
+		t.EventColumns[i] = envelope.Column{Name: c.Name, Type: name, OID: c.TypeOID, Key: c.Key()}
+		if _, dup := t.index[c.Name]; dup && t.err == nil {
+			// PostgreSQL never sends this; After could not tell them apart.
+			t.err = &ColumnError{Schema: t.Schema, Table: t.Name, Column: c.Name,
+				Err: fmt.Errorf("%w: duplicate column name", ErrMalformed)}
+		}
+		t.index[c.Name] = i
+	}
+	r.tables[t.ID] = t
+	return t
+}
+
+// PutType records a Type message. pgoutput sends the Type messages of a
+// relation before the Relation itself, so Put sees them.
+func (r *Relations) PutType(t *Type) {
+	r.types[t.OID] = *t
+}
+
+// Get returns the cached table with relation id id.
+func (r *Relations) Get(id uint32) (*Table, bool) {
+	t, ok := r.tables[id]
+	return t, ok
+}
+
+// TypeName names a column type, in this order:
+//
+//  1. a built-in type: TypeName(oid, typmod), PostgreSQL's exact spelling;
+//  2. a Type message for oid, when typmod is -1: the schema-qualified,
+//     quoted type name ("public.mood", "public._mood" for an array of it);
+//     a Type message in pg_catalog is a domain's base type ("varchar" is
+//     named "character varying": the domain's own name is not sent);
+//  3. the TypeLookup;
+//
+// and fails with an *UnknownTypeError otherwise. A user type with a
+// modifier (typmod >= 0) needs the lookup: its typmodout function is unknown.
+func (r *Relations) TypeName(oid uint32, typmod int32) (string, error) {
+	if name, ok := TypeName(oid, typmod); ok {
+		return name, nil
+	}
+	ty, haveType := r.types[oid]
+	if haveType && typmod < 0 {
+		if ty.Namespace != "" {
+			return quoteIdent(ty.Namespace) + "." + quoteIdent(ty.Name), nil
+		}
+		if b := builtinByTypname[ty.Name]; b != nil {
+			return b.name, nil
+		}
+		return quoteIdent(ty.Name), nil
+	}
+	uerr := &UnknownTypeError{OID: oid, TypeMod: typmod, Namespace: ty.Namespace, Name: ty.Name}
+	if r.lookup == nil {
+		return "", uerr
+	}
+	key := typeKey{oid, typmod}
+	if name, ok := r.looked[key]; ok {
+		return name, nil
+	}
+	name, err := r.lookup(oid, typmod)
+	if err == nil && name == "" {
+		err = errEmptyLookup
+	}
+	if err != nil {
+		uerr.Err = err
+		return "", uerr
+	}
+	r.looked[key] = name
+	return name, nil
+}

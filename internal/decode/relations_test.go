@@ -1,0 +1,150 @@
+package decode
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestRelationsPutGetReplace(t *testing.T) {
+	rels := NewRelations(nil)
+	var p Parser
+	m, err := p.Parse(encode(&Relation{ID: 7, Namespace: "", Name: "t", ReplicaIdentity: IdentityDefault,
+		Columns: []RelationColumn{{Flags: ColumnKey, Name: "id", TypeOID: 20, TypeMod: -1}}}, false), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := rels.Put(m.(*Relation))
+	if first.Err() != nil {
+		t.Fatal(first.Err())
+	}
+	if first.Schema != "pg_catalog" {
+		t.Errorf("schema %q, want pg_catalog for pgoutput's empty namespace", first.Schema)
+	}
+	// The parser reuses its Relation: the cached table must not change.
+	if _, err := p.Parse(encode(&Relation{ID: 7, Namespace: "s", Name: "t2", ReplicaIdentity: IdentityFull,
+		Columns: []RelationColumn{{Flags: ColumnKey, Name: "a", TypeOID: 25, TypeMod: -1}, {Flags: ColumnKey, Name: "b", TypeOID: 23, TypeMod: -1}}}, false), false); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rels.Get(7); got != first || got.Name != "t" || got.Columns[0].Name != "id" || len(got.Columns) != 1 {
+		t.Fatalf("cached table changed under the parser: %+v", got)
+	}
+	second := rels.Put(&p.relation)
+	if got, ok := rels.Get(7); !ok || got != second || got.Name != "t2" || len(got.EventColumns) != 2 {
+		t.Fatalf("Get after replace = %+v", got)
+	}
+	if first.Name != "t" {
+		t.Fatal("replacing changed the earlier table")
+	}
+	if _, ok := rels.Get(8); ok {
+		t.Fatal("Get(8) found a table")
+	}
+}
+
+func TestRelationsTypeName(t *testing.T) {
+	var lookups []typeKey
+	lookupErr := errors.New("connection refused")
+	failing := true
+	lookup := func(oid uint32, typmod int32) (string, error) {
+		lookups = append(lookups, typeKey{oid, typmod})
+		if oid == 99999 {
+			return "", nil
+		}
+		if failing && oid == 16500 {
+			return "", lookupErr
+		}
+		return "ext.vector(3)", nil
+	}
+	rels := NewRelations(lookup)
+	rels.PutType(&Type{OID: 16390, Namespace: "public", Name: "mood"})
+	rels.PutType(&Type{OID: 16391, Namespace: "public", Name: "_mood"})
+	rels.PutType(&Type{OID: 16392, Namespace: "", Name: "varchar"}) // a domain over varchar
+	rels.PutType(&Type{OID: 16393, Namespace: "My Schema", Name: "order"})
+	rels.PutType(&Type{OID: 16394, Namespace: "", Name: "aclitem"}) // a domain over a type outside the table
+
+	for _, tc := range []struct {
+		oid    uint32
+		typmod int32
+		want   string
+	}{
+		{20, -1, "bigint"},
+		{1015, 44, "character varying(40)[]"},
+		{16390, -1, "public.mood"},
+		{16391, -1, "public._mood"},
+		{16392, -1, "character varying"},
+		{16393, -1, `"My Schema"."order"`},
+		{16394, -1, "aclitem"},
+		{16390, 7, "ext.vector(3)"}, // a modifier on a user type: only the lookup knows
+		{27, -1, "ext.vector(3)"},   // a built-in outside the table
+	} {
+		got, err := rels.TypeName(tc.oid, tc.typmod)
+		if err != nil || got != tc.want {
+			t.Errorf("TypeName(%d, %d) = %q, %v; want %q", tc.oid, tc.typmod, got, err, tc.want)
+		}
+	}
+	if want := []typeKey{{16390, 7}, {27, -1}}; !slices.Equal(lookups, want) {
+		t.Errorf("lookups %v, want %v", lookups, want)
+	}
+	// Answers are cached.
+	lookups = nil
+	if _, err := rels.TypeName(27, -1); err != nil || len(lookups) != 0 {
+		t.Errorf("second lookup: %v, %v", lookups, err)
+	}
+
+	// Errors are reported with the OID, and not cached.
+	_, err := rels.TypeName(16500, -1)
+	var ute *UnknownTypeError
+	if !errors.As(err, &ute) || ute.OID != 16500 || !errors.Is(err, ErrUnknownType) || !errors.Is(err, lookupErr) {
+		t.Fatalf("failing lookup: %v", err)
+	}
+	failing = false
+	if name, err := rels.TypeName(16500, -1); err != nil || name != "ext.vector(3)" {
+		t.Errorf("lookup after recovery: %q, %v", name, err)
+	}
+	if _, err := rels.TypeName(99999, -1); !errors.Is(err, errEmptyLookup) {
+		t.Errorf("empty lookup answer: %v", err)
+	}
+
+	// Without a lookup, the Type message's names still show in the error.
+	_, err = NewRelations(nil).TypeName(16390, 5)
+	if !errors.As(err, &ute) || ute.OID != 16390 || ute.TypeMod != 5 {
+		t.Fatalf("no lookup: %v", err)
+	}
+	norels := NewRelations(nil)
+	norels.PutType(&Type{OID: 16390, Namespace: "public", Name: "mood"})
+	_, err = norels.TypeName(16390, 5)
+	if !errors.As(err, &ute) || ute.Name != "mood" || ute.Namespace != "public" {
+		t.Fatalf("no lookup, with Type message: %v", err)
+	}
+	t.Log(err)
+}
+
+func TestRelationsUnknownTypeInTable(t *testing.T) {
+	rels := NewRelations(nil)
+	tbl := rels.Put(&Relation{ID: 1, Namespace: "public", Name: "t", ReplicaIdentity: IdentityDefault, Columns: []RelationColumn{
+		{Flags: ColumnKey, Name: "id", TypeOID: 20, TypeMod: -1},
+		{Name: "g", TypeOID: 17000, TypeMod: -1},
+	}})
+	err := tbl.Err()
+	var ce *ColumnError
+	if !errors.Is(err, ErrUnknownType) || !errors.As(err, &ce) || ce.Column != "g" || ce.Table != "t" {
+		t.Fatalf("Err() = %v", err)
+	}
+	if _, ok := rels.Get(1); !ok {
+		t.Fatal("table with an unknown type is not cached")
+	}
+	var p Parser
+	m, _ := p.Parse(encode(&Insert{RelationID: 1, New: tup(txt("1"), txt("x"))}, false), false)
+	if err := tbl.Change(m, "id", new(eventT)); !errors.Is(err, ErrUnknownType) {
+		t.Fatalf("Change = %v, want ErrUnknownType", err)
+	}
+}
+
+func TestRelationsDuplicateColumn(t *testing.T) {
+	tbl := NewRelations(nil).Put(&Relation{ID: 1, Name: "t", ReplicaIdentity: IdentityDefault, Columns: []RelationColumn{
+		{Name: "a", TypeOID: 25, TypeMod: -1}, {Name: "a", TypeOID: 25, TypeMod: -1},
+	}})
+	if !errors.Is(tbl.Err(), ErrMalformed) {
+		t.Fatalf("Err() = %v", tbl.Err())
+	}
+}

@@ -1,0 +1,115 @@
+// Package flagenv registers command-line flags whose defaults come from
+// environment variables, so that every setting of a Tributary binary can be
+// given either way and secrets (DSNs with passwords, tokens) never need to
+// appear in argv. Precedence: flag, then environment, then built-in default.
+package flagenv
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Set wraps a flag.FlagSet and remembers environment parse errors, which
+// Err reports after registration.
+type Set struct {
+	*flag.FlagSet
+	errs []string
+}
+
+// New returns a Set for a binary; usage is printed above the flag list.
+func New(name, usage string) *Set {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	s := &Set{FlagSet: fs}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nFlags (each also settable by the environment variable shown):\n", strings.TrimSpace(usage))
+		fs.PrintDefaults()
+	}
+	return s
+}
+
+func (s *Set) env(env string) (string, bool) {
+	if env == "" {
+		return "", false
+	}
+	v, ok := os.LookupEnv(env)
+	return v, ok && v != ""
+}
+
+func withEnv(usage, env string) string {
+	if env == "" {
+		return usage
+	}
+	return usage + " [$" + env + "]"
+}
+
+// String registers a string flag.
+func (s *Set) String(p *string, name, env, def, usage string) {
+	if v, ok := s.env(env); ok {
+		def = v
+	}
+	s.StringVar(p, name, def, withEnv(usage, env))
+}
+
+// Secret registers a string that may only come from the environment (or a
+// file named by a flag the caller adds): it is not a flag, so it never
+// appears in argv or ps output.
+func (s *Set) Secret(p *string, env string) {
+	if v, ok := s.env(env); ok {
+		*p = v
+	}
+}
+
+// Int registers an int flag.
+func (s *Set) Int(p *int, name, env string, def int, usage string) {
+	if v, ok := s.env(env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Sprintf("$%s=%q: not an integer", env, v))
+		} else {
+			def = n
+		}
+	}
+	s.IntVar(p, name, def, withEnv(usage, env))
+}
+
+// Duration registers a duration flag.
+func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, usage string) {
+	if v, ok := s.env(env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Sprintf("$%s=%q: not a duration (e.g. 500ms, 2s)", env, v))
+		} else {
+			def = d
+		}
+	}
+	s.DurationVar(p, name, def, withEnv(usage, env))
+}
+
+// Parse parses args and reports environment errors found while registering.
+func (s *Set) Parse(args []string) error {
+	if err := s.FlagSet.Parse(args); err != nil {
+		return err
+	}
+	if len(s.errs) > 0 {
+		return fmt.Errorf("bad environment: %s", strings.Join(s.errs, "; "))
+	}
+	if s.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", s.Args())
+	}
+	return nil
+}
+
+// List splits a comma-separated value, dropping empty items.
+func List(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

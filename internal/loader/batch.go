@@ -1,0 +1,309 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/dedupe"
+	"github.com/tributary/tributary/internal/envelope"
+)
+
+// change is one decoded change record of a batch.
+type change struct {
+	rec *kgo.Record
+	ev  *envelope.Event
+}
+
+// deadLetter is a record that cannot be applied, with the reason.
+type deadLetter struct {
+	rec    *kgo.Record
+	reason string // short, bounded label for metrics
+	err    error
+}
+
+// apply writes one batch to ClickHouse and returns the records whose
+// offsets may now be committed. Records of stopped tables are left out.
+func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) ([]*kgo.Record, error) {
+	l.m.batchRows.Observe(float64(len(recs)))
+	byTable := map[string][]change{}
+	var order []string
+	var dead []deadLetter
+	var wms []chstore.Watermark
+	commit := make([]*kgo.Record, 0, len(recs))
+
+	for _, r := range recs {
+		t, ok := l.cfg.Tables.ByTopic(r.Topic)
+		if !ok {
+			dead = append(dead, deadLetter{r, "unknown_topic", fmt.Errorf("no table configured for topic %q", r.Topic)})
+			commit = append(commit, r)
+			continue
+		}
+		if _, stopped := l.stopped[t.Name]; stopped {
+			continue
+		}
+		ev, err := envelope.Decode(r.Value)
+		if err != nil {
+			l.m.records.WithLabelValues(r.Topic, "invalid").Inc()
+			dead = append(dead, deadLetter{r, "decode", err})
+			commit = append(commit, r)
+			continue
+		}
+		switch ev.Kind {
+		case envelope.KindWatermark:
+			l.m.records.WithLabelValues(r.Topic, "watermark").Inc()
+			wms = append(wms, chstore.Watermark{
+				Topic: r.Topic, Partition: r.Partition, Partitions: ev.Partitions,
+				Shard: uint16(ev.Shard), CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime,
+			})
+			commit = append(commit, r)
+		case envelope.KindChange:
+			l.m.records.WithLabelValues(r.Topic, "change").Inc()
+			if ev.Table != t.Name {
+				dead = append(dead, deadLetter{r, "wrong_table", fmt.Errorf("record of table %q in topic %q", ev.Table, r.Topic)})
+				commit = append(commit, r)
+				continue
+			}
+			if _, seen := byTable[t.Name]; !seen {
+				order = append(order, t.Name)
+			}
+			byTable[t.Name] = append(byTable[t.Name], change{r, ev})
+		}
+	}
+
+	for _, name := range order {
+		t, _ := l.cfg.Tables.ByName(name)
+		bad, err := l.applyTable(ctx, name, t.IDColumn, byTable[name])
+		var stop *stopError
+		switch {
+		case errors.As(err, &stop):
+			l.stopTable(cl, name, t.Topic, stop.err)
+			continue
+		case err != nil:
+			return nil, err
+		}
+		dead = append(dead, bad...)
+		for _, c := range byTable[name] {
+			commit = append(commit, c.rec)
+		}
+	}
+
+	// Watermarks last: every change before them in their partitions is in.
+	if err := l.retry(ctx, "watermarks", func() error { return l.store.WriteWatermarks(ctx, wms) }); err != nil {
+		return nil, err
+	}
+	for _, w := range wms {
+		l.m.watermarkLSN.WithLabelValues(strconv.Itoa(int(w.Shard))).Set(float64(w.CommitLSN))
+	}
+	if err := l.sendDead(ctx, cl, dead); err != nil {
+		return nil, err
+	}
+	return commit, nil
+}
+
+// stopError marks a table-level failure: that table stops, the rest go on.
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+
+func (l *Loader) stopTable(cl *kgo.Client, table, topic string, err error) {
+	l.stopped[table] = err
+	l.m.tableStopped.WithLabelValues(table).Set(1)
+	cl.PauseFetchTopics(topic)
+	l.log.Error("table stopped: fix the schema and restart the loader",
+		slog.String("table", table), slog.String("topic", topic), slog.Any("err", err))
+}
+
+// applyTable writes the changes of one table, in partition order. Records
+// that cannot be converted are returned as dead letters.
+func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []change) ([]deadLetter, error) {
+	// Bring the ClickHouse table up to every column set seen in the batch
+	// (tables only grow), then convert every row against the final layout.
+	var t *chstore.Table
+	var lastCols []envelope.Column
+	for _, c := range cs {
+		if len(c.ev.Columns) == 0 || slices.Equal(c.ev.Columns, lastCols) {
+			continue
+		}
+		var err error
+		before := t
+		t, err = l.store.EnsureTable(ctx, name, idColumn, c.ev.Columns)
+		if err != nil {
+			if errors.Is(err, chstore.ErrIncompatibleSchema) || errors.Is(err, chstore.ErrUnmappedType) {
+				return nil, &stopError{err}
+			}
+			return nil, fmt.Errorf("ensure table %s: %w", name, err)
+		}
+		if before == nil || len(before.Columns) != len(t.Columns) {
+			l.m.schemaChanges.WithLabelValues(name).Inc()
+		}
+		lastCols = c.ev.Columns
+	}
+	if t == nil {
+		var dead []deadLetter
+		for _, c := range cs {
+			dead = append(dead, deadLetter{c.rec, "no_columns", fmt.Errorf("change of %s without column list", name)})
+		}
+		return dead, nil
+	}
+
+	var dead []deadLetter
+	// Rows whose unchanged TOAST values must come from ClickHouse: those
+	// with no earlier image of the same row in this batch.
+	seen := map[chstore.RowKey]bool{}
+	var lookup []chstore.RowKey
+	for _, c := range cs {
+		k := chstore.RowKey{ID: c.ev.ID, Shard: uint16(c.ev.Shard)}
+		if len(c.ev.Unchanged) > 0 && !seen[k] {
+			lookup = append(lookup, k)
+		}
+		seen[k] = true
+	}
+	var stored map[chstore.RowKey]chstore.Stored
+	if len(lookup) > 0 {
+		err := l.retry(ctx, "read "+name, func() error {
+			var err error
+			stored, err = l.store.Current(ctx, t, lookup)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	now := time.Now()
+	latest := map[chstore.RowKey]map[string]any{} // typed image of the newest row in this batch
+	rows := make([][]any, 0, len(cs))
+	written := make([]dedupe.Key, 0, len(cs))
+	versions := make([]uint64, 0, len(cs))
+	for _, c := range cs {
+		ev := c.ev
+		if ev.Op == envelope.OpTruncate {
+			dead = append(dead, deadLetter{c.rec, "truncate_unsupported",
+				errors.New("TRUNCATE is not applied yet: the table must be re-snapshotted")})
+			continue
+		}
+		k := chstore.RowKey{ID: ev.ID, Shard: uint16(ev.Shard)}
+		dk := dedupe.Key{Table: name, ID: ev.ID, Shard: ev.Shard}
+		if l.versions.Stale(dk, uint64(ev.LSN)) {
+			l.m.dropped.WithLabelValues(name).Inc()
+			continue
+		}
+		row := &chstore.Row{
+			Shard: uint16(ev.Shard), Version: uint64(ev.LSN), CommitLSN: uint64(ev.CommitLSN),
+			CommitTS: ev.CommitTime, Values: ev.After,
+		}
+		if ev.Op == envelope.OpDelete {
+			row.Deleted = true
+			row.Values = ev.Before
+			if row.Values == nil {
+				row.Values = map[string]*string{}
+			}
+			if _, ok := row.Values[idColumn]; !ok {
+				id := ev.ID
+				row.Values[idColumn] = &id
+			}
+		}
+		if len(ev.Unchanged) > 0 {
+			base := latest[k]
+			if base == nil {
+				if st, ok := stored[k]; ok && !st.Deleted {
+					base = st.Values
+				}
+			}
+			if base == nil {
+				dead = append(dead, deadLetter{c.rec, "toast_without_base",
+					fmt.Errorf("row %s/%d: unchanged TOAST columns %s but no earlier version is stored",
+						ev.ID, ev.Shard, strings.Join(ev.Unchanged, ","))})
+				continue
+			}
+			row.Filled = map[string]any{}
+			for _, col := range ev.Unchanged {
+				row.Filled[col] = base[col]
+			}
+		}
+		vals, err := t.Convert(row, now)
+		if err != nil {
+			dead = append(dead, deadLetter{c.rec, "convert", err})
+			continue
+		}
+		img := make(map[string]any, len(t.Columns))
+		for i, col := range t.Columns {
+			img[col.Name] = vals[i]
+		}
+		latest[k] = img
+		rows = append(rows, vals)
+		written = append(written, dk)
+		versions = append(versions, uint64(ev.LSN))
+	}
+
+	start := time.Now()
+	if err := l.retry(ctx, "insert "+name, func() error { return l.store.Insert(ctx, t, rows) }); err != nil {
+		return nil, err
+	}
+	l.m.insertSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+	l.m.rowsInserted.WithLabelValues(name).Add(float64(len(rows)))
+	for i, k := range written {
+		l.versions.Written(k, versions[i])
+	}
+	return dead, nil
+}
+
+// retry runs f until it succeeds or ctx ends, backing off up to 5 s. The
+// loader never skips a batch: a ClickHouse outage stops progress, and the
+// uncommitted records wait in Kafka.
+func (l *Loader) retry(ctx context.Context, what string, f func() error) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		l.m.insertErrors.WithLabelValues(what).Inc()
+		l.log.Warn("clickhouse write failed; retrying", slog.String("op", what),
+			slog.Int("attempt", attempt), slog.Duration("backoff", backoff), slog.Any("err", err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// sendDead writes dead letters to the DLQ topic, synchronously: their
+// offsets are committed only once the DLQ holds them.
+func (l *Loader) sendDead(ctx context.Context, cl *kgo.Client, dead []deadLetter) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	out := make([]*kgo.Record, 0, len(dead))
+	for _, d := range dead {
+		l.m.dlq.WithLabelValues(d.rec.Topic, d.reason).Inc()
+		l.log.Error("record sent to dead-letter topic", slog.String("topic", d.rec.Topic),
+			slog.Int("partition", int(d.rec.Partition)), slog.Int64("offset", d.rec.Offset),
+			slog.String("reason", d.reason), slog.Any("err", d.err))
+		out = append(out, &kgo.Record{
+			Topic: l.cfg.DLQTopic, Key: d.rec.Key, Value: d.rec.Value,
+			Headers: []kgo.RecordHeader{
+				{Key: "tributary.source.topic", Value: []byte(d.rec.Topic)},
+				{Key: "tributary.source.partition", Value: []byte(strconv.Itoa(int(d.rec.Partition)))},
+				{Key: "tributary.source.offset", Value: []byte(strconv.FormatInt(d.rec.Offset, 10))},
+				{Key: "tributary.reason", Value: []byte(d.reason)},
+				{Key: "tributary.error", Value: []byte(d.err.Error())},
+			},
+		})
+	}
+	return l.retry(ctx, "dlq produce", func() error { return cl.ProduceSync(ctx, out...).FirstErr() })
+}

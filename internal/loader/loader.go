@@ -1,0 +1,184 @@
+// Package loader consumes Tributary change envelopes from Kafka and applies
+// them to ClickHouse, exactly in effect: a batch of records is inserted,
+// then (and only then) its offsets are committed. A crash between the two
+// replays the batch; replays are harmless because every row carries its
+// source version (see internal/chstore).
+//
+// One goroutine owns the Kafka client's poll loop. While a batch is being
+// written nothing is polled, and franz-go's prefetch buffer is bounded
+// (MaxBufferedRecords / FetchMaxBytes), so a slow ClickHouse slows
+// consumption instead of growing memory. Rebalances are blocked during a
+// batch (BlockRebalanceOnPoll) and allowed again after the commit, so a
+// partition is never handed to another loader with applied-but-uncommitted
+// records.
+//
+// Metrics (private registry, prefix tributary_loader_):
+//
+//	records_total{topic,kind}          Kafka records consumed
+//	rows_inserted_total{table}         rows written to ClickHouse
+//	duplicates_dropped_total{table}    redeliveries and stale versions skipped
+//	dlq_records_total{topic,reason}    records sent to the dead-letter topic
+//	insert_seconds{table}              ClickHouse insert latency
+//	batch_records                      records per batch
+//	insert_errors_total{table}         failed inserts (retried)
+//	schema_changes_total{table}        tables created / columns added
+//	table_stopped{table}               1 while a table is stopped
+//	watermark_lsn{shard}               newest watermark written, by shard
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/dedupe"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Config is what a Loader needs.
+type Config struct {
+	Brokers  []string
+	Group    string
+	DLQTopic string
+	Tables   *tables.Config
+	// BatchRecords and BatchWait bound a batch: it is written when either is
+	// reached.
+	BatchRecords int
+	BatchWait    time.Duration
+	// DedupeKeys bounds the memory of recently written versions.
+	DedupeKeys int
+}
+
+// Loader applies change envelopes to ClickHouse.
+type Loader struct {
+	cfg   Config
+	store *chstore.Store
+	log   *slog.Logger
+	m     *metrics
+
+	// Owned by the Run goroutine.
+	versions *dedupe.Versions
+	stopped  map[string]error // table -> why it is stopped
+}
+
+// New builds a loader; it connects nothing until Run.
+func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *Loader {
+	if cfg.DedupeKeys <= 0 {
+		cfg.DedupeKeys = 1 << 20
+	}
+	return &Loader{
+		cfg: cfg, store: store, log: log, m: newMetrics(reg),
+		versions: dedupe.NewVersions(cfg.DedupeKeys),
+		stopped:  map[string]error{},
+	}
+}
+
+// Run consumes until ctx is done or a non-retryable error happens.
+func (l *Loader) Run(ctx context.Context) error {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(l.cfg.Brokers...),
+		kgo.ConsumerGroup(l.cfg.Group),
+		kgo.ConsumeTopics(l.cfg.Tables.Topics()...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxBytes(16<<20),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			l.log.Info("partitions assigned", slog.Any("partitions", m))
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			// Everything polled was committed before the rebalance was
+			// allowed; forget versions another loader may now advance.
+			l.versions.Forget()
+			l.log.Info("partitions revoked", slog.Any("partitions", m))
+		}),
+		// DLQ produces: idempotent, acks=all (franz-go defaults).
+		kgo.AllowAutoTopicCreation(),
+	)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+
+	for {
+		recs, err := l.poll(ctx, cl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if len(recs) > 0 {
+			commit, err := l.apply(ctx, cl, recs)
+			if err != nil {
+				cl.AllowRebalance()
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if err := cl.CommitRecords(ctx, commit...); err != nil {
+				cl.AllowRebalance()
+				if ctx.Err() != nil {
+					return nil
+				}
+				// Not fatal for correctness (the batch is replayed), but a
+				// loader that cannot commit makes no progress: stop loudly.
+				return fmt.Errorf("commit offsets: %w", err)
+			}
+		}
+		cl.AllowRebalance()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// poll gathers up to BatchRecords records, waiting at most BatchWait after
+// the first one arrives.
+func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error) {
+	var out []*kgo.Record
+	var deadline time.Time
+	for len(out) < l.cfg.BatchRecords {
+		pctx := ctx
+		var cancel context.CancelFunc = func() {}
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			pctx, cancel = context.WithTimeout(ctx, left)
+		}
+		fs := cl.PollRecords(pctx, l.cfg.BatchRecords-len(out))
+		cancel()
+		if fs.IsClientClosed() {
+			return nil, errors.New("kafka client closed")
+		}
+		var fatal error
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			// Fetch errors are retried by franz-go; log them for operators.
+			l.log.Warn("fetch error", slog.String("topic", t), slog.Int("partition", int(p)), slog.Any("err", err))
+		})
+		if fatal != nil {
+			return nil, fatal
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		if len(out) > 0 && deadline.IsZero() {
+			deadline = time.Now().Add(l.cfg.BatchWait)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,58 @@
+package loader
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the loader's Prometheus metrics; see the package doc for the
+// list.
+type metrics struct {
+	records       *prometheus.CounterVec   // topic, kind
+	rowsInserted  *prometheus.CounterVec   // table
+	dropped       *prometheus.CounterVec   // table
+	dlq           *prometheus.CounterVec   // topic, reason
+	insertSeconds *prometheus.HistogramVec // table
+	batchRows     prometheus.Histogram
+	insertErrors  *prometheus.CounterVec // table
+	schemaChanges *prometheus.CounterVec // table
+	tableStopped  *prometheus.GaugeVec   // table
+	watermarkLSN  *prometheus.GaugeVec   // shard
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_records_total", Help: "Kafka records consumed, by topic and kind (change, watermark, invalid).",
+		}, []string{"topic", "kind"}),
+		rowsInserted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_rows_inserted_total", Help: "Rows written to ClickHouse, by table.",
+		}, []string{"table"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_duplicates_dropped_total", Help: "Changes not written because the same or a newer version was already written (redeliveries, stale versions).",
+		}, []string{"table"}),
+		dlq: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_dlq_records_total", Help: "Records sent to the dead-letter topic, by source topic and reason.",
+		}, []string{"topic", "reason"}),
+		insertSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tributary_loader_insert_seconds", Help: "Latency of one ClickHouse insert.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}, []string{"table"}),
+		batchRows: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tributary_loader_batch_records", Help: "Kafka records per applied batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}),
+		insertErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_insert_errors_total", Help: "Failed ClickHouse inserts (retried; nothing is committed until they succeed).",
+		}, []string{"table"}),
+		schemaChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_schema_changes_total", Help: "Column sets applied to ClickHouse tables (creates and added columns).",
+		}, []string{"table"}),
+		tableStopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_loader_table_stopped", Help: "1 when a table is stopped by an incompatible schema change.",
+		}, []string{"table"}),
+		watermarkLSN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_loader_watermark_lsn", Help: "Highest commit LSN written as a watermark by this loader, by shard.",
+		}, []string{"shard"}),
+	}
+	reg.MustRegister(m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
+		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN)
+	return m
+}

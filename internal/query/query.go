@@ -1,0 +1,240 @@
+// Package query holds the API's read side: exact queries over the
+// ClickHouse tables the loader writes. Every query reads a replicated table
+// with FINAL and a plain WHERE (never PREWHERE, which would see superseded
+// versions) and drops delete tombstones, so answers do not depend on when
+// ClickHouse merges. User input only ever travels as bound parameters.
+package query
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"github.com/tributary/tributary/internal/envelope"
+)
+
+// ErrUnknownTable is returned for a table with no ClickHouse table yet.
+var ErrUnknownTable = errors.New("unknown table")
+
+// Queries runs read queries against one ClickHouse database.
+type Queries struct {
+	conn driver.Conn
+	db   string
+}
+
+// New returns Queries over db.
+func New(conn driver.Conn, db string) *Queries { return &Queries{conn: conn, db: db} }
+
+// Copy is one live copy of a row: the row on one shard.
+type Copy struct {
+	Shard     int               `json:"shard"`
+	Version   string            `json:"version"` // the change's LSN
+	CommitLSN string            `json:"commit_lsn"`
+	CommitTS  time.Time         `json:"commit_ts"`
+	Row       map[string]any    `json:"row"`
+	colOrder  []string
+}
+
+// Row returns every live copy of the row with id in table, one per shard,
+// ordered by shard. idColumn must be a column of the table.
+func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Copy, error) {
+	sql := fmt.Sprintf("SELECT * FROM %s.%s FINAL WHERE %s = ? AND _deleted = 0 ORDER BY _shard",
+		quote(q.db), quote(table), quote(idColumn))
+	rows, err := q.conn.Query(ctx, sql, id)
+	if err != nil {
+		if strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE") {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)
+		}
+		return nil, fmt.Errorf("read %s: %w", table, err)
+	}
+	defer rows.Close()
+	cols := rows.Columns()
+	types := rows.ColumnTypes()
+	var out []Copy
+	for rows.Next() {
+		dest := make([]any, len(types))
+		for i, ct := range types {
+			dest[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("scan %s: %w", table, err)
+		}
+		c := Copy{Row: map[string]any{}}
+		for i, name := range cols {
+			v := reflect.ValueOf(dest[i]).Elem().Interface()
+			switch name {
+			case "_shard":
+				c.Shard = int(v.(uint16))
+			case "_version":
+				c.Version = envelope.LSN(v.(uint64)).String()
+			case "_commit_lsn":
+				c.CommitLSN = envelope.LSN(v.(uint64)).String()
+			case "_commit_ts":
+				c.CommitTS = v.(time.Time).UTC()
+			case "_deleted", "_loaded_at":
+			default:
+				c.Row[name] = JSONValue(v)
+				c.colOrder = append(c.colOrder, name)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// JSONValue turns a scanned ClickHouse value into what the API writes:
+// 64-bit integers and decimals as strings (exact in every JSON reader),
+// times as RFC 3339 UTC, NULL as null.
+func JSONValue(v any) any {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return nil
+		}
+		return JSONValue(rv.Elem().Interface())
+	}
+	switch x := v.(type) {
+	case int64:
+		return fmt.Sprint(x)
+	case uint64:
+		return fmt.Sprint(x)
+	case decimal.Decimal:
+		return x.String()
+	case time.Time:
+		return x.UTC().Format(time.RFC3339)
+	case uuid.UUID:
+		return x.String()
+	}
+	return v
+}
+
+// ShardFreshness is how current one shard's data in ClickHouse is.
+type ShardFreshness struct {
+	Shard int `json:"shard"`
+	// CommitLSN and CommitTS: every change of the shard committed at or
+	// before this position is visible.
+	CommitLSN string    `json:"commit_lsn"`
+	CommitTS  time.Time `json:"commit_ts"`
+	// Complete is false until every partition of every table topic has
+	// reported this shard; until then the position is a lower bound of
+	// nothing and must not be trusted.
+	Complete  bool    `json:"complete"`
+	Staleness float64 `json:"staleness_seconds"`
+	lsn       envelope.LSN
+}
+
+// LSN is the watermark as a number.
+func (f ShardFreshness) LSN() envelope.LSN { return f.lsn }
+
+// Freshness computes per-shard watermarks: the minimum, over every
+// partition of every given topic, of the newest watermark the loader wrote
+// there.
+func (q *Queries) Freshness(ctx context.Context, topics []string) ([]ShardFreshness, error) {
+	sql := fmt.Sprintf(`SELECT shard, topic, partition, max(partitions), max(commit_lsn), argMax(commit_ts, commit_lsn)
+		FROM %s._watermarks GROUP BY shard, topic, partition`, quote(q.db))
+	rows, err := q.conn.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("read watermarks: %w", err)
+	}
+	defer rows.Close()
+	type acc struct {
+		min      envelope.LSN
+		minTS    time.Time
+		seen     map[string]map[uint32]bool
+		expected map[string]uint32
+	}
+	byShard := map[int]*acc{}
+	want := map[string]bool{}
+	for _, t := range topics {
+		want[t] = true
+	}
+	for rows.Next() {
+		var shard uint16
+		var topic string
+		var part, parts uint32
+		var lsn uint64
+		var ts time.Time
+		if err := rows.Scan(&shard, &topic, &part, &parts, &lsn, &ts); err != nil {
+			return nil, fmt.Errorf("scan watermarks: %w", err)
+		}
+		if !want[topic] {
+			continue
+		}
+		a := byShard[int(shard)]
+		if a == nil {
+			a = &acc{min: envelope.LSN(lsn), minTS: ts, seen: map[string]map[uint32]bool{}, expected: map[string]uint32{}}
+			byShard[int(shard)] = a
+		}
+		if envelope.LSN(lsn) < a.min {
+			a.min, a.minTS = envelope.LSN(lsn), ts
+		}
+		if a.seen[topic] == nil {
+			a.seen[topic] = map[uint32]bool{}
+		}
+		a.seen[topic][part] = true
+		a.expected[topic] = max(a.expected[topic], parts)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]ShardFreshness, 0, len(byShard))
+	for shard, a := range byShard {
+		complete := true
+		for t := range want {
+			if a.expected[t] == 0 || uint32(len(a.seen[t])) < a.expected[t] {
+				complete = false
+			}
+		}
+		out = append(out, ShardFreshness{
+			Shard: shard, CommitLSN: a.min.String(), CommitTS: a.minTS.UTC(), Complete: complete,
+			Staleness: max(0, now.Sub(a.minTS).Seconds()), lsn: a.min,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
+	return out, nil
+}
+
+// Ping checks ClickHouse answers.
+func (q *Queries) Ping(ctx context.Context) error { return q.conn.Ping(ctx) }
+
+func quote(id string) string { return "`" + strings.ReplaceAll(id, "`", "\\`") + "`" }
+
+// Open connects to ClickHouse for reading.
+func Open(ctx context.Context, addr, db, user, password string) (*Queries, error) {
+	if user == "" {
+		user = "default"
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr: []string{addr},
+		Auth: clickhouse.Auth{Database: "default", Username: user, Password: password},
+		Settings: clickhouse.Settings{
+			// FINAL + PREWHERE returns superseded rows: never let the
+			// optimizer move a WHERE there.
+			"optimize_move_to_prewhere": 0,
+		},
+		MaxOpenConns: 32,
+		MaxIdleConns: 16,
+		DialTimeout:  5 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse open: %w", err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse ping %s: %w", addr, err)
+	}
+	return New(conn, db), nil
+}
+
+// Close releases the connections.
+func (q *Queries) Close() error { return q.conn.Close() }

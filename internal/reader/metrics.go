@@ -1,0 +1,55 @@
+package reader
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	changes        *prometheus.CounterVec // table, op
+	bytes          prometheus.Counter
+	produced       *prometheus.CounterVec // topic
+	produceSeconds prometheus.Histogram
+	errors         *prometheus.CounterVec // kind
+	lagBytes       prometheus.Gauge
+	lagSeconds     prometheus.Gauge
+	confirmedLSN   prometheus.Gauge
+	retainedBytes  prometheus.Gauge
+	walStatus      *prometheus.GaugeVec // status
+	snapshotRows   *prometheus.CounterVec
+	heartbeats     prometheus.Counter
+	watermarks     prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, shard string) *metrics {
+	l := prometheus.Labels{"shard": shard}
+	m := &metrics{
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_changes_total",
+			Help: "Row changes read from the slot, by table and operation.", ConstLabels: l}, []string{"table", "op"}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_wal_bytes_total",
+			Help: "Bytes of pgoutput messages received.", ConstLabels: l}),
+		produced: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_records_produced_total",
+			Help: "Records acknowledged by Kafka, by topic.", ConstLabels: l}, []string{"topic"}),
+		produceSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tributary_reader_produce_seconds",
+			Help: "Time from handing a record to the producer to Kafka's acknowledgement.", ConstLabels: l,
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_errors_total",
+			Help: "Errors by kind (decode, produce, replication, sql).", ConstLabels: l}, []string{"kind"}),
+		lagBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_reader_lag_bytes",
+			Help: "Server WAL end minus the confirmed position.", ConstLabels: l}),
+		lagSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_reader_lag_seconds",
+			Help: "Now minus the commit time of the newest transaction confirmed.", ConstLabels: l}),
+		confirmedLSN: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_reader_confirmed_lsn",
+			Help: "Position confirmed to the slot (everything before it is acknowledged by Kafka).", ConstLabels: l}),
+		retainedBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_reader_slot_retained_wal_bytes",
+			Help: "WAL the slot keeps on the server (current WAL LSN minus restart_lsn).", ConstLabels: l}),
+		walStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tributary_reader_slot_wal_status",
+			Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost).", ConstLabels: l}, []string{"status"}),
+		snapshotRows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_snapshot_rows_total",
+			Help: "Rows copied by the initial snapshot, by table.", ConstLabels: l}, []string{"table"}),
+		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_heartbeats_total",
+			Help: "Heartbeat messages written to the shard's WAL.", ConstLabels: l}),
+		watermarks: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_watermarks_total",
+			Help: "Watermark rounds published (one record per partition per table topic).", ConstLabels: l}),
+	}
+	reg.MustRegister(m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
+		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks)
+	return m
+}

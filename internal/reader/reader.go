@@ -1,0 +1,513 @@
+// Package reader is Tributary's per-shard CDC reader: it manages the
+// shard's publication and logical slot, copies the configured tables once
+// through the slot's exported snapshot, then streams pgoutput changes into
+// Kafka as change envelopes keyed by global id.
+//
+// The no-loss rule: the slot is confirmed only up to the end of the newest
+// transaction whose records, and those of every earlier transaction, Kafka
+// has acknowledged (acks=all, idempotent producer). See tracker.go. A crash
+// at any point replays from the slot's confirmed position; the loader
+// removes the duplicates.
+//
+// Goroutines: Run's goroutine owns the replication connection (receive,
+// decode, produce, standby status); the watermark goroutine only produces;
+// the monitor goroutine owns the SQL connection (heartbeats, slot
+// statistics). Produce promises run on franz-go's goroutines and touch
+// only the tracker and metrics.
+//
+// Large transactions: the reader uses pgoutput protocol 1 without
+// streaming, so PostgreSQL spills a large transaction to disk
+// (logical_decoding_work_mem) and sends it after commit; the reader hands
+// each change to the producer as it arrives, and the producer's bounded
+// buffer blocks reading when Kafka is behind. Memory is therefore bounded
+// for any transaction size.
+//
+// Metrics (private registry, const label shard, prefix tributary_reader_):
+// changes_total{table,op}, wal_bytes_total, records_produced_total{topic},
+// produce_seconds, errors_total{kind}, lag_bytes, lag_seconds,
+// confirmed_lsn, slot_retained_wal_bytes, slot_wal_status{status},
+// snapshot_rows_total{table}, heartbeats_total, watermarks_total.
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tributary/tributary/internal/decode"
+	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Config is what a Reader needs.
+type Config struct {
+	Shard       int
+	DSN         string // a normal connection; replication=database is added
+	Slot        string
+	Publication string
+	Tables      *tables.Config
+	Brokers     []string
+	Partitions  int32
+	// StatusInterval is how often the confirmed position is reported to
+	// the server even when it did not ask.
+	StatusInterval time.Duration
+	// WatermarkInterval is how often watermarks are published.
+	WatermarkInterval time.Duration
+	// HeartbeatInterval is how often a heartbeat message is written to the
+	// shard's WAL so that an idle database still advances the slot (0: off).
+	HeartbeatInterval time.Duration
+	MaxBuffered       int
+}
+
+// Reader streams one shard.
+type Reader struct {
+	cfg      Config
+	log      *slog.Logger
+	m        *metrics
+	tracker  *tracker
+	producer *kgo.Client
+	parts    map[string]int32
+
+	// Owned by the replication goroutine.
+	parser  decode.Parser
+	rels    *decode.Relations
+	cur     *txnState
+	begin   decode.Begin // copy: the parser reuses its storage
+	seq     uint32
+	walEnd  envelope.LSN
+	lastMsg time.Time
+}
+
+// New builds a Reader; nothing connects until Run.
+func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
+	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: newMetrics(reg, strconv.Itoa(cfg.Shard))}
+}
+
+// Run prepares the slot, snapshots if the slot is new, and streams until
+// ctx is done. On return the producer is flushed and the final position
+// reported to the server.
+func (r *Reader) Run(ctx context.Context) error {
+	sqlConn, err := pgx.Connect(ctx, r.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("connect shard %d: %w", r.cfg.Shard, err)
+	}
+	defer sqlConn.Close(context.WithoutCancel(ctx))
+	if err := checkTables(ctx, sqlConn, r.cfg.Tables); err != nil {
+		return err
+	}
+	if err := ensurePublication(ctx, sqlConn, r.cfg.Publication, r.cfg.Tables, r.log); err != nil {
+		return err
+	}
+
+	r.producer, err = newProducer(r.cfg.Brokers, r.cfg.MaxBuffered)
+	if err != nil {
+		return err
+	}
+	defer r.producer.Close()
+	if r.parts, err = ensureTopics(ctx, r.producer, r.cfg.Tables.Topics(), r.cfg.Partitions); err != nil {
+		return err
+	}
+
+	replCfg, err := pgconn.ParseConfig(r.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("parse DSN: %w", err)
+	}
+	replCfg.RuntimeParams["replication"] = "database"
+	repl, err := pgconn.ConnectConfig(ctx, replCfg)
+	if err != nil {
+		return fmt.Errorf("replication connection to shard %d: %w", r.cfg.Shard, err)
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+
+	slot, err := readSlot(ctx, sqlConn, r.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	if slot.exists && slot.walStatus == "lost" {
+		// The server removed WAL the slot needed: changes are gone, so the
+		// only exact answer is a new snapshot.
+		r.log.Error("slot lost its WAL; dropping it and taking a new snapshot", slog.String("slot", r.cfg.Slot))
+		if _, err := sqlConn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", r.cfg.Slot); err != nil {
+			return fmt.Errorf("drop lost slot: %w", err)
+		}
+		slot = slotInfo{}
+	}
+	if slot.exists && slot.plugin != "pgoutput" {
+		return fmt.Errorf("slot %s exists with plugin %q, not pgoutput: choose another --slot", r.cfg.Slot, slot.plugin)
+	}
+	var start envelope.LSN
+	if !slot.exists {
+		res, err := createSlot(ctx, repl, r.cfg.Slot)
+		if err != nil {
+			return err
+		}
+		cp, err := envelope.ParseLSN(res.ConsistentPoint)
+		if err != nil {
+			return err
+		}
+		r.log.Info("slot created; taking initial snapshot", slog.String("slot", r.cfg.Slot),
+			slog.String("consistent_point", cp.String()), slog.String("snapshot", res.SnapshotName))
+		r.tracker = newTracker(cp)
+		snapConn, err := pgx.Connect(ctx, r.cfg.DSN)
+		if err != nil {
+			return fmt.Errorf("snapshot connection: %w", err)
+		}
+		err = r.snapshot(ctx, snapConn, res.SnapshotName, cp)
+		snapConn.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			// The slot stays; a restart streams from its consistent point
+			// but the snapshot would be incomplete, so drop it to retry
+			// cleanly.
+			if _, derr := sqlConn.Exec(context.WithoutCancel(ctx), "SELECT pg_drop_replication_slot($1)", r.cfg.Slot); derr != nil {
+				r.log.Error("could not drop slot after failed snapshot", slog.Any("err", derr))
+			}
+			return fmt.Errorf("initial snapshot: %w", err)
+		}
+		start = cp
+	} else {
+		start = slot.confirmed
+		r.log.Info("resuming from the slot's confirmed position", slog.String("slot", r.cfg.Slot),
+			slog.String("confirmed_flush_lsn", start.String()))
+		r.tracker = newTracker(start)
+	}
+
+	err = pglogrepl.StartReplication(ctx, repl, r.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + r.cfg.Publication + "'", "messages 'true'"},
+	})
+	if err != nil {
+		return fmt.Errorf("start replication on slot %s: %w", r.cfg.Slot, err)
+	}
+	r.log.Info("streaming", slog.String("slot", r.cfg.Slot), slog.String("from", start.String()))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.stream(gctx, repl) })
+	g.Go(func() error { return r.watermarks(gctx) })
+	g.Go(func() error { return r.monitor(gctx, sqlConn) })
+	err = g.Wait()
+
+	// Shutdown: flush what was produced, report the final position.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if ferr := r.producer.Flush(fctx); ferr != nil {
+		r.log.Warn("flush on shutdown", slog.Any("err", ferr))
+	}
+	r.sendStatus(fctx, repl) //nolint:errcheck // best effort; the slot keeps its last position
+	pos, _, _ := r.tracker.position()
+	r.log.Info("final position reported", slog.String("confirmed", pos.String()))
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// sendStatus reports the confirmed position. It is never zero: the tracker
+// starts at the slot's consistent or confirmed point.
+func (r *Reader) sendStatus(ctx context.Context, repl *pgconn.PgConn) error {
+	// The position is safe to confirm even after a produce failure: the
+	// tracker stops advancing at the first failure.
+	pos, last, perr := r.tracker.position()
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: pglogrepl.LSN(pos), WALFlushPosition: pglogrepl.LSN(pos), WALApplyPosition: pglogrepl.LSN(pos),
+	})
+	if err != nil {
+		return fmt.Errorf("standby status: %w", err)
+	}
+	r.m.confirmedLSN.Set(float64(pos))
+	if r.walEnd > pos {
+		r.m.lagBytes.Set(float64(r.walEnd - pos))
+	} else {
+		r.m.lagBytes.Set(0)
+	}
+	if last.unix > 0 {
+		r.m.lagSeconds.Set(time.Since(time.UnixMicro(last.unix)).Seconds())
+	}
+	if perr != nil {
+		return fmt.Errorf("produce failed; not confirming past %s: %w", pos, perr)
+	}
+	return nil
+}
+
+// stream receives, decodes and produces until ctx ends.
+func (r *Reader) stream(ctx context.Context, repl *pgconn.PgConn) error {
+	r.rels = decode.NewRelations(r.typeLookup)
+	next := time.Now().Add(r.cfg.StatusInterval)
+	for {
+		if time.Now().After(next) {
+			if err := r.sendStatus(ctx, repl); err != nil {
+				return err
+			}
+			next = time.Now().Add(r.cfg.StatusInterval)
+		}
+		rctx, cancel := context.WithDeadline(ctx, next)
+		raw, err := repl.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			r.m.errors.WithLabelValues("replication").Inc()
+			return fmt.Errorf("receive: %w", err)
+		}
+		switch msg := raw.(type) {
+		case *pgproto3.ErrorResponse:
+			r.m.errors.WithLabelValues("replication").Inc()
+			return fmt.Errorf("replication error from server: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				return errors.New("replication: empty CopyData")
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("keepalive: %w", err)
+				}
+				r.walEnd = max(r.walEnd, envelope.LSN(ka.ServerWALEnd))
+				if r.cur == nil {
+					r.tracker.idle(envelope.LSN(ka.ServerWALEnd))
+				}
+				if ka.ReplyRequested {
+					next = time.Time{}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("xlogdata: %w", err)
+				}
+				r.m.bytes.Add(float64(len(xld.WALData)))
+				if err := r.handle(ctx, envelope.LSN(xld.WALStart), xld.WALData); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("replication: unknown CopyData type %q", msg.Data[0])
+			}
+		default:
+			return fmt.Errorf("replication: unexpected backend message %T", raw)
+		}
+	}
+}
+
+// handle processes one pgoutput message at WAL position at.
+func (r *Reader) handle(ctx context.Context, at envelope.LSN, data []byte) error {
+	msg, err := r.parser.Parse(data, false)
+	if err != nil {
+		r.m.errors.WithLabelValues("decode").Inc()
+		return fmt.Errorf("decode at %s: %w", at, err)
+	}
+	switch m := msg.(type) {
+	case *decode.Begin:
+		if r.cur != nil {
+			return fmt.Errorf("begin at %s inside an open transaction", at)
+		}
+		r.cur, r.begin, r.seq = r.tracker.begin(), *m, 0
+	case *decode.Commit:
+		if r.cur == nil {
+			return fmt.Errorf("commit at %s without begin", at)
+		}
+		r.tracker.seal(r.cur, m.EndLSN, m.CommitTime.UnixMicro())
+		r.cur = nil
+	case *decode.Relation:
+		r.rels.Put(m)
+	case *decode.Type:
+		r.rels.PutType(m)
+	case *decode.Origin:
+		// Changes replayed from another node are this shard's all the same.
+	case *decode.LogicalMessage:
+		// Heartbeats (ours or anyone's): nothing to produce; the position
+		// they advance is confirmed through keepalives.
+	case *decode.Insert, *decode.Update, *decode.Delete:
+		return r.change(ctx, at, msg)
+	case *decode.Truncate:
+		return r.truncate(ctx, at, m)
+	default:
+		// Stream* messages: streaming is not requested, so they mean a
+		// protocol mismatch.
+		return fmt.Errorf("unexpected %s message at %s (streaming is not enabled)", msg.Type(), at)
+	}
+	return nil
+}
+
+func (r *Reader) change(ctx context.Context, at envelope.LSN, msg decode.Message) error {
+	if r.cur == nil {
+		return fmt.Errorf("%s at %s outside a transaction", msg.Type(), at)
+	}
+	ev, t, err := r.toEvent(msg)
+	if err != nil {
+		r.m.errors.WithLabelValues("decode").Inc()
+		return fmt.Errorf("at %s: %w", at, err)
+	}
+	if t == nil {
+		return nil // a relation we do not replicate
+	}
+	ev.Kind, ev.Shard = envelope.KindChange, r.cfg.Shard
+	ev.LSN, ev.CommitLSN, ev.Seq = at, r.begin.FinalLSN, r.seq
+	ev.XID, ev.CommitTime = r.begin.XID, r.begin.CommitTime.UTC()
+	r.seq++
+	r.m.changes.WithLabelValues(t.Name, string(ev.Op)).Inc()
+	return r.produce(ctx, r.cur, t.Topic, ev)
+}
+
+func (r *Reader) truncate(ctx context.Context, at envelope.LSN, m *decode.Truncate) error {
+	if r.cur == nil {
+		return fmt.Errorf("truncate at %s outside a transaction", at)
+	}
+	for _, id := range m.RelationIDs {
+		rel, ok := r.rels.Get(id)
+		if !ok {
+			return fmt.Errorf("truncate at %s of unknown relation %d", at, id)
+		}
+		t, ok := r.cfg.Tables.BySource(rel.Namespace, rel.Name)
+		if !ok {
+			continue
+		}
+		r.m.changes.WithLabelValues(t.Name, string(envelope.OpTruncate)).Inc()
+		// A truncate concerns rows in every partition: one record each,
+		// so each partition's loader sees it in order with its rows.
+		for p := int32(0); p < r.parts[t.Topic]; p++ {
+			ev := &envelope.Event{
+				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpTruncate,
+				LSN: at, CommitLSN: r.begin.FinalLSN, Seq: r.seq, XID: r.begin.XID, CommitTime: r.begin.CommitTime.UTC(),
+			}
+			if err := r.produceTo(ctx, r.cur, t.Topic, p, ev); err != nil {
+				return err
+			}
+		}
+		r.seq++
+	}
+	return nil
+}
+
+// produce hands one keyed envelope to the producer. It blocks when the
+// producer's buffer is full (backpressure).
+func (r *Reader) produce(ctx context.Context, st *txnState, topic string, ev *envelope.Event) error {
+	return r.produceTo(ctx, st, topic, -1, ev)
+}
+
+func (r *Reader) produceTo(ctx context.Context, st *txnState, topic string, partition int32, ev *envelope.Event) error {
+	b, err := envelope.Encode(ev)
+	if err != nil {
+		return fmt.Errorf("encode %s %s: %w", ev.Table, ev.ID, err)
+	}
+	rec := &kgo.Record{Topic: topic, Value: b}
+	if partition >= 0 {
+		rec.Partition = partition
+	} else {
+		rec.Key = []byte(ev.ID)
+	}
+	r.tracker.add(st)
+	start := time.Now()
+	r.producer.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+		if err != nil {
+			r.m.errors.WithLabelValues("produce").Inc()
+		} else {
+			r.m.produced.WithLabelValues(rec.Topic).Inc()
+			r.m.produceSeconds.Observe(time.Since(start).Seconds())
+		}
+		r.tracker.ack(st, err)
+	})
+	if _, _, err := r.tracker.position(); err != nil {
+		return fmt.Errorf("produce: %w", err)
+	}
+	return nil
+}
+
+// watermarks publishes, per partition of every table topic, the position
+// up to which this shard's changes are acknowledged.
+func (r *Reader) watermarks(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.WatermarkInterval)
+	defer t.Stop()
+	var last envelope.LSN
+	var lastAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		pos, commit, err := r.tracker.position()
+		if err != nil {
+			return nil // the stream goroutine reports it
+		}
+		if pos == last && time.Since(lastAt) < 10*r.cfg.WatermarkInterval {
+			continue
+		}
+		ts := time.Now()
+		if commit.lsn == pos && commit.unix > 0 {
+			ts = time.UnixMicro(commit.unix)
+		}
+		recs, err := watermarkRecords(r.cfg.Shard, pos, ts, r.parts)
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			r.producer.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+				if err != nil && ctx.Err() == nil {
+					r.m.errors.WithLabelValues("watermark").Inc()
+					r.log.Warn("watermark produce failed", slog.Any("err", err))
+				}
+			})
+		}
+		r.m.watermarks.Inc()
+		last, lastAt = pos, time.Now()
+	}
+}
+
+// monitor writes heartbeats and samples the slot's WAL retention.
+func (r *Reader) monitor(ctx context.Context, conn *pgx.Conn) error {
+	every := r.cfg.HeartbeatInterval
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if r.cfg.HeartbeatInterval > 0 {
+			if _, err := conn.Exec(ctx, "SELECT pg_logical_emit_message(false, 'tributary.heartbeat', now()::text)"); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				r.m.errors.WithLabelValues("sql").Inc()
+				r.log.Warn("heartbeat failed", slog.Any("err", err))
+			} else {
+				r.m.heartbeats.Inc()
+			}
+		}
+		var retained *int64
+		var status *string
+		err := conn.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8, wal_status
+			FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Slot).Scan(&retained, &status)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.m.errors.WithLabelValues("sql").Inc()
+			continue
+		}
+		if retained != nil {
+			r.m.retainedBytes.Set(float64(*retained))
+		}
+		if status != nil {
+			r.m.walStatus.Reset()
+			r.m.walStatus.WithLabelValues(*status).Set(1)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package reader
+
+import (
+	"sync"
+
+	"github.com/tributary/tributary/internal/envelope"
+)
+
+// tracker decides how far the slot may be confirmed: up to the end of the
+// newest transaction such that it and every transaction before it have all
+// their records acknowledged by Kafka. It never moves backwards.
+//
+// The replication goroutine calls begin/add/seal/idle; Kafka's promise
+// goroutine calls ack. Everything is under mu.
+type tracker struct {
+	mu        sync.Mutex
+	queue     []*txnState // in commit order; front is the oldest unconfirmed
+	confirmed envelope.LSN
+	// lastCommit is the commit time of the transaction at confirmed.
+	lastCommit txnTime
+	err        error // first produce failure; the reader stops on it
+}
+
+type txnTime struct {
+	lsn  envelope.LSN
+	unix int64 // microseconds
+}
+
+type txnState struct {
+	end      envelope.LSN // commit end LSN; set by seal
+	commitUS int64
+	pending  int
+	sealed   bool
+}
+
+func newTracker(start envelope.LSN) *tracker {
+	return &tracker{confirmed: start}
+}
+
+// begin opens a transaction; records are added to it until seal.
+func (t *tracker) begin() *txnState {
+	s := &txnState{}
+	t.mu.Lock()
+	t.queue = append(t.queue, s)
+	t.mu.Unlock()
+	return s
+}
+
+// add counts one record produced for s.
+func (t *tracker) add(s *txnState) {
+	t.mu.Lock()
+	s.pending++
+	t.mu.Unlock()
+}
+
+// ack is called once per record add()ed, from the producer's callback.
+func (t *tracker) ack(s *txnState, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil && t.err == nil {
+		t.err = err
+	}
+	s.pending--
+	t.advance()
+}
+
+// seal marks s complete (its commit arrived) at end.
+func (t *tracker) seal(s *txnState, end envelope.LSN, commitUS int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.end, s.commitUS, s.sealed = end, commitUS, true
+	t.advance()
+}
+
+// discard drops an open transaction that will never commit (stream abort).
+// It must have no pending records.
+func (t *tracker) discard(s *txnState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.sealed = true
+	s.end = 0
+	t.advance()
+}
+
+func (t *tracker) advance() {
+	// After a failed produce nothing more is confirmed: the reader restarts
+	// from the last good position and the lost records are read again.
+	for t.err == nil && len(t.queue) > 0 {
+		f := t.queue[0]
+		if !f.sealed || f.pending > 0 {
+			return
+		}
+		if f.end > t.confirmed {
+			t.confirmed = f.end
+			t.lastCommit = txnTime{f.end, f.commitUS}
+		}
+		t.queue[0] = nil
+		t.queue = t.queue[1:]
+	}
+}
+
+// idle advances to walEnd when nothing is in flight: every transaction that
+// committed before walEnd has been decoded and sent to us already.
+func (t *tracker) idle(walEnd envelope.LSN) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err == nil && len(t.queue) == 0 && walEnd > t.confirmed {
+		t.confirmed = walEnd
+	}
+}
+
+// position returns the confirmable LSN, the newest confirmed commit, and
+// the first produce error.
+func (t *tracker) position() (envelope.LSN, txnTime, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.confirmed, t.lastCommit, t.err
+}
+
+// inFlight is the number of open or unacknowledged transactions.
+func (t *tracker) inFlight() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queue)
+}
