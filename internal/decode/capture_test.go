@@ -374,4 +374,3 @@ func findTable(t *testing.T, rels *Relations, name string) *Table {
 	t.Fatalf("no relation %s", name)
 	return nil
 }
-

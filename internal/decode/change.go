@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tributary/tributary/internal/envelope"
 )
@@ -50,7 +51,8 @@ func (t *Table) fail(column string, err error) error {
 //   - Columns is Table.EventColumns, shared by every event of the table.
 //
 // Refused: a tuple whose column count differs from the relation's
-// (ErrColumnCount), binary values (ErrBinaryValue), unchanged TOAST values
+// (ErrColumnCount), binary values (ErrBinaryValue), text that is not UTF-8
+// (ErrNotUTF8), unchanged TOAST values
 // anywhere but an Update's new row (ErrUnchangedValue), a value for a
 // non-key column in a key tuple (ErrMalformed), and columns whose type
 // could not be named (Table.Err).
@@ -214,6 +216,9 @@ func (t *Table) check(tup Tuple, kind OldKind, unchangedOK bool, s *sizes) error
 		case ValueBinary:
 			return t.fail(t.Columns[i].Name, ErrBinaryValue)
 		case ValueText:
+			if !utf8.Valid(v.Data) {
+				return t.fail(t.Columns[i].Name, ErrNotUTF8)
+			}
 		default:
 			return t.fail(t.Columns[i].Name, fmt.Errorf("%w: value kind %s", ErrMalformed, quoteByte(byte(v.Kind))))
 		}

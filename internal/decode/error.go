@@ -31,6 +31,10 @@ var (
 	// ErrUnchangedValue: an unchanged-TOAST ('u') value where PostgreSQL
 	// never sends one (an insert, an old tuple) or where a value is needed.
 	ErrUnchangedValue = errors.New("unexpected unchanged TOAST value")
+	// ErrNotUTF8: a value or name is not valid UTF-8. The envelope is JSON,
+	// which would silently replace the bad bytes; sources must use the UTF8
+	// server encoding.
+	ErrNotUTF8 = errors.New("not valid UTF-8")
 	// ErrID: the id column is missing from the relation, NULL, or not sent.
 	ErrID = errors.New("no usable id value")
 	// ErrUnknownType: a column's type could not be named; see

@@ -116,7 +116,8 @@ const ColumnKey ColumnFlags = 1
 // Relation describes a table: sent before the first change of the table in a
 // session, after a schema change, and before a Truncate.
 type Relation struct {
-	// XID is the streamed transaction's id, inside a stream block only.
+	// XID is the id of the (sub)transaction that sent it, inside a stream
+	// block only (0 outside).
 	XID uint32
 	ID  uint32
 	// Namespace is the schema; pgoutput sends "" for pg_catalog.
@@ -145,7 +146,8 @@ func (c RelationColumn) Key() bool { return c.Flags&ColumnKey != 0 }
 // for a domain over varchar); for an array of a user type, the array type's
 // own name ("_mood").
 type Type struct {
-	// XID is the streamed transaction's id, inside a stream block only.
+	// XID is the id of the (sub)transaction that sent it, inside a stream
+	// block only (0 outside).
 	XID uint32
 	OID uint32
 	// Namespace is the schema; "" for pg_catalog.
@@ -168,7 +170,9 @@ const (
 
 // Insert is a new row.
 type Insert struct {
-	// XID is the streamed transaction's id, inside a stream block only.
+	// XID, inside a stream block only (0 outside), is the id of the
+	// (sub)transaction that made the change: a StreamAbort whose SubXID
+	// equals it discards the change.
 	XID        uint32
 	RelationID uint32
 	New        Tuple
@@ -176,7 +180,9 @@ type Insert struct {
 
 // Update is a changed row. Old is nil when OldKind is OldNone.
 type Update struct {
-	// XID is the streamed transaction's id, inside a stream block only.
+	// XID, inside a stream block only (0 outside), is the id of the
+	// (sub)transaction that made the change: a StreamAbort whose SubXID
+	// equals it discards the change.
 	XID        uint32
 	RelationID uint32
 	OldKind    OldKind
@@ -186,7 +192,9 @@ type Update struct {
 
 // Delete is a removed row. OldKind is OldKey or OldFull.
 type Delete struct {
-	// XID is the streamed transaction's id, inside a stream block only.
+	// XID, inside a stream block only (0 outside), is the id of the
+	// (sub)transaction that made the change: a StreamAbort whose SubXID
+	// equals it discards the change.
 	XID        uint32
 	RelationID uint32
 	OldKind    OldKind
@@ -205,7 +213,8 @@ const (
 // Truncate empties one or more relations (each described by a Relation
 // message before it).
 type Truncate struct {
-	// XID is the streamed transaction's id, inside a stream block only.
+	// XID is the id of the (sub)transaction that truncated, inside a
+	// stream block only (0 outside).
 	XID         uint32
 	Options     TruncateOptions
 	RelationIDs []uint32
@@ -214,7 +223,8 @@ type Truncate struct {
 // LogicalMessage is a message written by pg_logical_emit_message (sent when
 // the "messages" option is on). Tributary uses them as heartbeats.
 type LogicalMessage struct {
-	// XID is the streamed transaction's id, inside a stream block only.
+	// XID is the streamed transaction's id, inside a stream block only
+	// (0 outside).
 	XID uint32
 	// Transactional messages belong to the surrounding transaction; the
 	// others are sent as soon as they are decoded, outside any transaction.

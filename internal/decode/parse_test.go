@@ -114,7 +114,7 @@ func TestParseHandBytes(t *testing.T) {
 			true, &Insert{XID: 777, RelationID: 16401, New: tup(txt("hi"), null, unch)}},
 		{"truncate", []byte{'T',
 			0, 0, 0, 2, // 2 relations
-			3,          // cascade | restart identity
+			3, // cascade | restart identity
 			0, 0, 0, 7, 0, 0, 0, 8},
 			false, &Truncate{Options: 3, RelationIDs: []uint32{7, 8}}},
 		{"message", []byte{'M', 1,

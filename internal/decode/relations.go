@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/tributary/tributary/internal/envelope"
 )
@@ -53,8 +54,13 @@ func NewRelations(lookup TypeLookup) *Relations {
 // *Table in the cache, and older ones stay valid for changes decoded
 // before it.
 type Table struct {
-	// Relation is a copy of the message; its Columns belong to the Table.
-	Relation
+	// ID, Namespace, Name, ReplicaIdentity and Columns are the Relation
+	// message's; Columns belongs to the Table.
+	ID              uint32
+	Namespace       string
+	Name            string
+	ReplicaIdentity ReplicaIdentity
+	Columns         []RelationColumn
 	// Schema is Namespace, with pgoutput's "" spelled "pg_catalog".
 	Schema string
 	// EventColumns is the envelope's column list, type names resolved. Every
@@ -76,14 +82,26 @@ func (t *Table) Err() error { return t.err }
 // Table.Err rather than refusing the relation, so that its changes fail
 // with the precise reason instead of "unknown relation".
 func (r *Relations) Put(rel *Relation) *Table {
-	t := &Table{Relation: *rel, Schema: rel.Namespace}
-	t.Columns = slices.Clone(rel.Columns)
+	t := &Table{
+		ID:              rel.ID,
+		Namespace:       rel.Namespace,
+		Name:            rel.Name,
+		ReplicaIdentity: rel.ReplicaIdentity,
+		Columns:         slices.Clone(rel.Columns),
+		Schema:          rel.Namespace,
+	}
 	if t.Schema == "" {
 		t.Schema = "pg_catalog"
 	}
 	t.EventColumns = make([]envelope.Column, len(t.Columns))
 	t.index = make(map[string]int, len(t.Columns))
+	if !utf8.ValidString(t.Schema) || !utf8.ValidString(t.Name) {
+		t.err = &ColumnError{Schema: t.Schema, Table: t.Name, Err: ErrNotUTF8}
+	}
 	for i, c := range t.Columns {
+		if !utf8.ValidString(c.Name) && t.err == nil {
+			t.err = &ColumnError{Schema: t.Schema, Table: t.Name, Column: c.Name, Err: ErrNotUTF8}
+		}
 		name, err := r.TypeName(c.TypeOID, c.TypeMod)
 		if err != nil && t.err == nil {
 			t.err = &ColumnError{Schema: t.Schema, Table: t.Name, Column: c.Name, Err: err}

@@ -148,3 +148,14 @@ func TestRelationsDuplicateColumn(t *testing.T) {
 		t.Fatalf("Err() = %v", tbl.Err())
 	}
 }
+
+func TestRelationsNotUTF8(t *testing.T) {
+	for _, rel := range []*Relation{
+		{ID: 1, Namespace: "s", Name: "caf\xe9", ReplicaIdentity: IdentityDefault},
+		{ID: 1, Namespace: "s", Name: "t", ReplicaIdentity: IdentityDefault, Columns: []RelationColumn{{Name: "\xff", TypeOID: 25, TypeMod: -1}}},
+	} {
+		if err := NewRelations(nil).Put(rel).Err(); !errors.Is(err, ErrNotUTF8) {
+			t.Errorf("Put(%q.%q): Err() = %v", rel.Namespace, rel.Name, err)
+		}
+	}
+}

@@ -58,10 +58,10 @@ func TestTypeNameUnknown(t *testing.T) {
 		typmod int32
 	}{
 		{0, -1},
-		{27, -1},     // tid: not a column type worth naming
-		{2249, -1},   // record: a pseudo-type
-		{16385, -1},  // a user type
-		{1186, 0},    // interval with an invalid range: PostgreSQL errors too
+		{27, -1},    // tid: not a column type worth naming
+		{2249, -1},  // record: a pseudo-type
+		{16385, -1}, // a user type
+		{1186, 0},   // interval with an invalid range: PostgreSQL errors too
 		{1186, 5<<16 | 0xffff},
 		{1187, 1<<16 | 7}, // and its array
 	} {

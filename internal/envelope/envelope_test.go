@@ -47,8 +47,8 @@ func TestEncodeDecode(t *testing.T) {
 	title := "hello"
 	ev := &Event{Kind: KindChange, Shard: 3, Table: "documents", Op: OpUpdate, ID: "734197815705617408",
 		LSN: 0x16B374D848, CommitLSN: 0x16B374D900, Seq: 2, XID: 77, CommitTime: time.Unix(1791590400, 0).UTC(),
-		Columns: []Column{{Name: "id", Type: "bigint", OID: 20, Key: true}},
-		After:   map[string]*string{"id": ptr("734197815705617408"), "title": &title, "body": nil},
+		Columns:   []Column{{Name: "id", Type: "bigint", OID: 20, Key: true}},
+		After:     map[string]*string{"id": ptr("734197815705617408"), "title": &title, "body": nil},
 		Unchanged: []string{"big"}}
 	b, err := Encode(ev)
 	if err != nil {

@@ -36,11 +36,11 @@ func New(conn driver.Conn, db string) *Queries { return &Queries{conn: conn, db:
 
 // Copy is one live copy of a row: the row on one shard.
 type Copy struct {
-	Shard     int               `json:"shard"`
-	Version   string            `json:"version"` // the change's LSN
-	CommitLSN string            `json:"commit_lsn"`
-	CommitTS  time.Time         `json:"commit_ts"`
-	Row       map[string]any    `json:"row"`
+	Shard     int            `json:"shard"`
+	Version   string         `json:"version"` // the change's LSN
+	CommitLSN string         `json:"commit_lsn"`
+	CommitTS  time.Time      `json:"commit_ts"`
+	Row       map[string]any `json:"row"`
 	colOrder  []string
 }
 

@@ -44,7 +44,11 @@ func newProducer(brokers []string, maxBuffered int) (*kgo.Client, error) {
 		kgo.MaxBufferedRecords(maxBuffered),
 		kgo.ProducerBatchMaxBytes(4<<20),
 		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
-		kgo.RecordRetries(-1), // never give up on a record; a stuck broker shows as lag
+		// Records are retried without limit (the default): a stuck broker
+		// shows as lag and backpressure, never as a skipped change. Topics
+		// are created before producing, so unknown-topic errors are retried
+		// too (metadata may lag creation).
+		kgo.UnknownTopicRetries(-1),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer: %w", err)

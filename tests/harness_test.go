@@ -1,0 +1,236 @@
+package tests
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary/tributary/internal/api"
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/loader"
+	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/reader"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// pipeline is a whole Tributary pipeline for one test: unique source
+// tables, publication, slots, topics, consumer group and ClickHouse
+// database, all removed at cleanup.
+type pipeline struct {
+	t       *testing.T
+	stack   *Stack
+	suffix  string
+	shards  []int
+	brokers []string
+	tables  *tables.Config
+	chDB    string
+	store   *chstore.Store
+	api     *httptest.Server
+	log     *slog.Logger
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+}
+
+func randSuffix() string {
+	b := make([]byte, 4)
+	rand.Read(b) //nolint:errcheck // never fails
+	return hex.EncodeToString(b)
+}
+
+// docsDDL is the per-test documents table (same shape as the demo's).
+const docsDDL = `CREATE TABLE %s (
+	id bigint PRIMARY KEY DEFAULT tributary.next_id(),
+	workspace_id bigint NOT NULL,
+	title text NOT NULL,
+	body text,
+	amount numeric(12,2),
+	created_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// newPipeline creates per-test tables on the given shards and starts a
+// reader per shard, one loader and the API.
+func newPipeline(t *testing.T, shards []int, brokers []string) *pipeline {
+	t.Helper()
+	st := loadStack(t)
+	if brokers == nil {
+		brokers = st.KafkaBrokers
+	}
+	p := &pipeline{t: t, stack: st, suffix: randSuffix(), shards: shards, brokers: brokers}
+	level := slog.LevelWarn
+	if os.Getenv("TRIBUTARY_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	p.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+	table := "docs_" + p.suffix
+	cfg, err := tables.Parse([]byte(fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"}]}`, p.suffix, table)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.tables = cfg
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range shards {
+		p.exec(ctx, s, fmt.Sprintf(docsDDL, table))
+	}
+	t.Cleanup(p.cleanup)
+
+	p.chDB = "e2e_" + p.suffix
+	p.store, err = chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: p.chDB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, runCancel := context.WithCancel(context.Background())
+	p.cancel = runCancel
+	for _, s := range shards {
+		p.startReader(runCtx, s)
+	}
+	p.startLoader(runCtx, "l1")
+	p.api = httptest.NewServer(api.New(api.Config{Tables: cfg, DocumentsTable: table, QueryTimeout: 10 * time.Second},
+		query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
+	return p
+}
+
+func (p *pipeline) table() string { return p.tables.Tables[0].Name }
+
+func (p *pipeline) goRun(name string, f func() error) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := f(); err != nil {
+			p.mu.Lock()
+			p.errs = append(p.errs, fmt.Errorf("%s: %w", name, err))
+			p.mu.Unlock()
+		}
+	}()
+}
+
+func (p *pipeline) startReader(ctx context.Context, shard int) {
+	r := reader.New(reader.Config{
+		Shard: shard, DSN: p.stack.ShardDSNs[shard], Slot: fmt.Sprintf("e2e_%s_%d", p.suffix, shard),
+		Publication: "e2e_" + p.suffix, Tables: p.tables, Brokers: p.brokers, Partitions: 4,
+		StatusInterval: 200 * time.Millisecond, WatermarkInterval: 100 * time.Millisecond,
+		HeartbeatInterval: time.Second, MaxBuffered: 10000,
+	}, p.log, prometheus.NewRegistry())
+	p.goRun(fmt.Sprintf("reader %d", shard), func() error { return r.Run(ctx) })
+}
+
+func (p *pipeline) startLoader(ctx context.Context, name string) {
+	l := loader.New(loader.Config{
+		Brokers: p.brokers, Group: "e2e_" + p.suffix, DLQTopic: "e2e_" + p.suffix + ".dlq", Tables: p.tables,
+		BatchRecords: 5000, BatchWait: 50 * time.Millisecond,
+	}, p.store, p.log.With(slog.String("loader", name)), prometheus.NewRegistry())
+	p.goRun("loader "+name, func() error { return l.Run(ctx) })
+}
+
+// exec runs SQL on a shard as the superuser.
+func (p *pipeline) exec(ctx context.Context, shard int, sql string, args ...any) {
+	p.t.Helper()
+	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[shard])
+	if err != nil {
+		p.t.Fatalf("connect shard %d: %v", shard, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		p.t.Fatalf("shard %d: %s: %v", shard, sql, err)
+	}
+}
+
+// insert adds a document on shard and returns its id (from tributary.next_id()).
+func (p *pipeline) insert(ctx context.Context, shard int, ws int64, title, body string) int64 {
+	p.t.Helper()
+	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[shard])
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var id int64
+	err = conn.QueryRow(ctx, fmt.Sprintf("INSERT INTO %s (workspace_id, title, body) VALUES ($1, $2, $3) RETURNING id",
+		pgx.Identifier{p.table()}.Sanitize()), ws, title, body).Scan(&id)
+	if err != nil {
+		p.t.Fatalf("insert on shard %d: %v", shard, err)
+	}
+	return id
+}
+
+// failed returns errors the components returned so far.
+func (p *pipeline) failed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%v", p.errs)
+}
+
+func (p *pipeline) cleanup() {
+	if p.api != nil {
+		p.api.Close()
+	}
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
+	if err := p.failed(); err != nil {
+		p.t.Errorf("component failed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, s := range p.shards {
+		conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[s])
+		if err != nil {
+			p.t.Errorf("cleanup connect shard %d: %v", s, err)
+			continue
+		}
+		slot := fmt.Sprintf("e2e_%s_%d", p.suffix, s)
+		// The slot may still be marked active for a moment after the reader closed.
+		for i := 0; i < 50; i++ {
+			_, err = conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+			if err == nil || !strings.Contains(err.Error(), "is active") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			p.t.Errorf("drop slot %s: %v", slot, err)
+		}
+		conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{"e2e_" + p.suffix}.Sanitize()) //nolint:errcheck
+		conn.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{p.table()}.Sanitize())               //nolint:errcheck
+		conn.Close(ctx)
+	}
+	if p.store != nil {
+		p.store.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+p.chDB+"`") //nolint:errcheck
+		p.store.Close()
+	}
+	if cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers...)); err == nil {
+		topics := append(p.tables.Topics(), "e2e_"+p.suffix+".dlq")
+		kadm.NewClient(cl).DeleteTopics(ctx, topics...) //nolint:errcheck
+		cl.Close()
+	}
+}
+
+// testWriter sends component logs to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+var _ io.Writer = testWriter{}
