@@ -88,6 +88,9 @@ func newPipeline(t *testing.T, shards []int, brokers []string) *pipeline {
 	defer cancel()
 	for _, s := range shards {
 		p.exec(ctx, s, fmt.Sprintf(docsDDL, table))
+		// Out of line and uncompressed, so that a large body is always
+		// TOASTed and an update that keeps it sends "unchanged".
+		p.exec(ctx, s, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN body SET STORAGE EXTERNAL", table))
 	}
 	t.Cleanup(p.cleanup)
 

@@ -61,5 +61,17 @@
 // (the 'u' columns, absent from After) and ID (the text of the configured id
 // column). Binary values are refused (ErrBinaryValue): Tributary asks for
 // text, so a binary value means a misconfigured subscription, and guessing
-// each type's binary format would be a second, untested decoder.
+// each type's binary format would be a second, untested decoder. Text that
+// is not UTF-8 is refused (ErrNotUTF8): the envelope is JSON, and
+// encoding/json would replace the bytes without a word. A column count that
+// differs from the Relation's is ErrColumnCount; an id that is NULL, empty,
+// unsent or absent from a key tuple is ErrID.
+//
+// # Fixtures
+//
+// Besides hand-built messages, the tests replay testdata/pgoutput_v*.txt.gz:
+// what a real PostgreSQL 15 sent for testdata/capture/workload.sql with
+// protocol 1, and with protocol 2 and streaming (Stream Abort of a whole
+// transaction and of a subtransaction included). Both replays must give the
+// same committed changes.
 package decode

@@ -295,6 +295,11 @@ func (r *Reader) stream(ctx context.Context, repl *pgconn.PgConn) error {
 			default:
 				return fmt.Errorf("replication: unknown CopyData type %q", msg.Data[0])
 			}
+		case *pgproto3.CommandComplete, *pgproto3.CopyDone:
+			// The server ended the stream (shutdown, slot dropped, or
+			// pg_terminate_backend): resume from the slot after a restart.
+			r.m.errors.WithLabelValues("replication").Inc()
+			return errors.New("replication: the server ended the stream (shutting down or terminated); restart resumes from the slot")
 		default:
 			return fmt.Errorf("replication: unexpected backend message %T", raw)
 		}
@@ -354,8 +359,25 @@ func (r *Reader) change(ctx context.Context, at envelope.LSN, msg decode.Message
 		return nil // a relation we do not replicate
 	}
 	ev.Kind, ev.Shard = envelope.KindChange, r.cfg.Shard
-	ev.LSN, ev.CommitLSN, ev.Seq = at, r.begin.FinalLSN, r.seq
+	ev.LSN, ev.CommitLSN = at, r.begin.FinalLSN
 	ev.XID, ev.CommitTime = r.begin.XID, r.begin.CommitTime.UTC()
+	// An update that changes the id is, downstream, the end of one row and
+	// the start of another: the old id gets a delete of its own, keyed by
+	// the old id so that it reaches the old row's partition.
+	if ev.Op == envelope.OpUpdate && ev.Before != nil {
+		if old := ev.Before[t.IDColumn]; old != nil && *old != ev.ID {
+			del := *ev
+			del.Op, del.ID, del.After, del.Unchanged, del.Seq = envelope.OpDelete, *old, nil, nil, r.seq
+			r.seq++
+			r.m.changes.WithLabelValues(t.Name, string(envelope.OpDelete)).Inc()
+			if err := r.produce(ctx, r.cur, t.Topic, &del); err != nil {
+				return err
+			}
+			ev.Op = envelope.OpInsert
+			ev.Before = nil
+		}
+	}
+	ev.Seq = r.seq
 	r.seq++
 	r.m.changes.WithLabelValues(t.Name, string(ev.Op)).Inc()
 	return r.produce(ctx, r.cur, t.Topic, ev)

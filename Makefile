@@ -1,0 +1,57 @@
+# Tributary — the two commands a newcomer needs are `make demo` and `make test`.
+# Both install what they need (deploy/local/install.sh) and bring up the local
+# stack of real services (deploy/local/stack.sh).
+
+SHELL := /bin/bash
+export TRIBUTARY_HOME ?= $(CURDIR)/.stack
+STACK := deploy/local/stack.sh
+GO ?= go
+
+.PHONY: help install up down purge status build demo demo-down test unit e2e vet bench-smoke
+
+help:
+	@echo "make demo    - install, start the stack + readers/loader/api, run traffic, print a tour"
+	@echo "make test    - install, start the stack (real Kafka + embedded), run every test"
+	@echo "make unit    - unit tests only (no services)"
+	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
+
+install:
+	deploy/local/install.sh
+
+up: install
+	$(STACK) up
+
+build:
+	@mkdir -p bin
+	$(GO) build -o bin/ ./cmd/...
+
+# The demo runs on the embedded Kafka broker by default (no JVM needed);
+# TRIBUTARY_KAFKA=real make demo uses Apache Kafka instead.
+demo: install build
+	TRIBUTARY_KAFKA=$${TRIBUTARY_KAFKA:-embedded} $(STACK) up
+	deploy/local/demo.sh
+
+demo-down:
+	deploy/local/demo.sh stop
+
+down: demo-down
+	$(STACK) down
+
+purge: demo-down
+	$(STACK) down --purge
+
+status:
+	$(STACK) status
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 ./internal/... ./cmd/...
+
+# The whole suite against the real stack. TRIBUTARY_REQUIRE_STACK=1 turns a
+# missing stack into a failure instead of a skip.
+test: install vet
+	TRIBUTARY_KAFKA=both $(STACK) up
+	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
+		$(GO) test -count=1 -timeout 15m ./...

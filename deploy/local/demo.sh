@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The demo: one cdc-reader per shard, a loader and the API, started in the
+# background against the local stack (deploy/local/stack.sh up must have run),
+# then demo traffic for a while, then a tour of what to look at.
+#
+#   deploy/local/demo.sh          start (idempotent) + traffic + tour
+#   deploy/local/demo.sh stop     stop the demo processes (the stack stays up)
+#
+# Logs and pid files: $TRIBUTARY_HOME/demo/.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+TRIBUTARY_HOME=$(realpath -m "${TRIBUTARY_HOME:-$REPO/.stack}")
+DEMO=$TRIBUTARY_HOME/demo
+BIN=$REPO/bin
+API_ADDR=${TRIBUTARY_API_LISTEN:-127.0.0.1:8080}
+TRAFFIC=${TRIBUTARY_DEMO_TRAFFIC:-20s}
+RATE=${TRIBUTARY_DEMO_RATE:-200}
+
+die() { echo "demo: $*" >&2; exit 1; }
+
+alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+stop_all() {
+	[[ -d $DEMO ]] || return 0
+	for pidf in "$DEMO"/*.pid; do
+		[[ -e $pidf ]] || continue
+		if alive "$pidf"; then
+			kill -TERM "$(cat "$pidf")" 2>/dev/null || true
+		fi
+	done
+	# Graceful shutdown flushes Kafka and reports the slot position: give it time.
+	for _ in $(seq 1 100); do
+		local any=0
+		for pidf in "$DEMO"/*.pid; do
+			[[ -e $pidf ]] && alive "$pidf" && any=1
+		done
+		((any)) || break
+		sleep 0.1
+	done
+	rm -f "$DEMO"/*.pid
+	echo "demo: processes stopped"
+}
+
+if [[ ${1:-} == stop ]]; then
+	stop_all
+	exit 0
+fi
+
+[[ -f $TRIBUTARY_HOME/stack.env ]] || die "no stack: run 'make demo' (or deploy/local/stack.sh up) first"
+for b in cdc-reader loader api loadgen; do
+	[[ -x $BIN/$b ]] || die "missing $BIN/$b: run 'make build'"
+done
+set -a
+# shellcheck disable=SC1091
+source "$TRIBUTARY_HOME/stack.env"
+set +a
+mkdir -p "$DEMO"
+export TRIBUTARY_TABLES=$REPO/deploy/local/tables.json
+
+# start NAME CMD...: run in the background unless already running.
+start() {
+	local name=$1
+	shift
+	if alive "$DEMO/$name.pid"; then
+		echo "demo: $name already running (pid $(cat "$DEMO/$name.pid"))"
+		return
+	fi
+	"$@" >>"$DEMO/$name.log" 2>&1 &
+	echo $! >"$DEMO/$name.pid"
+	echo "demo: started $name (pid $!, log $DEMO/$name.log)"
+}
+
+for ((i = 0; i < TRIBUTARY_SHARDS; i++)); do
+	dsn_var=TRIBUTARY_SHARD_${i}_REPL_DSN
+	# The DSN (with its password) goes through the environment, never argv.
+	TRIBUTARY_PG_DSN=${!dsn_var} start "reader-$i" "$BIN/cdc-reader" --shard "$i" \
+		--metrics-addr "127.0.0.1:$((9110 + i))"
+done
+start loader "$BIN/loader" --metrics-addr 127.0.0.1:9101
+start api "$BIN/api" --listen "$API_ADDR"
+
+echo -n "demo: waiting for the API"
+for _ in $(seq 1 100); do
+	if curl -fsS "http://$API_ADDR/readyz" >/dev/null 2>&1; then
+		echo " - ready"
+		break
+	fi
+	for pidf in "$DEMO"/*.pid; do
+		alive "$pidf" || die "$(basename "$pidf" .pid) exited; see $DEMO/$(basename "$pidf" .pid).log"
+	done
+	echo -n .
+	sleep 0.2
+done
+curl -fsS "http://$API_ADDR/readyz" >/dev/null || die "API not ready after 20 s; see $DEMO/api.log"
+
+echo "demo: running traffic for $TRAFFIC at $RATE ops/s"
+"$BIN/loadgen" --rate "$RATE" --duration "$TRAFFIC" | tee "$DEMO/loadgen.out"
+
+for pidf in "$DEMO"/*.pid; do
+	alive "$pidf" || die "$(basename "$pidf" .pid) exited during traffic; see $DEMO/$(basename "$pidf" .pid).log"
+done
+
+# A document id the traffic created, for the tour.
+id=$(grep -m1 -oP 'sample: documents id \K[0-9]+' "$DEMO/loadgen.out" || true)
+if [[ -z $id ]]; then
+	id=$(psql -X -At "$TRIBUTARY_SHARD_0_DSN" -c "SELECT id FROM documents ORDER BY id DESC LIMIT 1" 2>/dev/null || true)
+fi
+sleep 2 # let the last changes arrive
+
+cat <<EOF
+
+──────────────────────────────── Tributary tour ────────────────────────────────
+The stack ($TRIBUTARY_SHARDS PostgreSQL shards, Kafka: $TRIBUTARY_KAFKA_KIND, ClickHouse) is up,
+one cdc-reader per shard, a loader and the API are running.
+
+  Per-shard freshness (watermark LSN and commit time):
+    curl -s http://$API_ADDR/v1/shards
+  A document by global id, from any shard, with the shard it lives on:
+    curl -s http://$API_ADDR/v1/documents/${id:-<id>}
+  Any replicated table by id:
+    curl -s http://$API_ADDR/v1/tables/invoices/rows/<id>
+  Metrics:
+    curl -s http://$API_ADDR/metrics | grep tributary_api
+    curl -s http://127.0.0.1:9101/metrics | grep tributary_loader      # loader
+    curl -s http://127.0.0.1:9110/metrics | grep tributary_reader      # reader of shard 0
+  More traffic:
+    set -a; . $TRIBUTARY_HOME/stack.env; set +a; bin/loadgen --rate 500 --duration 30s
+  Logs: $DEMO/*.log      Stop: make down   (make purge also deletes the data)
+EOF
+if [[ -n $id ]]; then
+	echo
+	echo "\$ curl -s http://$API_ADDR/v1/documents/$id"
+	curl -s "http://$API_ADDR/v1/documents/$id" | head -c 1500
+	echo
+fi
+echo "\$ curl -s http://$API_ADDR/v1/shards"
+curl -s "http://$API_ADDR/v1/shards"

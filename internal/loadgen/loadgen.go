@@ -1,0 +1,269 @@
+// Package loadgen writes realistic demo traffic to the shards: documents
+// created, retitled, re-bodied (large, TOASTed) and deleted; invoices
+// issued, paid and refunded. Workspaces are placed on shards by the ring
+// map, and a few workspaces are hot. It records, for a sample of writes,
+// the shard, id and the shard's WAL position after commit, so that
+// freshness can be measured (read-your-writes).
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/time/rate"
+
+	"github.com/tributary/tributary/internal/ring"
+)
+
+// Config describes the traffic.
+type Config struct {
+	// DSNs are the shards' DSNs, indexed by shard number.
+	DSNs       []string
+	Ring       *ring.Map
+	Rate       float64       // operations per second, all shards together
+	Duration   time.Duration // 0: until ctx ends
+	Workspaces int
+	// BodyBytes is the size of a large document body (TOASTed when > ~2 kB).
+	BodyBytes int
+	Workers   int
+}
+
+// Write is one sampled write: after it committed, shard's WAL was at LSN.
+type Write struct {
+	Shard int
+	Table string
+	ID    int64
+	LSN   string
+	At    time.Time
+}
+
+// Stats counts what was done.
+type Stats struct {
+	Ops, Errors                       atomic.Int64
+	DocsCreated, DocsEdited, DocsDel  atomic.Int64
+	InvIssued, InvPaid, InvRefunded   atomic.Int64
+}
+
+// Generator runs the traffic.
+type Generator struct {
+	cfg   Config
+	log   *slog.Logger
+	pools []*pgxpool.Pool
+	Stats Stats
+
+	mu      sync.Mutex
+	docs    [][]int64 // per shard: live document ids
+	issued  [][]int64 // per shard: invoices still 'issued'
+	paid    [][]int64 // per shard: invoices 'paid'
+	samples []Write
+}
+
+// New connects to every shard.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Generator, error) {
+	if len(cfg.DSNs) == 0 || cfg.Ring == nil {
+		return nil, errors.New("loadgen: shards and ring map are required")
+	}
+	g := &Generator{cfg: cfg, log: log, docs: make([][]int64, len(cfg.DSNs)),
+		issued: make([][]int64, len(cfg.DSNs)), paid: make([][]int64, len(cfg.DSNs))}
+	for i, dsn := range cfg.DSNs {
+		p, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		if err := p.Ping(ctx); err != nil {
+			p.Close()
+			g.Close()
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		g.pools = append(g.pools, p)
+	}
+	for _, s := range cfg.Ring.Shards() {
+		if s.ID < 0 || s.ID >= len(cfg.DSNs) {
+			g.Close()
+			return nil, fmt.Errorf("ring map names shard %d but only %d DSNs are given", s.ID, len(cfg.DSNs))
+		}
+	}
+	return g, nil
+}
+
+// Close releases the pools.
+func (g *Generator) Close() {
+	for _, p := range g.pools {
+		p.Close()
+	}
+}
+
+// Samples returns the sampled writes so far.
+func (g *Generator) Samples() []Write {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]Write(nil), g.samples...)
+}
+
+// Run generates traffic until the duration passes or ctx ends.
+func (g *Generator) Run(ctx context.Context) error {
+	if g.cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.cfg.Duration)
+		defer cancel()
+	}
+	lim := rate.NewLimiter(rate.Limit(g.cfg.Rate), max(1, int(g.cfg.Rate/10)))
+	workers := max(1, g.cfg.Workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+			for lim.Wait(ctx) == nil {
+				if err := g.one(ctx, rnd); err != nil && ctx.Err() == nil {
+					g.Stats.Errors.Add(1)
+					g.log.Warn("operation failed", slog.Any("err", err))
+				}
+				g.Stats.Ops.Add(1)
+			}
+		}(uint64(w))
+	}
+	wg.Wait()
+	return nil
+}
+
+// workspace picks a workspace, a few of them hot.
+func (g *Generator) workspace(rnd *rand.Rand) int64 {
+	if rnd.IntN(10) < 3 { // 30% of traffic on 3 hot workspaces
+		return int64(1 + rnd.IntN(3))
+	}
+	return int64(1 + rnd.IntN(max(1, g.cfg.Workspaces)))
+}
+
+func (g *Generator) pick(list [][]int64, shard int, rnd *rand.Rand, remove bool) (int64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := list[shard]
+	if len(l) == 0 {
+		return 0, false
+	}
+	i := rnd.IntN(len(l))
+	id := l[i]
+	if remove {
+		l[i] = l[len(l)-1]
+		list[shard] = l[:len(l)-1]
+	}
+	return id, true
+}
+
+func (g *Generator) add(list [][]int64, shard int, id int64) {
+	g.mu.Lock()
+	list[shard] = append(list[shard], id)
+	g.mu.Unlock()
+}
+
+func body(rnd *rand.Rand, n int) string {
+	var b strings.Builder
+	words := []string{"alpha ", "bravo ", "charlie ", "delta ", "echo ", "foxtrot ", "golf ", "hotel "}
+	for b.Len() < n {
+		b.WriteString(words[rnd.IntN(len(words))])
+	}
+	return b.String()
+}
+
+// one performs one random operation on the shard owning a random workspace.
+func (g *Generator) one(ctx context.Context, rnd *rand.Rand) error {
+	ws := g.workspace(rnd)
+	shard := g.cfg.Ring.OwnerInt64(ws)
+	pool := g.pools[shard]
+	var table string
+	var id int64
+	var err error
+	switch op := rnd.IntN(100); {
+	case op < 25: // new document
+		table = "documents"
+		size := 200
+		if rnd.IntN(3) == 0 {
+			size = g.cfg.BodyBytes
+		}
+		err = pool.QueryRow(ctx, `INSERT INTO documents (workspace_id, title, body) VALUES ($1, $2, $3) RETURNING id`,
+			ws, fmt.Sprintf("doc %d in ws %d", rnd.IntN(1e6), ws), body(rnd, size)).Scan(&id)
+		if err == nil {
+			g.add(g.docs, shard, id)
+			g.Stats.DocsCreated.Add(1)
+		}
+	case op < 40: // retitle (body unchanged: TOAST marker downstream)
+		table = "documents"
+		var ok bool
+		if id, ok = g.pick(g.docs, shard, rnd, false); !ok {
+			return nil
+		}
+		_, err = pool.Exec(ctx, `UPDATE documents SET title = $2, updated_at = now() WHERE id = $1`, id, fmt.Sprintf("retitled %d", rnd.IntN(1e6)))
+		g.Stats.DocsEdited.Add(1)
+	case op < 48: // new large body
+		table = "documents"
+		var ok bool
+		if id, ok = g.pick(g.docs, shard, rnd, false); !ok {
+			return nil
+		}
+		_, err = pool.Exec(ctx, `UPDATE documents SET body = $2, updated_at = now() WHERE id = $1`, id, body(rnd, g.cfg.BodyBytes))
+		g.Stats.DocsEdited.Add(1)
+	case op < 53: // delete
+		table = "documents"
+		var ok bool
+		if id, ok = g.pick(g.docs, shard, rnd, true); !ok {
+			return nil
+		}
+		_, err = pool.Exec(ctx, `DELETE FROM documents WHERE id = $1`, id)
+		g.Stats.DocsDel.Add(1)
+	case op < 80: // issue an invoice
+		table = "invoices"
+		cur := []string{"EUR", "USD", "GBP"}[rnd.IntN(3)]
+		amount := fmt.Sprintf("%d.%02d", 1+rnd.IntN(5000), rnd.IntN(100))
+		err = pool.QueryRow(ctx, `INSERT INTO invoices (workspace_id, amount, currency, status, issued_at)
+			VALUES ($1, $2::numeric, $3, 'issued', now()) RETURNING id`, ws, amount, cur).Scan(&id)
+		if err == nil {
+			g.add(g.issued, shard, id)
+			g.Stats.InvIssued.Add(1)
+		}
+	case op < 95: // pay
+		table = "invoices"
+		var ok bool
+		if id, ok = g.pick(g.issued, shard, rnd, true); !ok {
+			return nil
+		}
+		_, err = pool.Exec(ctx, `UPDATE invoices SET status = 'paid', paid_at = now() WHERE id = $1`, id)
+		if err == nil {
+			g.add(g.paid, shard, id)
+			g.Stats.InvPaid.Add(1)
+		}
+	default: // refund
+		table = "invoices"
+		var ok bool
+		if id, ok = g.pick(g.paid, shard, rnd, true); !ok {
+			return nil
+		}
+		_, err = pool.Exec(ctx, `UPDATE invoices SET status = 'refunded' WHERE id = $1`, id)
+		g.Stats.InvRefunded.Add(1)
+	}
+	if err != nil {
+		return fmt.Errorf("shard %d %s: %w", shard, table, err)
+	}
+	if rnd.IntN(100) == 0 { // sample 1%: position after commit (seed 003)
+		var lsn string
+		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err == nil {
+			g.mu.Lock()
+			if len(g.samples) < 100000 {
+				g.samples = append(g.samples, Write{Shard: shard, Table: table, ID: id, LSN: lsn, At: time.Now()})
+			}
+			g.mu.Unlock()
+		}
+	}
+	return nil
+}
+
