@@ -61,7 +61,18 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 	s.route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	s.route("/", func(_ http.ResponseWriter, r *http.Request) error {
+	s.route("/", func(w http.ResponseWriter, r *http.Request) error {
+		// ServeMux sends a method mismatch here too (this pattern matches
+		// every method): tell the two apart, answering in JSON either way.
+		if r.Method != http.MethodGet {
+			probe := r.Clone(r.Context())
+			probe.Method = http.MethodGet
+			if _, pattern := s.mux.Handler(probe); pattern != "/" {
+				w.Header().Set("Allow", "GET, HEAD")
+				return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+					Message: r.Method + " is not allowed on " + r.URL.Path + "; use GET"}
+			}
+		}
 		return &Error{Status: http.StatusNotFound, Code: "unknown_route", Message: "no route " + r.Method + " " + r.URL.Path}
 	})
 	return s
