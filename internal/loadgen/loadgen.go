@@ -47,9 +47,9 @@ type Write struct {
 
 // Stats counts what was done.
 type Stats struct {
-	Ops, Errors                       atomic.Int64
-	DocsCreated, DocsEdited, DocsDel  atomic.Int64
-	InvIssued, InvPaid, InvRefunded   atomic.Int64
+	Ops, Errors                      atomic.Int64
+	DocsCreated, DocsEdited, DocsDel atomic.Int64
+	InvIssued, InvPaid, InvRefunded  atomic.Int64
 }
 
 // Generator runs the traffic.
@@ -266,4 +266,3 @@ func (g *Generator) one(ctx context.Context, rnd *rand.Rand) error {
 	}
 	return nil
 }
-
