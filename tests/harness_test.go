@@ -138,6 +138,7 @@ func (p *pipeline) startLoader(ctx context.Context, name string) {
 	l := loader.New(loader.Config{
 		Brokers: p.brokers, Group: "e2e_" + p.suffix, DLQTopic: "e2e_" + p.suffix + ".dlq", Tables: p.tables,
 		BatchRecords: 5000, BatchWait: 50 * time.Millisecond,
+		DuplicateGrace: 3 * time.Second, AnomalyInterval: 200 * time.Millisecond,
 	}, p.store, p.log.With(slog.String("loader", name)), prometheus.NewRegistry())
 	p.goRun("loader "+name, func() error { return l.Run(ctx) })
 }

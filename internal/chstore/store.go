@@ -101,6 +101,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		conn.Close()
 		return nil, err
 	}
+	if err := s.ensureAnomalies(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

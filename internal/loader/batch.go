@@ -254,6 +254,26 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	for i, k := range written {
 		l.versions.Written(k, versions[i])
 	}
+
+	// Uniqueness is monitored: check every id this batch wrote.
+	ids := make([]string, 0, len(written))
+	seenID := map[string]bool{}
+	var newest time.Time
+	for _, c := range cs {
+		if c.ev.CommitTime.After(newest) {
+			newest = c.ev.CommitTime
+		}
+	}
+	for _, k := range written { // only ids that converted: they parse as the id type
+		if !seenID[k.ID] {
+			seenID[k.ID] = true
+			ids = append(ids, k.ID)
+		}
+	}
+	cfgTable, _ := l.cfg.Tables.ByName(name)
+	if err := l.retry(ctx, "anomalies "+name, func() error { return l.detect(ctx, t, cfgTable, ids, newest) }); err != nil {
+		return nil, err
+	}
 	return dead, nil
 }
 

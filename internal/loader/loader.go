@@ -24,6 +24,12 @@
 //	schema_changes_total{table}        tables created / columns added
 //	table_stopped{table}               1 while a table is stopped
 //	watermark_lsn{shard}               newest watermark written, by shard
+//
+// and, without the loader_ infix (they describe the data, not this loader):
+//
+//	tributary_duplicate_ids{table,kind}              ids live on >1 shard past the grace period
+//	tributary_duplicate_ids_pending{table,kind}      ids live on >1 shard within the grace period
+//	tributary_duplicate_detections_total{table,kind} anomalies that crossed the grace period
 package loader
 
 import (
@@ -53,6 +59,11 @@ type Config struct {
 	BatchWait    time.Duration
 	// DedupeKeys bounds the memory of recently written versions.
 	DedupeKeys int
+	// DuplicateGrace is how long an id may be live on several shards (a
+	// move in flight) before it is an alert.
+	DuplicateGrace time.Duration
+	// AnomalyInterval is how often open anomalies are evaluated.
+	AnomalyInterval time.Duration
 }
 
 // Loader applies change envelopes to ClickHouse.
@@ -71,6 +82,12 @@ type Loader struct {
 func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *Loader {
 	if cfg.DedupeKeys <= 0 {
 		cfg.DedupeKeys = 1 << 20
+	}
+	if cfg.DuplicateGrace <= 0 {
+		cfg.DuplicateGrace = 5 * time.Minute
+	}
+	if cfg.AnomalyInterval <= 0 {
+		cfg.AnomalyInterval = 5 * time.Second
 	}
 	return &Loader{
 		cfg: cfg, store: store, log: log, m: newMetrics(reg),
@@ -105,8 +122,14 @@ func (l *Loader) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	defer cl.Close()
+	// Close leaves the group, which waits for rebalances to be allowed:
+	// allow them first, or a poll interrupted by shutdown blocks it forever.
+	defer func() {
+		cl.AllowRebalance()
+		cl.Close()
+	}()
 
+	go l.watchAnomalies(ctx) //nolint:errcheck // logs its own errors; ends with ctx
 	for {
 		recs, err := l.poll(ctx, cl)
 		if err != nil {

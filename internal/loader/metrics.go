@@ -15,6 +15,9 @@ type metrics struct {
 	schemaChanges *prometheus.CounterVec // table
 	tableStopped  *prometheus.GaugeVec   // table
 	watermarkLSN  *prometheus.GaugeVec   // shard
+	dupIDs        *prometheus.GaugeVec   // table, kind
+	dupPending    *prometheus.GaugeVec   // table, kind
+	dupDetections *prometheus.CounterVec // table, kind
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,8 +54,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		watermarkLSN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_loader_watermark_lsn", Help: "Highest commit LSN written as a watermark by this loader, by shard.",
 		}, []string{"shard"}),
+		dupIDs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_duplicate_ids", Help: "Ids live on more than one shard for longer than the grace period (global, from ClickHouse).",
+		}, []string{"table", "kind"}),
+		dupPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_duplicate_ids_pending", Help: "Ids live on more than one shard, still within the grace period (moves in flight).",
+		}, []string{"table", "kind"}),
+		dupDetections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_duplicate_detections_total", Help: "Ids that stayed live on several shards beyond the grace period.",
+		}, []string{"table", "kind"}),
 	}
 	reg.MustRegister(m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
-		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN)
+		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.dupIDs, m.dupPending, m.dupDetections)
 	return m
 }

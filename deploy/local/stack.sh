@@ -1,0 +1,341 @@
+#!/usr/bin/env bash
+# The local stack of real services that the demo and the integration tests
+# run against: N PostgreSQL 15 shards, ClickHouse, Apache Kafka (KRaft, one
+# node) and/or the embedded kfake broker. Everything lives under
+# $TRIBUTARY_HOME; `up` writes $TRIBUTARY_HOME/stack.env, which tells clients
+# where everything is. See usage() below, or run with --help.
+#
+# Idempotent: `up` starts only what is not running (pid files checked against
+# /proc, ports probed), so running it twice is harmless; `down` stops
+# everything it finds under $TRIBUTARY_HOME. Prerequisites come from
+# deploy/local/install.sh.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=deploy/local/lib.sh
+source "$HERE/lib.sh"
+
+# --- configuration -----------------------------------------------------------
+
+TRIBUTARY_HOME=$(realpath -m "${TRIBUTARY_HOME:-$REPO/.stack}")
+SHARDS_REQUESTED=${TRIBUTARY_SHARDS:-}
+KAFKA_KIND=${TRIBUTARY_KAFKA:-both}
+SCHEMA_DIR=${TRIBUTARY_SCHEMA_DIR:-$REPO/schema/postgres}
+WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
+KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
+
+PG_PORT_BASE=${TRIBUTARY_PG_PORT:-55432} # shard i listens on PG_PORT_BASE+i
+CH_TCP_PORT=59000
+CH_HTTP_PORT=58123
+CH_INTERSERVER_PORT=59009
+KAFKA_PORT=59092
+KAFKA_CONTROLLER_PORT=59093
+EMBEDDED_PORT=59192
+KAFKA_PARTITIONS=4
+HOST=127.0.0.1
+
+# The marker that makes a directory ours: `down --purge` refuses to delete a
+# TRIBUTARY_HOME that does not have it.
+HOME_MARKER=.tributary-stack
+STATE_FILE=$TRIBUTARY_HOME/stack.state
+ENV_FILE=$TRIBUTARY_HOME/stack.env
+PASSWORD_FILE=$TRIBUTARY_HOME/secrets/repl_password
+
+# The shards' directory. It is a symlink to /var/tmp when user postgres
+# cannot reach TRIBUTARY_HOME (see pg_prepare_root); PG_ROOT is where it leads.
+PG_LINK=$TRIBUTARY_HOME/pg
+PG_ROOT=$(realpath -m "$PG_LINK")
+PG_SOCKETS=$PG_ROOT/run
+CH_DIR=$TRIBUTARY_HOME/clickhouse
+KAFKA_DIR=$TRIBUTARY_HOME/kafka
+EMBEDDED_DIR=$TRIBUTARY_HOME/embedded-kafka
+BIN_DIR=$TRIBUTARY_HOME/bin
+
+usage() {
+	cat <<EOF
+usage: deploy/local/stack.sh COMMAND [options]
+
+Commands:
+  up [--kafka real|embedded|both] [--shards N]
+                  start what is not running and write \$TRIBUTARY_HOME/stack.env
+  down [--purge]  stop everything; --purge also deletes \$TRIBUTARY_HOME
+  status          each service with its port, pid and memory; exit 1 if one is down
+  env             print stack.env
+
+Environment:
+  TRIBUTARY_HOME          all state and logs (default <repo>/.stack; now $TRIBUTARY_HOME)
+  TRIBUTARY_SHARDS        PostgreSQL shards, 1..32 (default: as created, else 4)
+  TRIBUTARY_KAFKA         real|embedded|both, like --kafka (default both)
+  TRIBUTARY_WAIT_TIMEOUT  seconds to wait for each service to be ready (default 90)
+  TRIBUTARY_PG_PORT       port of shard 0; shard i uses it+i (default 55432)
+  TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
+  TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
+
+Ports (127.0.0.1): PostgreSQL ${PG_PORT_BASE}+i, ClickHouse tcp $CH_TCP_PORT http $CH_HTTP_PORT,
+Kafka $KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT), embedded Kafka $EMBEDDED_PORT.
+EOF
+}
+
+
+# shellcheck source=deploy/local/stack.d/common.sh
+source "$HERE/stack.d/common.sh"
+# shellcheck source=deploy/local/stack.d/postgres.sh
+source "$HERE/stack.d/postgres.sh"
+# shellcheck source=deploy/local/stack.d/clickhouse.sh
+source "$HERE/stack.d/clickhouse.sh"
+# shellcheck source=deploy/local/stack.d/kafka.sh
+source "$HERE/stack.d/kafka.sh"
+
+# --- stack state --------------------------------------------------------------
+
+# load_state reads what the last `up` recorded (shard count, Kafka kind,
+# PostgreSQL ports), so that status and a later up see the same stack.
+STATE_SHARDS='' STATE_KAFKA='' STATE_PG_PORT=''
+load_state() {
+	[[ -f $STATE_FILE ]] || return 0
+	STATE_SHARDS=$(sed -n 's/^shards=//p' "$STATE_FILE")
+	STATE_KAFKA=$(sed -n 's/^kafka=//p' "$STATE_FILE")
+	STATE_PG_PORT=$(sed -n 's/^pg_port=//p' "$STATE_FILE")
+	[[ -n ${TRIBUTARY_PG_PORT:-} || -z $STATE_PG_PORT ]] || PG_PORT_BASE=$STATE_PG_PORT
+}
+
+save_state() {
+	printf 'shards=%s\nkafka=%s\npg_port=%s\n' "$SHARDS" "$KAFKA_KIND" "$PG_PORT_BASE" >"$STATE_FILE"
+}
+
+# resolve_shards picks the shard count: the one asked for, else the one the
+# data was created with, else 4. Changing it needs a purge: each shard's
+# tributary.shard_config (and so every id it issued) depends on it.
+resolve_shards() {
+	local n=${SHARDS_REQUESTED:-${STATE_SHARDS:-4}}
+	if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 1 || n > 32)); then
+		die "TRIBUTARY_SHARDS must be 1..32, got '$n'"
+	fi
+	if [[ -n $STATE_SHARDS && $STATE_SHARDS != "$n" ]]; then
+		die "the stack in $TRIBUTARY_HOME was created with $STATE_SHARDS shards, not $n; run 'deploy/local/stack.sh down --purge' first, or use TRIBUTARY_SHARDS=$STATE_SHARDS"
+	fi
+	SHARDS=$n
+	if ! [[ $PG_PORT_BASE =~ ^[0-9]+$ ]] || ((PG_PORT_BASE < 1024 || PG_PORT_BASE + n > 65535)); then
+		die "TRIBUTARY_PG_PORT must be a port in 1024..$((65535 - n)), got '$PG_PORT_BASE'"
+	fi
+	if [[ -n $STATE_PG_PORT && $STATE_PG_PORT != "$PG_PORT_BASE" ]] && pg_running 0; then
+		die "the shards run on ports from $STATE_PG_PORT, not $PG_PORT_BASE; run 'deploy/local/stack.sh down' first to move them"
+	fi
+}
+
+wants_real() { [[ $KAFKA_KIND == real || $KAFKA_KIND == both ]]; }
+wants_embedded() { [[ $KAFKA_KIND == embedded || $KAFKA_KIND == both ]]; }
+
+# --- commands ----------------------------------------------------------------------
+
+# preflight checks everything that can be checked before starting anything,
+# so that a missing tool or a taken port fails in a second, not after a minute.
+preflight() {
+	local t
+	# PostgreSQL refuses to run as root, so the shards run as user postgres,
+	# through runuser, which needs root.
+	[[ $(id -u) == 0 ]] || die "stack.sh runs as root (it starts PostgreSQL as user postgres with runuser)"
+	for t in psql runuser clickhouse-server clickhouse-client kcat openssl; do
+		command -v "$t" >/dev/null || die "$t not found: run deploy/local/install.sh"
+	done
+	[[ -x $PG_BIN/initdb ]] || die "PostgreSQL 15 not found in $PG_BIN: run deploy/local/install.sh"
+	if wants_real && ! kafka_pid >/dev/null; then
+		command -v java >/dev/null || die "java not found (Kafka needs Java 17+): run deploy/local/install.sh"
+		jars_complete "$KAFKA_JARS" ||
+			die "Kafka $KAFKA_VERSION jars missing or incomplete in $KAFKA_JARS: run deploy/local/install.sh"
+		require_port_free "$KAFKA_PORT" "kafka"
+		require_port_free "$KAFKA_CONTROLLER_PORT" "the kafka controller"
+	fi
+	if wants_embedded && ! embedded_pid >/dev/null; then
+		command -v go >/dev/null || die "go not found (needed to build cmd/embedded-kafka); install Go or use --kafka real"
+		require_port_free "$EMBEDDED_PORT" "embedded kafka"
+	fi
+	if ! ch_pid >/dev/null; then
+		require_port_free "$CH_TCP_PORT" "clickhouse (tcp)"
+		require_port_free "$CH_HTTP_PORT" "clickhouse (http)"
+		require_port_free "$CH_INTERSERVER_PORT" "clickhouse (interserver)"
+	fi
+	local i
+	for ((i = 0; i < SHARDS; i++)); do
+		pg_running "$i" || require_port_free "$(pg_port "$i")" "postgres shard $i"
+	done
+}
+
+# write_env writes stack.env atomically, readable by the owner only (it holds
+# the replication password).
+write_env() {
+	local tmp i pw port
+	pw=$(cat "$PASSWORD_FILE")
+	tmp=$(mktemp "$TRIBUTARY_HOME/.stack.env.XXXXXX")
+	chmod 600 "$tmp"
+	{
+		echo "TRIBUTARY_HOME=$TRIBUTARY_HOME"
+		echo "TRIBUTARY_SHARDS=$SHARDS"
+		for ((i = 0; i < SHARDS; i++)); do
+			port=$(pg_port "$i")
+			echo "TRIBUTARY_SHARD_${i}_DSN=postgres://postgres@$HOST:$port/app?sslmode=disable"
+			echo "TRIBUTARY_SHARD_${i}_REPL_DSN=postgres://tributary_repl:$pw@$HOST:$port/app?sslmode=disable"
+		done
+		echo "TRIBUTARY_CLICKHOUSE_ADDR=$HOST:$CH_TCP_PORT"
+		echo "TRIBUTARY_CLICKHOUSE_HTTP=$HOST:$CH_HTTP_PORT"
+		if wants_real; then
+			echo "TRIBUTARY_KAFKA_BROKERS=$HOST:$KAFKA_PORT"
+		else
+			echo "TRIBUTARY_KAFKA_BROKERS=$HOST:$EMBEDDED_PORT"
+		fi
+		wants_embedded && echo "TRIBUTARY_EMBEDDED_KAFKA_BROKERS=$HOST:$EMBEDDED_PORT"
+		echo "TRIBUTARY_KAFKA_KIND=$KAFKA_KIND"
+	} >"$tmp"
+	mv "$tmp" "$ENV_FILE"
+}
+
+# lock serializes stack.sh runs on one TRIBUTARY_HOME (two test packages may
+# bring the stack up at the same time). The lock is fd 9: every service is
+# started with 9>&-, or it would inherit the lock and hold it forever.
+lock() {
+	mkdir -p "$TRIBUTARY_HOME"
+	exec 9>>"$TRIBUTARY_HOME/.lock"
+	flock -w 600 9 || die "another stack.sh holds $TRIBUTARY_HOME/.lock for 10 minutes; is one stuck?"
+}
+
+cmd_up() {
+	case $KAFKA_KIND in real | embedded | both) ;; *) die "--kafka must be real, embedded or both, got '$KAFKA_KIND'" ;; esac
+	if [[ -d $TRIBUTARY_HOME && -n $(ls -A "$TRIBUTARY_HOME" 2>/dev/null) && ! -f $TRIBUTARY_HOME/$HOME_MARKER ]]; then
+		die "$TRIBUTARY_HOME exists, is not empty and was not made by stack.sh; choose another TRIBUTARY_HOME"
+	fi
+	lock
+	touch "$TRIBUTARY_HOME/$HOME_MARKER"
+	load_state
+	resolve_shards
+	log "up: $SHARDS shards, kafka $KAFKA_KIND, home $TRIBUTARY_HOME"
+	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" "$CH_TCP_PORT" "$CH_HTTP_PORT" \
+		"$CH_INTERSERVER_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$EMBEDDED_PORT"
+	preflight
+
+	if [[ ! -s $PASSWORD_FILE ]]; then
+		mkdir -p "$(dirname "$PASSWORD_FILE")"
+		chmod 700 "$(dirname "$PASSWORD_FILE")"
+		(umask 077 && openssl rand -hex 24 >"$PASSWORD_FILE")
+	fi
+	save_state
+	pg_prepare_root
+
+	# A Kafka kind no longer asked for is stopped, so that the stack matches
+	# what stack.env says.
+	wants_real || kafka_down
+	wants_embedded || embedded_down
+
+	# The services are independent: start them side by side. The JVM is the
+	# slowest, so it goes first.
+	local jobs=()
+	wants_real && jobs+=("kafka:kafka_up")
+	wants_embedded && jobs+=("embedded-kafka:embedded_up")
+	jobs+=("clickhouse:ch_up" "postgres:pg_up_all")
+	run_parallel "${jobs[@]}"
+
+	write_env
+	log "up: ready; environment in $ENV_FILE"
+}
+
+cmd_down() {
+	local purge=$1
+	if [[ ! -d $TRIBUTARY_HOME ]]; then
+		log "down: nothing at $TRIBUTARY_HOME"
+		return
+	fi
+	[[ -f $TRIBUTARY_HOME/$HOME_MARKER ]] ||
+		die "$TRIBUTARY_HOME was not made by stack.sh (no $HOME_MARKER); refusing to touch it"
+	lock
+	# stack.env goes first: it must never describe services that are gone.
+	rm -f "$ENV_FILE"
+	run_parallel "kafka:kafka_down" "embedded-kafka:embedded_down" "clickhouse:ch_down" "postgres:pg_down_all"
+	if [[ $purge == 1 ]]; then
+		pg_purge_outside
+		rm -rf -- "$TRIBUTARY_HOME"
+		log "down: stopped and removed $TRIBUTARY_HOME"
+	else
+		log "down: stopped (data kept in $TRIBUTARY_HOME; --purge removes it)"
+	fi
+}
+
+# mem_of prints the RSS of a process and the PSS of it and its children, in
+# MiB, separated by a space. PSS divides shared memory (PostgreSQL's shared
+# buffers) among the processes that map it, so the tree's sum is what the
+# service really costs; summing RSS would count shared pages many times.
+mem_of() {
+	local pid=$1 rss pss=0 p k
+	rss=$(awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$pid/status" 2>/dev/null || echo '?')
+	for p in "$pid" $(ps -o pid= --ppid "$pid" 2>/dev/null); do
+		k=$(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
+		pss=$((pss + ${k:-0}))
+	done
+	printf '%s %s' "$rss" $((pss / 1024))
+}
+
+cmd_status() {
+	load_state
+	local shards=${STATE_SHARDS:-0} kind=${STATE_KAFKA:-} down=0 i pid
+	if [[ -z $kind ]]; then
+		log "status: no stack at $TRIBUTARY_HOME (run deploy/local/stack.sh up)"
+		return 1
+	fi
+	local fmt='%-18s %-12s %-8s %-6s %8s %13s\n'
+	# shellcheck disable=SC2059 # the format is ours
+	printf "$fmt" SERVICE PORT PID STATE RSS_MiB TREE_PSS_MiB
+	# status_row prints one service; an empty pid means it is down.
+	status_row() {
+		local name=$1 port=$2 pid=$3 rss pss
+		if [[ -n $pid ]]; then
+			read -r rss pss <<<"$(mem_of "$pid")"
+			# shellcheck disable=SC2059
+			printf "$fmt" "$name" "$port" "$pid" up "$rss" "$pss"
+		else
+			# shellcheck disable=SC2059
+			printf "$fmt" "$name" "$port" - DOWN - -
+			down=$((down + 1))
+		fi
+	}
+	for ((i = 0; i < shards; i++)); do
+		pid=''
+		if pg_running "$i"; then pid=$(head -n1 "$(pg_dir "$i")/postmaster.pid"); fi
+		status_row "postgres-shard$i" "$(pg_port "$i")" "$pid"
+	done
+	status_row clickhouse "$CH_TCP_PORT,$CH_HTTP_PORT" "$(ch_pid || true)"
+	if [[ $kind != embedded ]]; then status_row kafka "$KAFKA_PORT,$KAFKA_CONTROLLER_PORT" "$(kafka_pid || true)"; fi
+	if [[ $kind != real ]]; then status_row embedded-kafka "$EMBEDDED_PORT" "$(embedded_pid || true)"; fi
+	((down == 0))
+}
+
+cmd_env() {
+	[[ -f $ENV_FILE ]] || die "no $ENV_FILE: the stack is not up (run deploy/local/stack.sh up)"
+	cat "$ENV_FILE"
+}
+
+main() {
+	local cmd=${1:-}
+	[[ $# -gt 0 ]] && shift
+	local purge=0
+	while [[ $# -gt 0 ]]; do
+		case $1 in
+		--kafka) [[ $# -ge 2 ]] || die "--kafka needs a value"; KAFKA_KIND=$2; shift 2 ;;
+		--kafka=*) KAFKA_KIND=${1#*=}; shift ;;
+		--shards) [[ $# -ge 2 ]] || die "--shards needs a value"; SHARDS_REQUESTED=$2; shift 2 ;;
+		--shards=*) SHARDS_REQUESTED=${1#*=}; shift ;;
+		--purge) purge=1; shift ;;
+		-h | --help) usage; return ;;
+		*) usage >&2; die "unknown option: $1" ;;
+		esac
+	done
+	case $cmd in
+	up) cmd_up ;;
+	down) cmd_down "$purge" ;;
+	status) cmd_status ;;
+	env) cmd_env ;;
+	-h | --help | help) usage ;;
+	"") usage >&2; exit 2 ;;
+	*) usage >&2; die "unknown command: $cmd" ;;
+	esac
+}
+
+main "$@"

@@ -1,0 +1,182 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// Anomaly kinds.
+const (
+	// KindDuplicate: a global id live on more than one shard (a half-done
+	// move, colliding generators).
+	KindDuplicate = "duplicate"
+	// KindSerialCollision: a per-shard serial id used on several shards.
+	// Expected for legacy tables; reported, never merged.
+	KindSerialCollision = "serial_collision"
+)
+
+// Anomaly is the state of one id of one table that is, or was, live on
+// more than one shard.
+type Anomaly struct {
+	Table  string
+	ID     string
+	Kind   string
+	Shards []uint16
+	// FirstSeen is the source commit time at which the id became live on
+	// several shards; LastSeen the newest commit time that kept it so.
+	FirstSeen, LastSeen time.Time
+	Resolved            bool
+	// Alerted is set once the anomaly outlived the grace period (counted
+	// once in tributary_duplicate_detections_total).
+	Alerted bool
+}
+
+const anomaliesTable = "_anomalies"
+
+func (s *Store) ensureAnomalies(ctx context.Context) error {
+	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+		source_table String, id String, kind String, shards Array(UInt16),
+		first_seen DateTime('UTC'), last_seen DateTime('UTC'),
+		resolved UInt8, alerted UInt8, ver UInt64
+	) ENGINE = ReplacingMergeTree(ver) ORDER BY (source_table, id)`, quote(s.db), anomaliesTable)
+	if err := s.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create anomalies table: %w", err)
+	}
+	return nil
+}
+
+// LiveCopies returns, for each of ids that is live on more than one shard,
+// the shards and the newest commit time among the copies.
+func (s *Store) LiveCopies(ctx context.Context, t *Table, ids []string) (map[string]Anomaly, error) {
+	out := map[string]Anomaly{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	idc := t.Columns[t.byName[t.IDColumn]]
+	vals := make([]any, 0, len(ids))
+	for _, id := range ids {
+		v, err := idc.typ.convert(id)
+		if err != nil {
+			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: id, Err: err}
+		}
+		vals = append(vals, v)
+	}
+	q := fmt.Sprintf(`SELECT toString(%[1]s), groupArray(_shard), max(_commit_ts)
+		FROM (SELECT %[1]s, _shard, _commit_ts FROM %[2]s.%[3]s FINAL WHERE %[1]s IN ? AND _deleted = 0)
+		GROUP BY %[1]s HAVING count() > 1`, quote(t.IDColumn), quote(s.db), quote(t.Name))
+	rows, err := s.conn.Query(ctx, q, clickhouse.GroupSet{Value: vals})
+	if err != nil {
+		return nil, fmt.Errorf("live copies %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a Anomaly
+		if err := rows.Scan(&a.ID, &a.Shards, &a.LastSeen); err != nil {
+			return nil, fmt.Errorf("live copies %s: %w", t.Name, err)
+		}
+		sort.Slice(a.Shards, func(i, j int) bool { return a.Shards[i] < a.Shards[j] })
+		a.Table = t.Name
+		out[a.ID] = a
+	}
+	return out, rows.Err()
+}
+
+// Anomalies reads the current anomaly state of table for ids (all ids when
+// nil), unresolved only when open is true.
+func (s *Store) Anomalies(ctx context.Context, table string, ids []string, open bool) (map[string]Anomaly, error) {
+	where := []string{"source_table = ?"}
+	args := []any{table}
+	if ids != nil {
+		if len(ids) == 0 {
+			return map[string]Anomaly{}, nil
+		}
+		where = append(where, "id IN ?")
+		vals := make([]any, len(ids))
+		for i, id := range ids {
+			vals[i] = id
+		}
+		args = append(args, clickhouse.GroupSet{Value: vals})
+	}
+	q := fmt.Sprintf(`SELECT id, kind, shards, first_seen, last_seen, resolved, alerted FROM %s.%s FINAL WHERE %s`,
+		quote(s.db), anomaliesTable, strings.Join(where, " AND "))
+	if open {
+		q += " AND resolved = 0"
+	}
+	rows, err := s.conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read anomalies: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]Anomaly{}
+	for rows.Next() {
+		a := Anomaly{Table: table}
+		var resolved, alerted uint8
+		if err := rows.Scan(&a.ID, &a.Kind, &a.Shards, &a.FirstSeen, &a.LastSeen, &resolved, &alerted); err != nil {
+			return nil, fmt.Errorf("read anomalies: %w", err)
+		}
+		a.Resolved, a.Alerted = resolved == 1, alerted == 1
+		out[a.ID] = a
+	}
+	return out, rows.Err()
+}
+
+// WriteAnomalies stores new states. The newest write per (table, id) wins.
+func (s *Store) WriteAnomalies(ctx context.Context, as []Anomaly) error {
+	if len(as) == 0 {
+		return nil
+	}
+	b, err := s.conn.PrepareBatch(ctx, fmt.Sprintf(
+		"INSERT INTO %s.%s (source_table, id, kind, shards, first_seen, last_seen, resolved, alerted, ver)", quote(s.db), anomaliesTable))
+	if err != nil {
+		return fmt.Errorf("prepare anomalies: %w", err)
+	}
+	defer b.Abort() //nolint:errcheck // no-op after Send
+	ver := uint64(time.Now().UnixNano())
+	for i, a := range as {
+		var res, al uint8
+		if a.Resolved {
+			res = 1
+		}
+		if a.Alerted {
+			al = 1
+		}
+		if a.Shards == nil {
+			a.Shards = []uint16{}
+		}
+		if err := b.Append(a.Table, a.ID, a.Kind, a.Shards, a.FirstSeen.UTC(), a.LastSeen.UTC(), res, al, ver+uint64(i)); err != nil {
+			return fmt.Errorf("append anomaly: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert anomalies: %w", err)
+	}
+	return nil
+}
+
+// WatermarkTimes returns, per shard, the oldest newest-watermark commit time
+// over all (topic, partition) pairs that reported it: the source time up to
+// which the shard is known complete.
+func (s *Store) WatermarkTimes(ctx context.Context) (map[uint16]time.Time, error) {
+	q := fmt.Sprintf(`SELECT shard, min(ts) FROM (SELECT shard, topic, partition, argMax(commit_ts, commit_lsn) AS ts
+		FROM %s.%s GROUP BY shard, topic, partition) GROUP BY shard`, quote(s.db), watermarksTable)
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("watermark times: %w", err)
+	}
+	defer rows.Close()
+	out := map[uint16]time.Time{}
+	for rows.Next() {
+		var sh uint16
+		var ts time.Time
+		if err := rows.Scan(&sh, &ts); err != nil {
+			return nil, err
+		}
+		out[sh] = ts
+	}
+	return out, rows.Err()
+}

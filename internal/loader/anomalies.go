@@ -1,0 +1,146 @@
+package loader
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// detect updates the anomaly state of the ids a batch touched: an id live
+// on several shards opens (or extends) an anomaly, an id back to one shard
+// resolves it. All copies of an id share a Kafka partition (records are
+// keyed by id), so the loader that owns the partition sees every change
+// that could open or close the anomaly, in order.
+func (l *Loader) detect(ctx context.Context, t *chstore.Table, cfg *tables.Table, ids []string, newest time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	live, err := l.store.LiveCopies(ctx, t, ids)
+	if err != nil {
+		return err
+	}
+	known, err := l.store.Anomalies(ctx, t.Name, ids, false)
+	if err != nil {
+		return err
+	}
+	kind := chstore.KindDuplicate
+	if cfg.IDLayout == "serial" {
+		kind = chstore.KindSerialCollision
+	}
+	var changed []chstore.Anomaly
+	for _, id := range ids {
+		cur, isLive := live[id]
+		prev, wasKnown := known[id]
+		open := wasKnown && !prev.Resolved
+		switch {
+		case isLive && open:
+			if equalShards(prev.Shards, cur.Shards) && !cur.LastSeen.After(prev.LastSeen) {
+				continue
+			}
+			prev.Shards, prev.LastSeen = cur.Shards, maxTime(prev.LastSeen, cur.LastSeen)
+			changed = append(changed, prev)
+		case isLive:
+			cur.Kind, cur.FirstSeen = kind, cur.LastSeen
+			changed = append(changed, cur)
+			l.log.Info("id live on several shards", slog.String("table", t.Name), slog.String("id", id),
+				slog.Any("shards", cur.Shards), slog.String("kind", kind))
+		case open:
+			prev.Resolved, prev.LastSeen = true, maxTime(prev.LastSeen, newest)
+			changed = append(changed, prev)
+		}
+	}
+	return l.store.WriteAnomalies(ctx, changed)
+}
+
+func equalShards(a, b []uint16) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// watchAnomalies turns open anomalies into alerts once they outlive the
+// grace period, measured in source time: an anomaly alerts when every shard
+// it involves is known complete (watermark) past first_seen + grace. A move
+// that completes within the grace period therefore never alerts, even when
+// the pipeline replays a backlog. The gauges are global (read from
+// ClickHouse), so every loader reports the same value; alert on max().
+func (l *Loader) watchAnomalies(ctx context.Context) error {
+	t := time.NewTicker(l.cfg.AnomalyInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := l.evaluateAnomalies(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("anomaly evaluation failed", slog.Any("err", err))
+		}
+	}
+}
+
+func (l *Loader) evaluateAnomalies(ctx context.Context) error {
+	wm, err := l.store.WatermarkTimes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, tc := range l.cfg.Tables.Tables {
+		open, err := l.store.Anomalies(ctx, tc.Name, nil, true)
+		if err != nil {
+			return err
+		}
+		counts := map[string][2]int{} // kind -> [alerting, pending]
+		var alerted []chstore.Anomaly
+		for _, a := range open {
+			c := counts[a.Kind]
+			if a.Alerted || l.pastGrace(a, wm) {
+				c[0]++
+				if !a.Alerted {
+					a.Alerted = true
+					alerted = append(alerted, a)
+					l.m.dupDetections.WithLabelValues(tc.Name, a.Kind).Inc()
+					l.log.Warn("id live on several shards beyond the grace period", slog.String("table", tc.Name),
+						slog.String("id", a.ID), slog.Any("shards", a.Shards), slog.Time("first_seen", a.FirstSeen))
+				}
+			} else {
+				c[1]++
+			}
+			counts[a.Kind] = c
+		}
+		for _, kind := range []string{chstore.KindDuplicate, chstore.KindSerialCollision} {
+			l.m.dupIDs.WithLabelValues(tc.Name, kind).Set(float64(counts[kind][0]))
+			l.m.dupPending.WithLabelValues(tc.Name, kind).Set(float64(counts[kind][1]))
+		}
+		if err := l.store.WriteAnomalies(ctx, alerted); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Loader) pastGrace(a chstore.Anomaly, wm map[uint16]time.Time) bool {
+	deadline := a.FirstSeen.Add(l.cfg.DuplicateGrace)
+	for _, s := range a.Shards {
+		ts, ok := wm[s]
+		if !ok || !ts.After(deadline) {
+			return false
+		}
+	}
+	return len(a.Shards) > 0
+}

@@ -1,0 +1,84 @@
+-- 10_demo.sql: the demo SaaS schema that every shard holds, and that
+-- Tributary replicates (documents, invoices) into ClickHouse.
+--
+-- Applied by deploy/local/stack.sh to each shard after 01_snowflake.sql, in
+-- database `app`, schema public. Idempotent: safe to apply again on every
+-- stack start (CREATE ... IF NOT EXISTS only; nothing is dropped or altered
+-- destructively). Ids come from tributary.next_id(), so an id tells which
+-- shard created the row, even after the row moved to another shard.
+--
+-- Replica identity stays the default (the primary key): updates that keep the
+-- key send no old row, deletes send the key only. Tributary copes with that;
+-- do not switch to FULL just for it.
+
+CREATE TABLE IF NOT EXISTS documents (
+    id           bigint      PRIMARY KEY DEFAULT tributary.next_id(),
+    workspace_id bigint      NOT NULL,
+    title        text        NOT NULL,
+    -- Large (kilobytes to megabytes): stored out of line in TOAST, so an
+    -- UPDATE that leaves it alone replicates it as "unchanged TOAST".
+    body         text,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- EXTERNAL: out of line but uncompressed. With the default (EXTENDED) a
+-- compressible body can shrink below the TOAST threshold and stay inline,
+-- which makes whether an update carries the body depend on its content.
+-- EXTERNAL moves every body over ~2 kB out of line, so the behaviour the
+-- reader must handle is predictable in tests and in the demo.
+ALTER TABLE documents ALTER COLUMN body SET STORAGE EXTERNAL;
+
+-- A workspace's documents, newest first (the demo app's list view).
+CREATE INDEX IF NOT EXISTS documents_workspace_updated_idx
+    ON documents (workspace_id, updated_at DESC);
+
+CREATE TABLE IF NOT EXISTS invoices (
+    id           bigint        PRIMARY KEY DEFAULT tributary.next_id(),
+    workspace_id bigint        NOT NULL,
+    amount       numeric(12,2) NOT NULL,
+    -- ISO 4217 code, upper case.
+    currency     text          NOT NULL CONSTRAINT invoices_currency_iso CHECK (currency ~ '^[A-Z]{3}$'),
+    status       text          NOT NULL CONSTRAINT invoices_status_known
+                               CHECK (status IN ('issued', 'paid', 'refunded', 'void')),
+    issued_at    timestamptz   NOT NULL,
+    paid_at      timestamptz
+);
+
+-- A workspace's invoices by period (billing pages; per-shard revenue sums
+-- that the tests compare with ClickHouse).
+CREATE INDEX IF NOT EXISTS invoices_workspace_issued_idx
+    ON invoices (workspace_id, issued_at);
+-- Revenue by period and status across workspaces on one shard.
+CREATE INDEX IF NOT EXISTS invoices_issued_status_idx
+    ON invoices (issued_at, status);
+
+-- The move saga's log: moving a document to another workspace that lives on
+-- another shard copies it to the target shard, then deletes it from the
+-- source. Each step is recorded here so that a crashed move can be resumed
+-- or rolled back, and so that the id being live on two shards for a while
+-- can be told apart from a real collision. Not replicated.
+CREATE TABLE IF NOT EXISTS document_moves (
+    move_id        uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    document_id    bigint      NOT NULL,
+    from_workspace bigint      NOT NULL,
+    to_workspace   bigint      NOT NULL,
+    from_shard     int         NOT NULL,
+    to_shard       int         NOT NULL,
+    -- started: nothing copied yet; copied: the target shard has the row;
+    -- done: the source row is gone; failed: given up, source row kept.
+    state          text        NOT NULL DEFAULT 'started'
+                               CONSTRAINT document_moves_state_known
+                               CHECK (state IN ('started', 'copied', 'done', 'failed')),
+    started_at     timestamptz NOT NULL DEFAULT now(),
+    finished_at    timestamptz
+);
+
+-- The moves of one document, e.g. to decide whether a duplicate id is a
+-- move in progress.
+CREATE INDEX IF NOT EXISTS document_moves_document_idx
+    ON document_moves (document_id, started_at);
+-- Unfinished moves, for the saga's recovery on restart.
+CREATE INDEX IF NOT EXISTS document_moves_unfinished_idx
+    ON document_moves (started_at)
+    WHERE state IN ('started', 'copied');

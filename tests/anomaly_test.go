@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tributary/tributary/internal/chstore"
+)
+
+// waitAnomaly polls the anomaly state of id until check accepts it.
+func (p *pipeline) waitAnomaly(ctx context.Context, id int64, what string, check func(a chstore.Anomaly, ok bool) bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var a chstore.Anomaly
+	var ok bool
+	for time.Now().Before(deadline) {
+		if err := p.failed(); err != nil {
+			p.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		got, err := p.store.Anomalies(ctx, p.table(), []string{strconv.FormatInt(id, 10)}, false)
+		if err != nil {
+			p.t.Fatalf("read anomalies: %v", err)
+		}
+		a, ok = got[strconv.FormatInt(id, 10)]
+		if check(a, ok) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.t.Fatalf("timed out waiting for %s of id %d: last %+v (present %v)", what, id, a, ok)
+}
+
+// TestDuplicateIDs: an id left live on two shards becomes an alerting
+// anomaly after the grace period (3 s here); a move that completes within
+// the grace period is recorded and resolved, and never alerts.
+func TestDuplicateIDs(t *testing.T) {
+	p := newPipeline(t, []int{0, 1}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tbl := p.table()
+
+	stuck := p.insert(ctx, 0, 1, "half-done move", "b")
+	moved := p.insert(ctx, 0, 2, "completed move", "b")
+	// The saga's copy step for both; only one finishes (delete at the source).
+	p.exec(ctx, 1, fmt.Sprintf("INSERT INTO %s (id, workspace_id, title, body) VALUES ($1, 101, 'half-done move', 'b')", tbl), stuck)
+	p.exec(ctx, 1, fmt.Sprintf("INSERT INTO %s (id, workspace_id, title, body) VALUES ($1, 102, 'completed move', 'b')", tbl), moved)
+	p.exec(ctx, 0, fmt.Sprintf("DELETE FROM %s WHERE id = $1", tbl), moved)
+
+	p.waitAnomaly(ctx, stuck, "alert", func(a chstore.Anomaly, ok bool) bool {
+		return ok && !a.Resolved && a.Alerted && a.Kind == chstore.KindDuplicate && len(a.Shards) == 2
+	})
+	// The completed move: either never seen as a duplicate (both steps in
+	// one batch) or seen and resolved — never alerted.
+	p.waitDoc(ctx, moved, "move done", func(s int, d docAnswer) bool {
+		return s == 200 && len(d.Copies) == 1 && d.Copies[0].Shard == 1
+	})
+	time.Sleep(4 * time.Second) // longer than the grace period
+	got, err := p.store.Anomalies(ctx, tbl, []string{strconv.FormatInt(moved, 10)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := got[strconv.FormatInt(moved, 10)]; ok && (!a.Resolved || a.Alerted) {
+		t.Fatalf("completed move reported as an anomaly: %+v", a)
+	}
+
+	// Resolving the stuck one: delete the source copy.
+	p.exec(ctx, 0, fmt.Sprintf("DELETE FROM %s WHERE id = $1", tbl), stuck)
+	p.waitAnomaly(ctx, stuck, "resolution", func(a chstore.Anomaly, ok bool) bool { return ok && a.Resolved })
+}
