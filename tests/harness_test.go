@@ -129,7 +129,7 @@ func (p *pipeline) startReader(ctx context.Context, shard int) {
 		Shard: shard, DSN: p.stack.ShardDSNs[shard], Slot: fmt.Sprintf("e2e_%s_%d", p.suffix, shard),
 		Publication: "e2e_" + p.suffix, Tables: p.tables, Brokers: p.brokers, Partitions: 4,
 		StatusInterval: 200 * time.Millisecond, WatermarkInterval: 100 * time.Millisecond,
-		HeartbeatInterval: time.Second, MaxBuffered: 10000,
+		HeartbeatInterval: time.Second, MaxBuffered: 10000, StateTopic: "e2e_" + p.suffix + ".state",
 	}, p.log, prometheus.NewRegistry())
 	p.goRun(fmt.Sprintf("reader %d", shard), func() error { return r.Run(ctx) })
 }
@@ -223,7 +223,7 @@ func (p *pipeline) cleanup() {
 		p.store.Close()
 	}
 	if cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers...)); err == nil {
-		topics := append(p.tables.Topics(), "e2e_"+p.suffix+".dlq")
+		topics := append(p.tables.Topics(), "e2e_"+p.suffix+".dlq", "e2e_"+p.suffix+".state")
 		kadm.NewClient(cl).DeleteTopics(ctx, topics...) //nolint:errcheck
 		cl.Close()
 	}

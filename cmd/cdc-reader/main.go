@@ -50,6 +50,7 @@ type Config struct {
 	WatermarkInterval time.Duration
 	HeartbeatInterval time.Duration
 	MaxBuffered       int
+	StateTopic        string
 	MetricsAddr       string
 	LogFormat         string
 	LogLevel          string
@@ -69,6 +70,7 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to publish freshness watermarks")
 	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 10*time.Second, "heartbeat write interval so idle shards release WAL (0: off)")
 	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", 100000, "records buffered for Kafka before reading pauses (bounds memory)")
+	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each slot's reader state (snapshot done, position)")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")
 	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -139,7 +141,7 @@ func run(ctx context.Context, cfg *Config) error {
 		Shard: cfg.Shard, DSN: cfg.DSN, Slot: cfg.Slot, Publication: cfg.Publication, Tables: tcfg,
 		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions),
 		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval,
-		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered,
+		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, StateTopic: cfg.StateTopic,
 	}, log, reg)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.Run(gctx) })

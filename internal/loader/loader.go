@@ -104,6 +104,9 @@ func (l *Loader) Run(ctx context.Context) error {
 		kgo.ConsumeTopics(l.cfg.Tables.Topics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
+		// Snapshots are produced in Kafka transactions: never apply the
+		// records of one that did not commit.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxBytes(16<<20),
 		kgo.FetchMaxWait(100*time.Millisecond),

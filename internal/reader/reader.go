@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -68,6 +69,9 @@ type Config struct {
 	// shard's WAL so that an idle database still advances the slot (0: off).
 	HeartbeatInterval time.Duration
 	MaxBuffered       int
+	// StateTopic is the compacted topic where the reader stores its state
+	// (snapshot done, last confirmed position) by slot name.
+	StateTopic string
 }
 
 // Reader streams one shard.
@@ -81,7 +85,12 @@ type Reader struct {
 
 	// Owned by the replication goroutine.
 	parser  decode.Parser
-	rels    *decode.Relations
+	rels  *decode.Relations
+	state *stateStore
+	// reported is the last position the server acknowledged receiving in
+	// a standby status update; written by the stream goroutine, read by the
+	// watermark goroutine when it stores the reader state.
+	reported atomic.Uint64
 	cur     *txnState
 	begin   decode.Begin // copy: the parser reuses its storage
 	seq     uint32
@@ -91,6 +100,9 @@ type Reader struct {
 
 // New builds a Reader; nothing connects until Run.
 func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
+	if cfg.StateTopic == "" {
+		cfg.StateTopic = "tributary.reader-state"
+	}
 	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: newMetrics(reg, strconv.Itoa(cfg.Shard))}
 }
 
@@ -130,56 +142,44 @@ func (r *Reader) Run(ctx context.Context) error {
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
 
+	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic}
+	if err := ensureStateTopic(ctx, r.producer, r.cfg.StateTopic); err != nil {
+		return err
+	}
+	stored, err := r.state.load(ctx, r.cfg.Brokers, r.cfg.Slot)
+	if err != nil {
+		return err
+	}
 	slot, err := readSlot(ctx, sqlConn, r.cfg.Slot)
 	if err != nil {
 		return err
 	}
-	if slot.exists && slot.walStatus == "lost" {
-		// The server removed WAL the slot needed: changes are gone, so the
-		// only exact answer is a new snapshot.
-		r.log.Error("slot lost its WAL; dropping it and taking a new snapshot", slog.String("slot", r.cfg.Slot))
-		if _, err := sqlConn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", r.cfg.Slot); err != nil {
-			return fmt.Errorf("drop lost slot: %w", err)
-		}
-		slot = slotInfo{}
-	}
 	if slot.exists && slot.plugin != "pgoutput" {
 		return fmt.Errorf("slot %s exists with plugin %q, not pgoutput: choose another --slot", r.cfg.Slot, slot.plugin)
 	}
+	action, why := decideStart(slot, stored)
 	var start envelope.LSN
-	if !slot.exists {
-		res, err := createSlot(ctx, repl, r.cfg.Slot)
-		if err != nil {
-			return err
-		}
-		cp, err := envelope.ParseLSN(res.ConsistentPoint)
-		if err != nil {
-			return err
-		}
-		r.log.Info("slot created; taking initial snapshot", slog.String("slot", r.cfg.Slot),
-			slog.String("consistent_point", cp.String()), slog.String("snapshot", res.SnapshotName))
-		r.tracker = newTracker(cp)
-		snapConn, err := pgx.Connect(ctx, r.cfg.DSN)
-		if err != nil {
-			return fmt.Errorf("snapshot connection: %w", err)
-		}
-		err = r.snapshot(ctx, snapConn, res.SnapshotName, cp)
-		snapConn.Close(context.WithoutCancel(ctx))
-		if err != nil {
-			// The slot stays; a restart streams from its consistent point
-			// but the snapshot would be incomplete, so drop it to retry
-			// cleanly.
-			if _, derr := sqlConn.Exec(context.WithoutCancel(ctx), "SELECT pg_drop_replication_slot($1)", r.cfg.Slot); derr != nil {
-				r.log.Error("could not drop slot after failed snapshot", slog.Any("err", derr))
-			}
-			return fmt.Errorf("initial snapshot: %w", err)
-		}
-		start = cp
-	} else {
+	switch action {
+	case actionResume:
+		r.log.Info("start: resume", slog.String("slot", r.cfg.Slot), slog.String("why", why))
 		start = slot.confirmed
-		r.log.Info("resuming from the slot's confirmed position", slog.String("slot", r.cfg.Slot),
-			slog.String("confirmed_flush_lsn", start.String()))
 		r.tracker = newTracker(start)
+	case actionRecreate:
+		// Rows deleted at the source while the slot was not trustworthy
+		// stay in ClickHouse until reconciled (the verifier reports them);
+		// everything else is repaired by the new snapshot.
+		r.log.Warn("start: dropping the slot and taking a new snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why))
+		if _, err := sqlConn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", r.cfg.Slot); err != nil {
+			return fmt.Errorf("drop slot %s (is another reader using it?): %w", r.cfg.Slot, err)
+		}
+		fallthrough
+	case actionCreate:
+		if action == actionCreate {
+			r.log.Info("start: create slot and snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why))
+		}
+		if start, err = r.createAndSnapshot(ctx, repl); err != nil {
+			return err
+		}
 	}
 
 	err = pglogrepl.StartReplication(ctx, repl, r.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
@@ -189,6 +189,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		return fmt.Errorf("start replication on slot %s: %w", r.cfg.Slot, err)
 	}
 	r.log.Info("streaming", slog.String("slot", r.cfg.Slot), slog.String("from", start.String()))
+	r.reported.Store(uint64(start))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.stream(gctx, repl) })
@@ -211,6 +212,40 @@ func (r *Reader) Run(ctx context.Context) error {
 	return err
 }
 
+// createAndSnapshot creates the slot, copies the tables in its exported
+// snapshot and records that the snapshot is complete. It returns the slot's
+// consistent point, where streaming starts.
+func (r *Reader) createAndSnapshot(ctx context.Context, repl *pgconn.PgConn) (envelope.LSN, error) {
+	if err := r.state.save(ctx, readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard}); err != nil {
+		return 0, err
+	}
+	res, err := createSlot(ctx, repl, r.cfg.Slot)
+	if err != nil {
+		return 0, err
+	}
+	cp, err := envelope.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return 0, err
+	}
+	r.log.Info("slot created; taking initial snapshot", slog.String("slot", r.cfg.Slot),
+		slog.String("consistent_point", cp.String()), slog.String("snapshot", res.SnapshotName))
+	r.tracker = newTracker(cp)
+	snapConn, err := pgx.Connect(ctx, r.cfg.DSN)
+	if err != nil {
+		return 0, fmt.Errorf("snapshot connection: %w", err)
+	}
+	defer snapConn.Close(context.WithoutCancel(ctx))
+	if err := r.snapshot(ctx, snapConn, res.SnapshotName, cp); err != nil {
+		// The slot stays; the stored state says the snapshot is not done,
+		// so the next start drops it and snapshots again.
+		return 0, fmt.Errorf("initial snapshot: %w", err)
+	}
+	if err := r.state.save(ctx, readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: cp}); err != nil {
+		return 0, err
+	}
+	return cp, nil
+}
+
 // sendStatus reports the confirmed position. It is never zero: the tracker
 // starts at the slot's consistent or confirmed point.
 func (r *Reader) sendStatus(ctx context.Context, repl *pgconn.PgConn) error {
@@ -223,6 +258,7 @@ func (r *Reader) sendStatus(ctx context.Context, repl *pgconn.PgConn) error {
 	if err != nil {
 		return fmt.Errorf("standby status: %w", err)
 	}
+	r.reported.Store(uint64(pos))
 	r.m.confirmedLSN.Set(float64(pos))
 	if r.walEnd > pos {
 		r.m.lagBytes.Set(float64(r.walEnd - pos))
@@ -404,7 +440,7 @@ func (r *Reader) truncate(ctx context.Context, at envelope.LSN, m *decode.Trunca
 				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpTruncate,
 				LSN: at, CommitLSN: r.begin.FinalLSN, Seq: r.seq, XID: r.begin.XID, CommitTime: r.begin.CommitTime.UTC(),
 			}
-			if err := r.produceTo(ctx, r.cur, t.Topic, p, ev); err != nil {
+			if err := r.produceTo(ctx, r.producer, r.cur, t.Topic, p, ev); err != nil {
 				return err
 			}
 		}
@@ -416,10 +452,12 @@ func (r *Reader) truncate(ctx context.Context, at envelope.LSN, m *decode.Trunca
 // produce hands one keyed envelope to the producer. It blocks when the
 // producer's buffer is full (backpressure).
 func (r *Reader) produce(ctx context.Context, st *txnState, topic string, ev *envelope.Event) error {
-	return r.produceTo(ctx, st, topic, -1, ev)
+	return r.produceTo(ctx, r.producer, st, topic, -1, ev)
 }
 
-func (r *Reader) produceTo(ctx context.Context, st *txnState, topic string, partition int32, ev *envelope.Event) error {
+// produceTo produces through cl (the streaming producer, or the snapshot's
+// transactional one), to partition when >= 0, else by key.
+func (r *Reader) produceTo(ctx context.Context, cl *kgo.Client, st *txnState, topic string, partition int32, ev *envelope.Event) error {
 	b, err := envelope.Encode(ev)
 	if err != nil {
 		return fmt.Errorf("encode %s %s: %w", ev.Table, ev.ID, err)
@@ -432,7 +470,7 @@ func (r *Reader) produceTo(ctx context.Context, st *txnState, topic string, part
 	}
 	r.tracker.add(st)
 	start := time.Now()
-	r.producer.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+	cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
 		if err != nil {
 			r.m.errors.WithLabelValues("produce").Inc()
 		} else {
@@ -452,7 +490,7 @@ func (r *Reader) produceTo(ctx context.Context, st *txnState, topic string, part
 func (r *Reader) watermarks(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.WatermarkInterval)
 	defer t.Stop()
-	var last envelope.LSN
+	var last, stored envelope.LSN
 	var lastAt time.Time
 	for {
 		select {
@@ -484,6 +522,15 @@ func (r *Reader) watermarks(ctx context.Context) error {
 			})
 		}
 		r.m.watermarks.Inc()
+		if rep := envelope.LSN(r.reported.Load()); rep > stored {
+			// Only positions already sent to the server are stored, so the
+			// stored one is never ahead of the slot (decideStart relies on it).
+			if err := r.state.save(ctx, readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: rep}); err != nil && ctx.Err() == nil {
+				r.log.Warn("saving reader state failed", slog.Any("err", err))
+			} else {
+				stored = rep
+			}
+		}
 		last, lastAt = pos, time.Now()
 	}
 }

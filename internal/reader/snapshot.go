@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/tables"
@@ -44,9 +45,54 @@ func snapshotColumns(ctx context.Context, tx pgx.Tx, t tables.Table) ([]envelope
 
 // snapshot copies every configured table as it was at the slot's
 // consistent point, producing OpRead envelopes (version 0: any streamed
-// change of the same row wins). It returns once Kafka acknowledged all of
+// change of the same row wins). It returns once Kafka committed all of
 // them.
+//
+// The whole snapshot is one Kafka transaction (transactional id
+// "tributary-snapshot-<slot>"), and loaders read committed records only: a
+// reader killed mid-snapshot leaves nothing half-visible, and its
+// successor's first transaction fences and aborts the orphan. Kafka bounds
+// a transaction's duration (transaction.max.timeout.ms, 15 min by default):
+// a snapshot that takes longer fails loudly; chunked, resumable snapshots
+// are future work.
 func (r *Reader) snapshot(ctx context.Context, conn *pgx.Conn, snapshotName string, consistent envelope.LSN) error {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(r.cfg.Brokers...),
+		kgo.TransactionalID("tributary-snapshot-"+r.cfg.Slot),
+		kgo.TransactionTimeout(15*time.Minute),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MaxBufferedRecords(r.cfg.MaxBuffered),
+		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
+		kgo.UnknownTopicRetries(-1),
+	)
+	if err != nil {
+		return fmt.Errorf("snapshot producer: %w", err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("snapshot transaction: %w", err)
+	}
+	if err := r.copyTables(ctx, cl, conn, snapshotName, consistent); err != nil {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		cl.AbortBufferedRecords(actx) //nolint:errcheck // best effort before the abort
+		cl.EndTransaction(actx, kgo.TryAbort) //nolint:errcheck // a successor fences it anyway
+		return err
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("snapshot flush: %w", err)
+	}
+	if _, _, err := r.tracker.position(); err != nil {
+		return fmt.Errorf("snapshot produce: %w", err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("snapshot commit: %w", err)
+	}
+	return nil
+}
+
+func (r *Reader) copyTables(ctx context.Context, cl *kgo.Client, conn *pgx.Conn, snapshotName string, consistent envelope.LSN) error {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("snapshot begin: %w", err)
@@ -100,7 +146,7 @@ func (r *Reader) snapshot(ctx context.Context, conn *pgx.Conn, snapshotName stri
 				Op: envelope.OpRead, ID: *after[t.IDColumn], CommitLSN: consistent, CommitTime: now,
 				Columns: cols, After: after,
 			}
-			if err := r.produce(ctx, st, t.Topic, ev); err != nil {
+			if err := r.produceTo(ctx, cl, st, t.Topic, -1, ev); err != nil {
 				res.Close()
 				return err
 			}
@@ -117,11 +163,5 @@ func (r *Reader) snapshot(ctx context.Context, conn *pgx.Conn, snapshotName stri
 		r.log.Info("snapshot table done", slog.String("table", t.Name), slog.Int("rows", n), slog.Duration("took", time.Since(start)))
 	}
 	r.tracker.seal(st, consistent, now.UnixMicro())
-	if err := r.producer.Flush(ctx); err != nil {
-		return fmt.Errorf("snapshot flush: %w", err)
-	}
-	if _, _, err := r.tracker.position(); err != nil {
-		return fmt.Errorf("snapshot produce: %w", err)
-	}
 	return nil
 }

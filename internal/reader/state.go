@@ -1,0 +1,148 @@
+package reader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary/tributary/internal/envelope"
+)
+
+// readerState is what a reader remembers across restarts, in a compacted
+// Kafka topic keyed by slot. It answers two questions the slot alone cannot:
+// did the initial snapshot finish (a reader killed mid-snapshot leaves a
+// slot behind that must not be streamed from), and was the slot dropped and
+// recreated behind our back (its confirmed position would then be below the
+// one we stored, since a slot never moves backwards).
+type readerState struct {
+	Slot         string       `json:"slot"`
+	Shard        int          `json:"shard"`
+	SnapshotDone bool         `json:"snapshot_done"`
+	Confirmed    envelope.LSN `json:"confirmed"`
+	UpdatedAt    time.Time    `json:"updated_at"`
+}
+
+// stateStore reads and writes reader state.
+type stateStore struct {
+	cl    *kgo.Client
+	topic string
+}
+
+func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string) error {
+	adm := kadm.NewClient(cl)
+	res, err := adm.CreateTopics(ctx, 1, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic)
+	if err != nil {
+		return fmt.Errorf("create state topic: %w", err)
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create state topic %s: %w", topic, r.Err)
+		}
+	}
+	return nil
+}
+
+// load returns the newest state stored for slot (nil if none), reading the
+// topic from the start to its current end.
+func (s *stateStore) load(ctx context.Context, brokers []string, slot string) (*readerState, error) {
+	adm := kadm.NewClient(s.cl)
+	ends, err := adm.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return nil, fmt.Errorf("state topic offsets: %w", err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(want) == 0 {
+		return nil, nil
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(s.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, fmt.Errorf("state consumer: %w", err)
+	}
+	defer cons.Close()
+	var st *readerState
+	for len(want) > 0 {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("read state: %w", err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return nil, fmt.Errorf("read state: %w", ferr)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Key) == slot && r.Value != nil {
+				var v readerState
+				if json.Unmarshal(r.Value, &v) == nil {
+					st = &v
+				}
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return st, nil
+}
+
+// save stores st synchronously.
+func (s *stateStore) save(ctx context.Context, st readerState) error {
+	st.UpdatedAt = time.Now().UTC()
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: s.topic, Key: []byte(st.Slot), Value: b}).FirstErr(); err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	return nil
+}
+
+// startAction is what a reader does with its slot at start-up.
+type startAction int
+
+const (
+	// actionResume streams from the slot's confirmed position.
+	actionResume startAction = iota
+	// actionCreate creates the slot and takes the initial snapshot.
+	actionCreate
+	// actionRecreate drops the slot, creates it again and snapshots: what
+	// the slot would stream from cannot be trusted to be complete.
+	actionRecreate
+)
+
+// decideStart compares the slot with the stored state and says what to do
+// and why. The slot's confirmed position wins over the stored one when it
+// is ahead (the stored one lags by up to one save interval, and the slot
+// is confirmed only after Kafka acknowledged); a slot behind the stored
+// position was dropped and recreated behind our back, and everything in
+// between is lost to it.
+func decideStart(slot slotInfo, stored *readerState) (startAction, string) {
+	switch {
+	case !slot.exists:
+		return actionCreate, "no slot yet"
+	case slot.walStatus == "lost":
+		return actionRecreate, "the slot's WAL was removed (wal_status = lost): changes are gone"
+	case stored == nil:
+		return actionRecreate, "the slot exists but no reader state was ever stored for it, so its snapshot cannot be known complete"
+	case !stored.SnapshotDone:
+		return actionRecreate, "the initial snapshot did not finish (the reader stopped during it)"
+	case stored.Confirmed > slot.confirmed:
+		return actionRecreate, fmt.Sprintf("the slot is at %s, behind the stored %s: it was dropped and recreated, changes in between are lost to it",
+			slot.confirmed, stored.Confirmed)
+	}
+	return actionResume, fmt.Sprintf("resuming at the slot's confirmed position %s (stored %s; the slot wins: it only moves after Kafka acknowledged)",
+		slot.confirmed, stored.Confirmed)
+}
