@@ -84,18 +84,18 @@ type Reader struct {
 	parts    map[string]int32
 
 	// Owned by the replication goroutine.
-	parser  decode.Parser
-	rels  *decode.Relations
-	state *stateStore
+	parser decode.Parser
+	rels   *decode.Relations
+	state  *stateStore
 	// reported is the last position the server acknowledged receiving in
 	// a standby status update; written by the stream goroutine, read by the
 	// watermark goroutine when it stores the reader state.
 	reported atomic.Uint64
-	cur     *txnState
-	begin   decode.Begin // copy: the parser reuses its storage
-	seq     uint32
-	walEnd  envelope.LSN
-	lastMsg time.Time
+	cur      *txnState
+	begin    decode.Begin // copy: the parser reuses its storage
+	seq      uint32
+	walEnd   envelope.LSN
+	lastMsg  time.Time
 }
 
 // New builds a Reader; nothing connects until Run.

@@ -76,7 +76,7 @@ func (r *Reader) snapshot(ctx context.Context, conn *pgx.Conn, snapshotName stri
 	if err := r.copyTables(ctx, cl, conn, snapshotName, consistent); err != nil {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		cl.AbortBufferedRecords(actx) //nolint:errcheck // best effort before the abort
+		cl.AbortBufferedRecords(actx)         //nolint:errcheck // best effort before the abort
 		cl.EndTransaction(actx, kgo.TryAbort) //nolint:errcheck // a successor fences it anyway
 		return err
 	}
