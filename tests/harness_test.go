@@ -64,9 +64,11 @@ const docsDDL = `CREATE TABLE %s (
 	created_at timestamptz NOT NULL DEFAULT now()
 )`
 
-// newPipeline creates per-test tables on the given shards and starts a
-// reader per shard, one loader and the API.
-func newPipeline(t *testing.T, shards []int, brokers []string) *pipeline {
+// setupPipeline creates per-test tables on the given shards, the
+// ClickHouse database and the API; unless external, it also starts a reader
+// per shard and one loader in-process (external: the test runs them, e.g.
+// as processes it can kill).
+func setupPipeline(t *testing.T, shards []int, brokers []string, external bool) *pipeline {
 	t.Helper()
 	st := loadStack(t)
 	if brokers == nil {
@@ -101,13 +103,21 @@ func newPipeline(t *testing.T, shards []int, brokers []string) *pipeline {
 	}
 	runCtx, runCancel := context.WithCancel(context.Background())
 	p.cancel = runCancel
-	for _, s := range shards {
-		p.startReader(runCtx, s)
-	}
-	p.startLoader(runCtx, "l1")
 	p.api = httptest.NewServer(api.New(api.Config{Tables: cfg, DocumentsTable: table, QueryTimeout: 10 * time.Second},
 		query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
+	if !external {
+		for _, s := range shards {
+			p.startReader(runCtx, s)
+		}
+		p.startLoader(runCtx, "l1")
+	}
 	return p
+}
+
+// newPipeline creates per-test tables on the given shards and starts a
+// reader per shard, one loader and the API, in-process.
+func newPipeline(t *testing.T, shards []int, brokers []string) *pipeline {
+	return setupPipeline(t, shards, brokers, false)
 }
 
 func (p *pipeline) table() string { return p.tables.Tables[0].Name }
