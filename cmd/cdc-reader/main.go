@@ -68,7 +68,7 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&c.Partitions, "partitions", "TRIBUTARY_PARTITIONS", 4, "partitions for table topics this reader creates")
 	fs.Duration(&c.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
 	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to publish freshness watermarks")
-	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 10*time.Second, "heartbeat write interval so idle shards release WAL (0: off)")
+	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
 	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", 100000, "records buffered for Kafka before reading pauses (bounds memory)")
 	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each slot's reader state (snapshot done, position)")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")

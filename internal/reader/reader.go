@@ -314,7 +314,7 @@ func (r *Reader) stream(ctx context.Context, repl *pgconn.PgConn) error {
 				}
 				r.walEnd = max(r.walEnd, envelope.LSN(ka.ServerWALEnd))
 				if r.cur == nil {
-					r.tracker.idle(envelope.LSN(ka.ServerWALEnd))
+					r.tracker.idle(envelope.LSN(ka.ServerWALEnd), ka.ServerTime)
 				}
 				if ka.ReplyRequested {
 					next = time.Time{}
@@ -368,8 +368,12 @@ func (r *Reader) handle(ctx context.Context, at envelope.LSN, data []byte) error
 	case *decode.Origin:
 		// Changes replayed from another node are this shard's all the same.
 	case *decode.LogicalMessage:
-		// Heartbeats (ours or anyone's): nothing to produce; the position
-		// they advance is confirmed through keepalives.
+		// Heartbeats (ours or anyone's): nothing to produce. Outside a
+		// transaction, everything committed before this message has been
+		// received: an idle shard's watermark advances to here, now.
+		if !m.Transactional && r.cur == nil {
+			r.tracker.idle(at, time.Now())
+		}
 	case *decode.Insert, *decode.Update, *decode.Delete:
 		return r.change(ctx, at, msg)
 	case *decode.Truncate:

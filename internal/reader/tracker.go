@@ -2,6 +2,7 @@ package reader
 
 import (
 	"sync"
+	"time"
 
 	"github.com/tributary/tributary/internal/envelope"
 )
@@ -100,12 +101,14 @@ func (t *tracker) advance() {
 }
 
 // idle advances to walEnd when nothing is in flight: every transaction that
-// committed before walEnd has been decoded and sent to us already.
-func (t *tracker) idle(walEnd envelope.LSN) {
+// committed before walEnd has been decoded and sent to us already. asOf is
+// when that was true (it becomes the watermark's time).
+func (t *tracker) idle(walEnd envelope.LSN, asOf time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err == nil && len(t.queue) == 0 && walEnd > t.confirmed {
 		t.confirmed = walEnd
+		t.lastCommit = txnTime{walEnd, asOf.UnixMicro()}
 	}
 }
 

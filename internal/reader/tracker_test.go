@@ -3,6 +3,7 @@ package reader
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestTrackerConfirmsOnlyAckedPrefix(t *testing.T) {
@@ -32,13 +33,13 @@ func TestTrackerConfirmsOnlyAckedPrefix(t *testing.T) {
 
 	// idle never moves while something is in flight, and never backwards.
 	c := tr.begin()
-	tr.idle(1000)
+	tr.idle(1000, time.Now())
 	check(300)
 	tr.seal(c, 400, 3) // empty transaction
 	check(400)
-	tr.idle(350)
+	tr.idle(350, time.Now())
 	check(400)
-	tr.idle(1000)
+	tr.idle(1000, time.Now())
 	check(1000)
 }
 
