@@ -185,3 +185,24 @@ type Stored struct {
 	Version uint64
 	Deleted bool
 }
+
+// LiveIDs returns the ids of shard's live rows whose version is below
+// before: what a TRUNCATE at LSN before removes.
+func (s *Store) LiveIDs(ctx context.Context, t *Table, shard uint16, before uint64) ([]string, error) {
+	q := fmt.Sprintf("SELECT toString(%s) FROM %s.%s FINAL WHERE _shard = ? AND _deleted = 0 AND _version < ?",
+		quote(t.IDColumn), quote(s.db), quote(t.Name))
+	rows, err := s.conn.Query(ctx, q, shard, before)
+	if err != nil {
+		return nil, fmt.Errorf("live ids %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("live ids %s: %w", t.Name, err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}

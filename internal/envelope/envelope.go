@@ -98,8 +98,8 @@ type Event struct {
 	// Before is the old row image where PostgreSQL sent one (replica
 	// identity key or full); for deletes it holds at least the key.
 	Before map[string]*string `json:"before,omitempty"`
-	// Partitions is set on watermarks: the number of partitions of the topic
-	// when the reader wrote one watermark into each of them.
+	// Partitions is set on watermarks and truncates: the number of
+	// partitions of the topic when the reader wrote one record into each.
 	Partitions int32 `json:"partitions,omitempty"`
 
 	// Unchanged lists TOASTed columns whose value did not change and was not

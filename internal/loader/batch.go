@@ -182,13 +182,43 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	now := time.Now()
 	latest := map[chstore.RowKey]map[string]any{} // typed image of the newest row in this batch
 	rows := make([][]any, 0, len(cs))
-	written := make([]dedupe.Key, 0, len(cs))
-	versions := make([]uint64, 0, len(cs))
+	var written []dedupe.Key
+	var versions []uint64
+	var pendingKeys []dedupe.Key
+	var pendingVersions []uint64
+	// flush inserts the rows converted so far; a truncate needs them in
+	// ClickHouse before it decides which rows it removes.
+	flush := func() error {
+		if len(rows) == 0 {
+			return nil
+		}
+		start := time.Now()
+		if err := l.retry(ctx, "insert "+name, func() error { return l.store.Insert(ctx, t, rows) }); err != nil {
+			return err
+		}
+		l.m.insertSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		l.m.rowsInserted.WithLabelValues(name).Add(float64(len(rows)))
+		for i, k := range pendingKeys {
+			l.versions.Written(k, pendingVersions[i])
+		}
+		written = append(written, pendingKeys...)
+		versions = append(versions, pendingVersions...)
+		rows, pendingKeys, pendingVersions = rows[:0], pendingKeys[:0], pendingVersions[:0]
+		return nil
+	}
 	for _, c := range cs {
 		ev := c.ev
 		if ev.Op == envelope.OpTruncate {
-			dead = append(dead, deadLetter{c.rec, "truncate_unsupported",
-				errors.New("TRUNCATE is not applied yet: the table must be re-snapshotted")})
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			n, err := l.truncate(ctx, t, c)
+			if err != nil {
+				return nil, err
+			}
+			l.log.Info("truncate applied", slog.String("table", name), slog.Int("shard", ev.Shard),
+				slog.Int("partition", int(c.rec.Partition)), slog.Int("rows", n))
+			clear(latest)
 			continue
 		}
 		k := chstore.RowKey{ID: ev.ID, Shard: uint16(ev.Shard)}
@@ -241,18 +271,11 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		latest[k] = img
 		rows = append(rows, vals)
-		written = append(written, dk)
-		versions = append(versions, uint64(ev.LSN))
+		pendingKeys = append(pendingKeys, dk)
+		pendingVersions = append(pendingVersions, uint64(ev.LSN))
 	}
-
-	start := time.Now()
-	if err := l.retry(ctx, "insert "+name, func() error { return l.store.Insert(ctx, t, rows) }); err != nil {
+	if err := flush(); err != nil {
 		return nil, err
-	}
-	l.m.insertSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
-	l.m.rowsInserted.WithLabelValues(name).Add(float64(len(rows)))
-	for i, k := range written {
-		l.versions.Written(k, versions[i])
 	}
 
 	// Uniqueness is monitored: check every id this batch wrote.
@@ -326,4 +349,48 @@ func (l *Loader) sendDead(ctx context.Context, cl *kgo.Client, dead []deadLetter
 		})
 	}
 	return l.retry(ctx, "dlq produce", func() error { return cl.ProduceSync(ctx, out...).FirstErr() })
+}
+
+// kafkaPartitioner routes ids as the reader does (Kafka's murmur2), to find
+// which rows a partition holds.
+var kafkaPartitioner = kgo.StickyKeyPartitioner(nil).ForTopic("")
+
+// truncate applies a TRUNCATE record: every live row of its shard that this
+// partition holds and that is older than the truncate gets a tombstone at
+// the truncate's version. The reader sent one such record to every
+// partition, so each partition's loader removes exactly its own rows, in
+// order with the rows before and after it.
+func (l *Loader) truncate(ctx context.Context, t *chstore.Table, c change) (int, error) {
+	ev := c.ev
+	if ev.Partitions <= 0 {
+		return 0, fmt.Errorf("truncate of %s from shard %d without a partition count", t.Name, ev.Shard)
+	}
+	var ids []string
+	err := l.retry(ctx, "truncate "+t.Name, func() error {
+		var err error
+		ids, err = l.store.LiveIDs(ctx, t, uint16(ev.Shard), uint64(ev.LSN))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	var rows [][]any
+	for _, id := range ids {
+		if kafkaPartitioner.Partition(&kgo.Record{Key: []byte(id)}, int(ev.Partitions)) != int(c.rec.Partition) {
+			continue
+		}
+		idv := id
+		vals, err := t.Convert(&chstore.Row{Shard: uint16(ev.Shard), Version: uint64(ev.LSN), Deleted: true,
+			CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: map[string]*string{t.IDColumn: &idv}}, now)
+		if err != nil {
+			return 0, err
+		}
+		rows = append(rows, vals)
+	}
+	if err := l.retry(ctx, "truncate "+t.Name, func() error { return l.store.Insert(ctx, t, rows) }); err != nil {
+		return 0, err
+	}
+	l.versions.Forget() // tombstones may be newer than what it remembers
+	return len(rows), nil
 }

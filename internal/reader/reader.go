@@ -443,6 +443,7 @@ func (r *Reader) truncate(ctx context.Context, at envelope.LSN, m *decode.Trunca
 			ev := &envelope.Event{
 				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpTruncate,
 				LSN: at, CommitLSN: r.begin.FinalLSN, Seq: r.seq, XID: r.begin.XID, CommitTime: r.begin.CommitTime.UTC(),
+				Partitions: r.parts[t.Topic],
 			}
 			if err := r.produceTo(ctx, r.producer, r.cur, t.Topic, p, ev); err != nil {
 				return err
