@@ -24,6 +24,7 @@
 //	schema_changes_total{table}        tables created / columns added
 //	table_stopped{table}               1 while a table is stopped
 //	watermark_lsn{shard}               newest watermark written, by shard
+//	consumer_lag_records{topic,partition} records not yet committed by the group
 //
 // and, without the loader_ infix (they describe the data, not this loader):
 //
@@ -64,6 +65,8 @@ type Config struct {
 	DuplicateGrace time.Duration
 	// AnomalyInterval is how often open anomalies are evaluated.
 	AnomalyInterval time.Duration
+	// LagInterval is how often consumer lag is sampled.
+	LagInterval time.Duration
 }
 
 // Loader applies change envelopes to ClickHouse.
@@ -88,6 +91,9 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	}
 	if cfg.AnomalyInterval <= 0 {
 		cfg.AnomalyInterval = 5 * time.Second
+	}
+	if cfg.LagInterval <= 0 {
+		cfg.LagInterval = 10 * time.Second
 	}
 	return &Loader{
 		cfg: cfg, store: store, log: log, m: newMetrics(reg),
@@ -133,6 +139,7 @@ func (l *Loader) Run(ctx context.Context) error {
 	}()
 
 	go l.watchAnomalies(ctx) //nolint:errcheck // logs its own errors; ends with ctx
+	go l.watchLag(ctx, cl)
 	for {
 		recs, err := l.poll(ctx, cl)
 		if err != nil {

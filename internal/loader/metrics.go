@@ -15,6 +15,7 @@ type metrics struct {
 	schemaChanges *prometheus.CounterVec // table
 	tableStopped  *prometheus.GaugeVec   // table
 	watermarkLSN  *prometheus.GaugeVec   // shard
+	lag           *prometheus.GaugeVec   // topic, partition
 	dupIDs        *prometheus.GaugeVec   // table, kind
 	dupPending    *prometheus.GaugeVec   // table, kind
 	dupDetections *prometheus.CounterVec // table, kind
@@ -54,6 +55,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		watermarkLSN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_loader_watermark_lsn", Help: "Highest commit LSN written as a watermark by this loader, by shard.",
 		}, []string{"shard"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_loader_consumer_lag_records", Help: "Records in Kafka not yet committed by the group (end offset minus committed offset), by topic and partition.",
+		}, []string{"topic", "partition"}),
 		dupIDs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_duplicate_ids", Help: "Ids live on more than one shard for longer than the grace period (global, from ClickHouse).",
 		}, []string{"table", "kind"}),
@@ -65,6 +69,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"table", "kind"}),
 	}
 	reg.MustRegister(m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
-		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.dupIDs, m.dupPending, m.dupDetections)
+		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.dupIDs, m.dupPending, m.dupDetections)
 	return m
 }
