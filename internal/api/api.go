@@ -40,6 +40,9 @@ type Server struct {
 	q   *query.Queries
 	log *slog.Logger
 	mux *http.ServeMux
+	// patterns lists every pattern registered on mux, in order; the OpenAPI
+	// test checks the document against it.
+	patterns []string
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -57,6 +60,8 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 	s.route("GET /v1/documents/{id}", s.document)
 	s.route("GET /v1/tables/{table}/rows/{id}", s.tableRow)
 	s.route("GET /v1/shards", s.shards)
+	s.route("GET /v1/revenue", s.revenue)
+	s.route("GET /v1/openapi.json", s.openapi)
 	s.route("GET /readyz", s.ready)
 	s.route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -99,6 +104,7 @@ type handler func(http.ResponseWriter, *http.Request) error
 // we wrap that too.
 func (s *Server) route(pattern string, h handler) {
 	name := pattern
+	s.patterns = append(s.patterns, pattern)
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QueryTimeout)

@@ -173,10 +173,18 @@ func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []e
 		return nil, err
 	}
 	for _, c := range added {
-		q := fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN IF NOT EXISTS %s %s",
+		// No IF NOT EXISTS: ClickHouse 18.16 rejects it. Another loader may
+		// have added the column first; that is success.
+		q := fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s %s",
 			quote(s.db), quote(name), quote(c.Name), c.CHType())
 		if err := s.conn.Exec(ctx, q); err != nil {
-			return nil, fmt.Errorf("add column %s.%s: %w", name, c.Name, err)
+			now, derr := s.describe(ctx, name, idColumn)
+			if derr != nil || now == nil {
+				return nil, fmt.Errorf("add column %s.%s: %w", name, c.Name, err)
+			}
+			if _, ok := now.byName[c.Name]; !ok {
+				return nil, fmt.Errorf("add column %s.%s: %w", name, c.Name, err)
+			}
 		}
 	}
 	s.tables[name] = merged

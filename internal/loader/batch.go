@@ -96,6 +96,24 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) 
 		}
 	}
 
+	// A stopped table's partitions must not move at all: CommitRecords
+	// commits the highest offset per partition, so one watermark or dead
+	// letter after the stopping change would commit past it, and its
+	// watermark would claim changes that were never written.
+	if len(l.stopped) > 0 {
+		stoppedTopic := func(topic string) bool {
+			t, ok := l.cfg.Tables.ByTopic(topic)
+			if !ok {
+				return false
+			}
+			_, stopped := l.stopped[t.Name]
+			return stopped
+		}
+		commit = slices.DeleteFunc(commit, func(r *kgo.Record) bool { return stoppedTopic(r.Topic) })
+		dead = slices.DeleteFunc(dead, func(d deadLetter) bool { return stoppedTopic(d.rec.Topic) })
+		wms = slices.DeleteFunc(wms, func(w chstore.Watermark) bool { return stoppedTopic(w.Topic) })
+	}
+
 	// Watermarks last: every change before them in their partitions is in.
 	if err := l.retry(ctx, "watermarks", func() error { return l.store.WriteWatermarks(ctx, wms) }); err != nil {
 		return nil, err
@@ -181,6 +199,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 
 	now := time.Now()
 	latest := map[chstore.RowKey]map[string]any{} // typed image of the newest row in this batch
+	batchVersion := map[chstore.RowKey]uint64{}   // version of that image
 	rows := make([][]any, 0, len(cs))
 	var written []dedupe.Key
 	var versions []uint64
@@ -219,11 +238,15 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			l.log.Info("truncate applied", slog.String("table", name), slog.Int("shard", ev.Shard),
 				slog.Int("partition", int(c.rec.Partition)), slog.Int("rows", n))
 			clear(latest)
+			clear(batchVersion)
 			continue
 		}
 		k := chstore.RowKey{ID: ev.ID, Shard: uint16(ev.Shard)}
 		dk := dedupe.Key{Table: name, ID: ev.ID, Shard: ev.Shard}
-		if l.versions.Stale(dk, uint64(ev.LSN)) {
+		if v, ok := batchVersion[k]; (ok && uint64(ev.LSN) <= v) || l.versions.Stale(dk, uint64(ev.LSN)) {
+			// A redelivery or an older version (earlier in this batch or
+			// already written): it can change nothing, and it must not
+			// become the base of a later unchanged-TOAST fill.
 			l.m.dropped.WithLabelValues(name).Inc()
 			continue
 		}
@@ -270,6 +293,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			img[col.Name] = vals[i]
 		}
 		latest[k] = img
+		batchVersion[k] = uint64(ev.LSN)
 		rows = append(rows, vals)
 		pendingKeys = append(pendingKeys, dk)
 		pendingVersions = append(pendingVersions, uint64(ev.LSN))

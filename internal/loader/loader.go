@@ -25,6 +25,7 @@
 //	table_stopped{table}               1 while a table is stopped
 //	watermark_lsn{shard}               newest watermark written, by shard
 //	consumer_lag_records{topic,partition} records not yet committed by the group
+//	commit_errors_total                failed offset commits (the batch is replayed)
 //
 // and, without the loader_ infix (they describe the data, not this loader):
 //
@@ -38,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,8 +140,16 @@ func (l *Loader) Run(ctx context.Context) error {
 		cl.Close()
 	}()
 
-	go l.watchAnomalies(ctx) //nolint:errcheck // logs its own errors; ends with ctx
-	go l.watchLag(ctx, cl)
+	// The monitors end with Run: they use the client closed above.
+	mctx, stopMonitors := context.WithCancel(ctx)
+	var monitors sync.WaitGroup
+	monitors.Add(2)
+	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
+	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
+	defer func() {
+		stopMonitors()
+		monitors.Wait()
+	}()
 	for {
 		recs, err := l.poll(ctx, cl)
 		if err != nil {
@@ -162,9 +172,14 @@ func (l *Loader) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				// Not fatal for correctness (the batch is replayed), but a
-				// loader that cannot commit makes no progress: stop loudly.
-				return fmt.Errorf("commit offsets: %w", err)
+				// The batch is in ClickHouse and replaying it is harmless, so
+				// a failed commit (typically: this member was kicked out of
+				// the group during a long ClickHouse outage) costs a replay,
+				// not correctness. franz-go rejoins the group by itself.
+				l.m.commitErrors.Inc()
+				l.versions.Forget()
+				l.log.Warn("offset commit failed; the batch will be replayed by whoever owns its partitions",
+					slog.Int("records", len(commit)), slog.Any("err", err))
 			}
 		}
 		cl.AllowRebalance()
@@ -194,18 +209,21 @@ func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error
 		if fs.IsClientClosed() {
 			return nil, errors.New("kafka client closed")
 		}
-		var fatal error
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return
 			}
-			// Fetch errors are retried by franz-go; log them for operators.
+			// Fetch errors are retried by franz-go; operators see them here
+			// and as consumer lag.
 			l.log.Warn("fetch error", slog.String("topic", t), slog.Int("partition", int(p)), slog.Any("err", err))
 		})
-		if fatal != nil {
-			return nil, fatal
-		}
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+		if len(out) == 0 {
+			// Any poll, even one that returned only errors, blocks
+			// rebalances until allowed: with nothing gathered there is
+			// nothing to protect, so let a pending rebalance proceed.
+			cl.AllowRebalance()
+		}
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}

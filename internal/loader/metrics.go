@@ -16,6 +16,7 @@ type metrics struct {
 	tableStopped  *prometheus.GaugeVec   // table
 	watermarkLSN  *prometheus.GaugeVec   // shard
 	lag           *prometheus.GaugeVec   // topic, partition
+	commitErrors  prometheus.Counter
 	dupIDs        *prometheus.GaugeVec   // table, kind
 	dupPending    *prometheus.GaugeVec   // table, kind
 	dupDetections *prometheus.CounterVec // table, kind
@@ -55,6 +56,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		watermarkLSN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_loader_watermark_lsn", Help: "Highest commit LSN written as a watermark by this loader, by shard.",
 		}, []string{"shard"}),
+		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tributary_loader_commit_errors_total", Help: "Failed offset commits; the batch is replayed (harmless, but repeated failures mean no progress).",
+		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_loader_consumer_lag_records", Help: "Records in Kafka not yet committed by the group (end offset minus committed offset), by topic and partition.",
 		}, []string{"topic", "partition"}),
@@ -69,6 +73,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"table", "kind"}),
 	}
 	reg.MustRegister(m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
-		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.dupIDs, m.dupPending, m.dupDetections)
+		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
 	return m
 }

@@ -42,7 +42,6 @@ func newProducer(brokers []string, maxBuffered int) (*kgo.Client, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(maxBuffered),
-		kgo.ProducerBatchMaxBytes(4<<20),
 		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
 		// Records are retried without limit (the default): a stuck broker
 		// shows as lag and backpressure, never as a skipped change. Topics

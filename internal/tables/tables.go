@@ -1,9 +1,10 @@
 // Package tables is the per-table configuration shared by the reader, the
 // loader and the API: which source tables are replicated, which column holds
 // the row's id, which id layout that id uses, and which column is the shard
-// key. It is loaded from a JSON file the operators publish (see
-// deploy/local/tables.json for the demo) and validated before anything
-// connects.
+// key; optionally, which table and columns GET /v1/revenue reads (the
+// `revenue` section, see Revenue). It is loaded from a JSON file the
+// operators publish (see deploy/local/tables.json for the demo) and
+// validated before anything connects.
 package tables
 
 import (
@@ -39,6 +40,115 @@ type Config struct {
 	// TopicPrefix prefixes default topic names (default "tributary.").
 	TopicPrefix string  `json:"topic_prefix"`
 	Tables      []Table `json:"tables"`
+	// Revenue configures GET /v1/revenue; nil when the API serves no
+	// revenue report.
+	Revenue *Revenue `json:"revenue,omitempty"`
+}
+
+// Revenue says which replicated table holds money and how to read it. Every
+// name is a column of Table; nothing about a particular schema is assumed,
+// so an `orders` table with `total` and `placed_at` works as well as the
+// demo's `invoices` with `amount` and `issued_at`.
+//
+// Definition (the report states it too; see internal/query/revenue.go):
+// over live rows whose TimeColumn is in [from, to),
+//   - gross   = sum(amount) of rows whose status is in CountStatuses or RefundStatuses,
+//   - refunds = sum(amount) of rows whose status is in RefundStatuses,
+//   - net     = gross - refunds (= sum(amount) of rows in CountStatuses).
+//
+// A row only has its current status, so a refunded invoice is one that was
+// collected and given back: it counts in gross and in refunds, and not in
+// net. Subtracting it from the paid rows alone would take it away twice.
+// Rows in any other status (issued, void...) do not count at all.
+type Revenue struct {
+	// Table is the name of a configured table.
+	Table string `json:"table"`
+	// AmountColumn must be numeric(p,s) at the source (Decimal in
+	// ClickHouse): sums of floats are not exact and are refused at query time.
+	AmountColumn string `json:"amount_column"`
+	// CurrencyColumn holds an ISO 4217 code per row. When the table has no
+	// such column, Currency names the single currency of every row instead.
+	// Exactly one of the two is set.
+	CurrencyColumn string `json:"currency_column,omitempty"`
+	Currency       string `json:"currency,omitempty"`
+	// TimeColumn buckets rows (timestamp, timestamptz or date at the source).
+	TimeColumn string `json:"time_column"`
+	// StatusColumn, with CountStatuses and RefundStatuses, selects the rows
+	// that count. Without a StatusColumn every live row counts and there are
+	// no refunds.
+	StatusColumn   string   `json:"status_column,omitempty"`
+	CountStatuses  []string `json:"count_statuses,omitempty"`
+	RefundStatuses []string `json:"refund_statuses,omitempty"`
+	// WorkspaceColumn enables group_by=workspace and the workspace filter.
+	WorkspaceColumn string `json:"workspace_column,omitempty"`
+}
+
+// currencyCode is an ISO 4217 alphabetic code.
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// validate checks r against the configured tables.
+func (r *Revenue) validate(c *Config) error {
+	var errs []error
+	if _, ok := c.ByName(r.Table); !ok {
+		errs = append(errs, fmt.Errorf("revenue: table %q is not a configured table", r.Table))
+	}
+	cols := []struct{ what, v string }{
+		{"amount_column", r.AmountColumn}, {"time_column", r.TimeColumn},
+		{"currency_column", r.CurrencyColumn}, {"status_column", r.StatusColumn},
+		{"workspace_column", r.WorkspaceColumn},
+	}
+	for i, col := range cols {
+		optional := i >= 2
+		if col.v == "" && optional {
+			continue
+		}
+		if !identifier.MatchString(col.v) {
+			errs = append(errs, fmt.Errorf("revenue: %s %q is not a plain identifier", col.what, col.v))
+		}
+	}
+	switch {
+	case r.CurrencyColumn == "" && r.Currency == "":
+		errs = append(errs, errors.New("revenue: set currency_column, or currency for a single-currency table"))
+	case r.CurrencyColumn != "" && r.Currency != "":
+		errs = append(errs, errors.New("revenue: set currency_column or currency, not both"))
+	case r.Currency != "" && !currencyCode.MatchString(r.Currency):
+		errs = append(errs, fmt.Errorf("revenue: currency %q is not an upper-case ISO 4217 code", r.Currency))
+	}
+	if r.StatusColumn == "" {
+		if len(r.CountStatuses)+len(r.RefundStatuses) > 0 {
+			errs = append(errs, errors.New("revenue: count_statuses and refund_statuses need a status_column"))
+		}
+		return errors.Join(errs...)
+	}
+	if len(r.CountStatuses) == 0 {
+		errs = append(errs, errors.New("revenue: count_statuses is required with a status_column"))
+	}
+	seen := map[string]string{}
+	for _, l := range []struct {
+		what string
+		list []string
+	}{{"count_statuses", r.CountStatuses}, {"refund_statuses", r.RefundStatuses}} {
+		what := l.what
+		for _, st := range l.list {
+			if st == "" || len(st) > 64 {
+				errs = append(errs, fmt.Errorf("revenue: %s: status %q must be 1 to 64 bytes", what, st))
+			}
+			if prev, dup := seen[st]; dup {
+				errs = append(errs, fmt.Errorf("revenue: status %q is listed twice (%s and %s)", st, prev, what))
+			}
+			seen[st] = what
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RevenueTable returns the revenue configuration and the table it reads.
+func (c *Config) RevenueTable() (*Revenue, *Table, bool) {
+	if c.Revenue == nil {
+		return nil, nil, false
+	}
+	t, ok := c.ByName(c.Revenue.Table)
+	return c.Revenue, t, ok
 }
 
 // identifier is what we accept as a table or column name: it ends up quoted
@@ -102,6 +212,11 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("table %s: configured twice (table names must be unique across schemas)", t.Name))
 		}
 		seen[t.Name] = true
+	}
+	if c.Revenue != nil {
+		if err := c.Revenue.validate(c); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

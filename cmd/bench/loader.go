@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/loader"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// benchLoader produces synthetic change envelopes to a fresh topic, then
+// runs the loader until the group has committed all of them, and reports
+// rows/s, CPU and peak RSS of the load phase, and whether ClickHouse holds
+// exactly the expected live rows.
+func benchLoader(ctx context.Context, args []string) error {
+	var changes, keys, shards, partitions, batch int
+	var brokers, chAddr, jsonOut string
+	fs := flagenv.New("bench loader", "bench loader — Kafka -> ClickHouse throughput of the loader with dedupe on.")
+	fs.Int(&changes, "changes", "", 1_000_000, "changes to produce (mix: first write of a key is an insert, then 80% updates, 20% deletes)")
+	fs.Int(&keys, "keys", "", 200_000, "distinct ids")
+	fs.Int(&shards, "shards", "", 4, "source shards the changes claim to come from")
+	fs.Int(&partitions, "partitions", "", 4, "topic partitions")
+	fs.Int(&batch, "batch-records", "", 50000, "loader batch size")
+	fs.String(&brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
+	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
+	fs.String(&jsonOut, "json", "", "", "also write the results as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errUsage
+		}
+		return err
+	}
+	if brokers == "" || chAddr == "" {
+		return errors.New("--kafka-brokers and --clickhouse-addr are required (source .stack/stack.env)")
+	}
+	run := strconv.FormatInt(time.Now().Unix(), 36)
+	topic := "bench_" + run + ".docs"
+	db := "bench_" + run
+	tcfg, err := tables.Parse([]byte(fmt.Sprintf(`{"tables":[{"name":"docs","id_column":"id","id_layout":"seed000","topic":%q}]}`, topic)))
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(flagenv.List(brokers)...), kgo.ProducerLinger(10*time.Millisecond),
+		kgo.MaxBufferedRecords(200_000))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopics(ctx, int32(partitions), -1, nil, topic); err != nil {
+		return fmt.Errorf("create topic: %w", err)
+	}
+	defer adm.DeleteTopics(context.Background(), topic) //nolint:errcheck
+
+	// Produce.
+	cols := []envelope.Column{{Name: "id", Type: "bigint", OID: 20, Key: true}, {Name: "workspace_id", Type: "bigint", OID: 20},
+		{Name: "title", Type: "text", OID: 25}, {Name: "amount", Type: "numeric(12,2)", OID: 1700},
+		{Name: "created_at", Type: "timestamp with time zone", OID: 1184}}
+	live := make([]bool, keys)
+	seen := make([]bool, keys)
+	shardOf := make([]int, keys)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	start := time.Now()
+	var lsn envelope.LSN = 0x1000000
+	var bytes int64
+	for i := 0; i < changes; i++ {
+		k := rnd.IntN(keys)
+		if !seen[k] {
+			seen[k], shardOf[k] = true, rnd.IntN(shards)
+		}
+		lsn += 64
+		id := strconv.Itoa(734197815705617408 + k)
+		ev := &envelope.Event{Kind: envelope.KindChange, Shard: shardOf[k], Schema: "public", Table: "docs", ID: id,
+			LSN: lsn, CommitLSN: lsn + 32, CommitTime: time.Now().UTC(), Columns: cols}
+		switch {
+		case !live[k]:
+			ev.Op = envelope.OpInsert
+			live[k] = true
+		case rnd.IntN(5) == 0:
+			ev.Op = envelope.OpDelete
+			ev.Before = map[string]*string{"id": &id}
+			live[k] = false
+		default:
+			ev.Op = envelope.OpUpdate
+		}
+		if ev.Op != envelope.OpDelete {
+			ws, title, amt, ts := strconv.Itoa(rnd.IntN(1000)), "title "+strconv.Itoa(i), fmt.Sprintf("%d.%02d", rnd.IntN(100000), rnd.IntN(100)), "2026-11-30 12:00:00.123456+00"
+			ev.After = map[string]*string{"id": &id, "workspace_id": &ws, "title": &title, "amount": &amt, "created_at": &ts}
+		}
+		b, err := envelope.Encode(ev)
+		if err != nil {
+			return err
+		}
+		bytes += int64(len(b))
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(id), Value: b}, func(_ *kgo.Record, err error) {
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "produce: %v\n", err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	produceDur := time.Since(start)
+	wantLive := 0
+	for _, l := range live {
+		if l {
+			wantLive++
+		}
+	}
+	fmt.Printf("produced %d changes (%.1f MB JSON, avg %d B) in %s: %.0f records/s; %d ids live at the end\n",
+		changes, float64(bytes)/1e6, bytes/int64(changes), produceDur.Round(time.Millisecond), float64(changes)/produceDur.Seconds(), wantLive)
+
+	// Load.
+	store, err := chstore.Open(ctx, chstore.Options{Addr: chAddr, Database: db})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
+		store.Close()
+	}()
+	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) //nolint:errcheck // resets VmHWM where allowed
+	var ru0 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0) //nolint:errcheck
+	group := "bench_" + run
+	l := loader.New(loader.Config{Brokers: flagenv.List(brokers), Group: group, DLQTopic: "bench_" + run + ".dlq",
+		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour},
+		store, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	loadStart := time.Now()
+	go func() { errc <- l.Run(lctx) }()
+	var loadDur time.Duration
+	for {
+		select {
+		case err := <-errc:
+			return fmt.Errorf("loader stopped: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		lags, err := adm.Lag(ctx, group)
+		if err != nil {
+			continue
+		}
+		g, ok := lags[group]
+		if ok && !g.Lag.IsEmpty() && g.Lag.Total() == 0 {
+			allCommitted := true
+			for _, m := range g.Lag.Sorted() {
+				if m.Commit.At < 0 || m.Err != nil {
+					allCommitted = false
+				}
+			}
+			if allCommitted {
+				loadDur = time.Since(loadStart)
+				break
+			}
+		}
+	}
+	var ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1) //nolint:errcheck
+	cancel()
+	<-errc
+	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+	hwm := peakRSS()
+
+	var gotLive, dup uint64
+	row := store.Conn().QueryRow(ctx, "SELECT count(), count() - uniqExact(id, _shard) FROM `"+db+"`.docs FINAL WHERE _deleted = 0")
+	if err := row.Scan(&gotLive, &dup); err != nil {
+		return fmt.Errorf("count: %w", err)
+	}
+	exact := int(gotLive) == wantLive && dup == 0
+	res := map[string]any{
+		"changes": changes, "keys": keys, "load_seconds": loadDur.Seconds(),
+		"rows_per_second": float64(changes) / loadDur.Seconds(), "cpu_seconds": cpu.Seconds(),
+		"cores_used": cpu.Seconds() / loadDur.Seconds(), "peak_rss_mb": float64(hwm) / 1024,
+		"live_expected": wantLive, "live_in_clickhouse": gotLive, "duplicates": dup, "exact": exact,
+	}
+	fmt.Printf("loaded %d changes in %s: %.0f changes/s, %.2f cores (loader + ClickHouse client; ClickHouse server not included), peak RSS %.0f MB\n",
+		changes, loadDur.Round(time.Millisecond), res["rows_per_second"], res["cores_used"], res["peak_rss_mb"])
+	fmt.Printf("exact: %v (live ids expected %d, in ClickHouse %d, duplicates %d)\n", exact, wantLive, gotLive, dup)
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if !exact {
+		return errors.New("ClickHouse does not hold exactly the expected rows")
+	}
+	return nil
+}
+
+// peakRSS returns VmHWM in kB.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}

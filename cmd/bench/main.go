@@ -1,0 +1,41 @@
+// Command bench measures Tributary's stages and prints numbers (never a
+// pass/fail threshold). Subcommands:
+//
+//	bench loader   Kafka -> ClickHouse through the loader, dedupe on
+//
+// Run against the local stack: set -a; . .stack/stack.env; set +a; go run ./cmd/bench loader
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" {
+		fmt.Fprintln(os.Stderr, "usage: bench loader [flags]   (bench loader --help for flags)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "loader":
+		err = benchLoader(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown benchmark %q", os.Args[1])
+	}
+	if errors.Is(err, errUsage) {
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")

@@ -1,0 +1,423 @@
+package query
+
+// The revenue report: exact money sums over the table named by the
+// `revenue` section of the table configuration (tables.Revenue).
+//
+// Definition, over live rows (FINAL, _deleted = 0) whose time column is in
+// [From, To):
+//
+//	gross    = sum(amount) where status in count_statuses ∪ refund_statuses
+//	refunds  = sum(amount) where status in refund_statuses
+//	net      = gross - refunds   (= sum(amount) where status in count_statuses)
+//	invoices = number of rows in gross
+//
+// ClickHouse holds each row's current status only, so a refunded invoice is
+// money that was collected and given back: it is in gross and in refunds
+// and nets to zero. Rows in other statuses (issued, void...) count nowhere.
+// A refund is attributed to the bucket of the row's time column (there is
+// no refund time); refunds are whole-row (no partial refunds).
+//
+// Exactness: sums run in ClickHouse over the Decimal(p,s) column, which
+// sum() widens to Decimal(38,s) (measured on 18.16: sum of
+// 9999999999.99 + 9999999999.99 = 19999999999.98, no float in between);
+// they are scanned into decimal.Decimal and net is subtracted in Go. A float
+// amount column is refused (ErrInexactAmount), never summed. Rows never mix
+// currencies: currency is always a grouping key.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/shopspring/decimal"
+
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Group is a dimension of the revenue report.
+type Group string
+
+// The groups. Time buckets are computed in UTC; a week starts on Monday
+// (ISO 8601) and is named by that Monday's date, a month by its first day.
+const (
+	GroupDay       Group = "day"
+	GroupWeek      Group = "week"
+	GroupMonth     Group = "month"
+	GroupWorkspace Group = "workspace"
+	GroupShard     Group = "shard"
+	GroupCurrency  Group = "currency"
+)
+
+// Groups lists every group in the order the API documents them.
+var Groups = []Group{GroupDay, GroupWeek, GroupMonth, GroupWorkspace, GroupShard, GroupCurrency}
+
+// IsTime reports whether g is a time bucket (at most one per request).
+func (g Group) IsTime() bool { return g == GroupDay || g == GroupWeek || g == GroupMonth }
+
+// DefaultMaxRevenueRows bounds a report when RevenueRequest.MaxRows is 0.
+const DefaultMaxRevenueRows = 100_000
+
+var (
+	// ErrTooManyRows: the report has more groups than the request allows.
+	ErrTooManyRows = errors.New("too many result rows")
+	// ErrInexactAmount: the amount column is not a Decimal, so its sum
+	// would not be exact.
+	ErrInexactAmount = errors.New("amount column is not Decimal")
+	// ErrSubSecondBound: From or To has a fraction of a second.
+	ErrSubSecondBound = errors.New("revenue bounds must be whole seconds")
+)
+
+// RevenueRequest is a validated revenue question (the API parses and
+// checks user input; this type trusts it, and binds every value).
+type RevenueRequest struct {
+	// From and To bound the time column: From <= t < To. They must be
+	// whole seconds: times are stored at second precision (truncated), and
+	// only whole-second bounds select exactly the rows the source would.
+	From, To time.Time
+	// GroupBy is distinct groups, at most one of them a time bucket.
+	// GroupCurrency is appended when missing.
+	GroupBy []Group
+	// Workspaces, Currencies and Statuses restrict the rows; empty means
+	// no restriction. Workspaces compare with the column's text form
+	// (decimal integers, lower-case UUIDs); Currencies with the upper-cased
+	// currency; Statuses must be configured ones (others match nothing).
+	Workspaces []string
+	Currencies []string
+	Statuses   []string
+	// MaxRows bounds the number of groups (0: DefaultMaxRevenueRows).
+	MaxRows int
+}
+
+// RevenueRow is one group of the report.
+type RevenueRow struct {
+	// Key holds the group values in GroupBy order: time buckets as
+	// "2006-01-02" strings, shard as int, workspace as string (nil for
+	// NULL), currency as string.
+	Key      []any
+	Currency string
+	Gross    decimal.Decimal
+	Refunds  decimal.Decimal
+	Net      decimal.Decimal
+	Invoices uint64
+}
+
+// RevenueTotal is the sum of all rows of one currency.
+type RevenueTotal struct {
+	Currency string
+	Gross    decimal.Decimal
+	Refunds  decimal.Decimal
+	Net      decimal.Decimal
+	Invoices uint64
+}
+
+// RevenueReport is the answer to a RevenueRequest.
+type RevenueReport struct {
+	// GroupBy is the effective grouping (currency included).
+	GroupBy []Group
+	// CountStatuses and RefundStatuses are the statuses that were summed,
+	// after the request's status filter (nil without a status column).
+	CountStatuses  []string
+	RefundStatuses []string
+	// Scale is the number of decimal places of the amount column; amounts
+	// are meant to be printed with exactly that many.
+	Scale int32
+	// Rows are ordered by their key (NULL last); Totals by currency.
+	Rows   []RevenueRow
+	Totals []RevenueTotal
+}
+
+// Revenue computes the revenue report over cfg's table. It returns
+// ErrUnknownTable when the loader has not created the table yet.
+func (q *Queries) Revenue(ctx context.Context, cfg *tables.Revenue, req RevenueRequest) (*RevenueReport, error) {
+	if req.From.Nanosecond() != 0 || req.To.Nanosecond() != 0 {
+		return nil, ErrSubSecondBound
+	}
+	plan := planRevenue(q.db, cfg, req)
+	rep := &RevenueReport{GroupBy: plan.groupBy, CountStatuses: plan.count, RefundStatuses: plan.refund}
+	if plan.empty {
+		return rep, nil
+	}
+	// Belt and braces: the connection already disables PREWHERE moves, but
+	// this query's exactness must not depend on how it was opened.
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
+	rows, err := q.conn.Query(ctx, plan.sql, plan.args...)
+	if err != nil {
+		if strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE") {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, cfg.Table)
+		}
+		return nil, fmt.Errorf("revenue query on %s: %w", cfg.Table, err)
+	}
+	defer rows.Close()
+	types := rows.ColumnTypes()
+	if len(types) != len(plan.keys)+3 {
+		return nil, fmt.Errorf("revenue query on %s: %d result columns, want %d", cfg.Table, len(types), len(plan.keys)+3)
+	}
+	amountType := types[len(plan.keys)].DatabaseTypeName()
+	scale, ok := decimalScale(amountType)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s.%s sums to %s", ErrInexactAmount, cfg.Table, cfg.AmountColumn, amountType)
+	}
+	rep.Scale = scale
+
+	maxRows := req.MaxRows
+	if maxRows <= 0 {
+		maxRows = DefaultMaxRevenueRows
+	}
+	totals := map[string]*RevenueTotal{}
+	for rows.Next() {
+		if len(rep.Rows) == maxRows {
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRows, maxRows)
+		}
+		row, err := scanRevenueRow(rows, plan)
+		if err != nil {
+			return nil, fmt.Errorf("scan revenue of %s: %w", cfg.Table, err)
+		}
+		if plan.dropEmpty && row.Invoices == 0 {
+			continue // an aggregate without GROUP BY answers one row even over nothing
+		}
+		if cfg.CurrencyColumn == "" {
+			row.Currency = cfg.Currency
+			row.Key[slices.Index(plan.groupBy, GroupCurrency)] = cfg.Currency
+		}
+		rep.Rows = append(rep.Rows, row)
+		t := totals[row.Currency]
+		if t == nil {
+			t = &RevenueTotal{Currency: row.Currency}
+			totals[row.Currency] = t
+		}
+		t.Gross = t.Gross.Add(row.Gross)
+		t.Refunds = t.Refunds.Add(row.Refunds)
+		t.Net = t.Net.Add(row.Net)
+		t.Invoices += row.Invoices
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("revenue query on %s: %w", cfg.Table, err)
+	}
+	for _, t := range totals {
+		rep.Totals = append(rep.Totals, *t)
+	}
+	sort.Slice(rep.Totals, func(i, j int) bool { return rep.Totals[i].Currency < rep.Totals[j].Currency })
+	return rep, nil
+}
+
+// revenuePlan is the SQL for one request and how to read its rows.
+type revenuePlan struct {
+	sql     string
+	args    []any
+	groupBy []Group
+	// keys are the groups computed by ClickHouse, in SELECT order; the
+	// fixed currency of a single-currency table is filled in by Go.
+	keys          []Group
+	keyPos        []int // index in groupBy of each key
+	count, refund []string
+	// empty: the filters exclude everything; no query is needed.
+	empty bool
+	// dropEmpty: no GROUP BY, so ClickHouse answers one row even when no
+	// row matched.
+	dropEmpty bool
+}
+
+// Result column aliases. They are prefixed so that they cannot capture a
+// table column of the same name (ClickHouse aliases are visible in WHERE).
+const aliasPrefix = "__revenue_"
+
+// planRevenue builds the query. Identifiers come from the validated
+// configuration only; every request value is a bound parameter.
+func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan {
+	p := revenuePlan{groupBy: slices.Clone(req.GroupBy)}
+	if !slices.Contains(p.groupBy, GroupCurrency) {
+		p.groupBy = append(p.groupBy, GroupCurrency)
+	}
+	if cfg.StatusColumn != "" {
+		p.count = filterStatuses(cfg.CountStatuses, req.Statuses)
+		p.refund = filterStatuses(cfg.RefundStatuses, req.Statuses)
+		if len(p.count)+len(p.refund) == 0 {
+			p.empty = true
+		}
+	}
+	if cfg.CurrencyColumn == "" && len(req.Currencies) > 0 && !slices.Contains(req.Currencies, cfg.Currency) {
+		p.empty = true
+	}
+
+	// Every bucket is computed from the time as a UTC DateTime, whatever the
+	// column's type (Date, DateTime, DateTime('zone')): 18.16 compares a
+	// Date with a DateTime wrongly (day number against seconds), and the
+	// explicit zone makes toMonday and friends independent of the server's.
+	tcol := quote(cfg.TimeColumn)
+	bucketTime := "toDateTime(assumeNotNull(" + tcol + "), 'UTC')"
+	var sel []string
+	for i, g := range p.groupBy {
+		var expr string
+		switch g {
+		case GroupDay:
+			expr = "toDate(" + bucketTime + ")"
+		case GroupWeek:
+			expr = "toMonday(" + bucketTime + ")"
+		case GroupMonth:
+			expr = "toStartOfMonth(" + bucketTime + ")"
+		case GroupShard:
+			expr = "_shard"
+		case GroupWorkspace:
+			expr = "toString(" + quote(cfg.WorkspaceColumn) + ")"
+		case GroupCurrency:
+			if cfg.CurrencyColumn == "" {
+				continue // one currency: nothing to group
+			}
+			expr = "ifNull(upper(" + quote(cfg.CurrencyColumn) + "), '')"
+		default:
+			continue // the API refuses unknown groups; never reach SQL
+		}
+		sel = append(sel, fmt.Sprintf("%s AS %s%d", expr, aliasPrefix, len(p.keys)))
+		p.keys = append(p.keys, g)
+		p.keyPos = append(p.keyPos, i)
+	}
+
+	amount := quote(cfg.AmountColumn)
+	isRefund := "0"
+	var where []string
+	var whereArgs []any
+	where = append(where, "_deleted = 0",
+		"toDateTime("+tcol+", 'UTC') >= ?", "toDateTime("+tcol+", 'UTC') < ?")
+	whereArgs = append(whereArgs, req.From.UTC(), req.To.UTC())
+	var selArgs []any
+	if cfg.StatusColumn != "" {
+		scol := quote(cfg.StatusColumn)
+		where = append(where, scol+" IN ?")
+		whereArgs = append(whereArgs, groupSet(append(slices.Clone(p.count), p.refund...)))
+		if len(p.refund) > 0 {
+			isRefund = scol + " IN ?"
+			selArgs = append(selArgs, groupSet(p.refund), groupSet(p.refund))
+		}
+	}
+	if len(req.Workspaces) > 0 {
+		where = append(where, "toString("+quote(cfg.WorkspaceColumn)+") IN ?")
+		whereArgs = append(whereArgs, groupSet(req.Workspaces))
+	}
+	if len(req.Currencies) > 0 && cfg.CurrencyColumn != "" {
+		where = append(where, "upper("+quote(cfg.CurrencyColumn)+") IN ?")
+		whereArgs = append(whereArgs, groupSet(req.Currencies))
+	}
+	sel = append(sel,
+		fmt.Sprintf("sumIf(%s, NOT (%s)) AS %skept", amount, isRefund, aliasPrefix),
+		fmt.Sprintf("sumIf(%s, %s) AS %srefunds", amount, isRefund, aliasPrefix),
+		fmt.Sprintf("count() AS %sinvoices", aliasPrefix))
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "SELECT %s FROM %s.%s FINAL WHERE %s", strings.Join(sel, ", "),
+		quote(db), quote(cfg.Table), strings.Join(where, " AND "))
+	if len(p.keys) > 0 {
+		aliases := make([]string, len(p.keys))
+		for i := range p.keys {
+			aliases[i] = aliasPrefix + strconv.Itoa(i)
+		}
+		fmt.Fprintf(&b, " GROUP BY %[1]s ORDER BY %[1]s", strings.Join(aliases, ", "))
+	} else {
+		p.dropEmpty = true
+	}
+	maxRows := req.MaxRows
+	if maxRows <= 0 {
+		maxRows = DefaultMaxRevenueRows
+	}
+	// One more than allowed, to tell "exactly the limit" from "over it".
+	fmt.Fprintf(&b, " LIMIT %d", maxRows+1)
+	p.sql = b.String()
+	p.args = append(selArgs, whereArgs...)
+	return p
+}
+
+// scanRevenueRow reads one result row laid out by plan.
+func scanRevenueRow(rows interface{ Scan(...any) error }, plan revenuePlan) (RevenueRow, error) {
+	dest := make([]any, 0, len(plan.keys)+3)
+	for _, g := range plan.keys {
+		switch {
+		case g.IsTime():
+			dest = append(dest, new(time.Time))
+		case g == GroupShard:
+			dest = append(dest, new(uint16))
+		default:
+			dest = append(dest, new(*string))
+		}
+	}
+	var kept, refunds *decimal.Decimal
+	var n uint64
+	dest = append(dest, &kept, &refunds, &n)
+	if err := rows.Scan(dest...); err != nil {
+		return RevenueRow{}, err
+	}
+	row := RevenueRow{Key: make([]any, len(plan.groupBy)), Invoices: n}
+	for i, g := range plan.keys {
+		var v any
+		switch d := dest[i].(type) {
+		case *time.Time:
+			v = d.UTC().Format(time.DateOnly)
+		case *uint16:
+			v = int(*d)
+		case **string:
+			if *d != nil {
+				v = **d
+			}
+		}
+		row.Key[plan.keyPos[i]] = v
+		if g == GroupCurrency {
+			row.Currency, _ = v.(string)
+		}
+	}
+	// NULL sums (every amount in the group NULL, or no row of that kind)
+	// are zero.
+	if kept != nil {
+		row.Net = *kept
+	}
+	if refunds != nil {
+		row.Refunds = *refunds
+	}
+	row.Gross = row.Net.Add(row.Refunds)
+	return row, nil
+}
+
+var decimalType = regexp.MustCompile(`^(?:Nullable\()?Decimal(?:\(\d+,\s*(\d+)\)|(?:32|64|128|256)\((\d+)\))\)?$`)
+
+// decimalScale returns the scale of a ClickHouse Decimal type name.
+func decimalScale(typ string) (int32, bool) {
+	m := decimalType.FindStringSubmatch(typ)
+	if m == nil {
+		return 0, false
+	}
+	s := m[1] + m[2]
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(n), true
+}
+
+// filterStatuses keeps the configured statuses the request asked for (all
+// of them when it asked for none).
+func filterStatuses(configured, asked []string) []string {
+	if len(asked) == 0 {
+		return slices.Clone(configured)
+	}
+	var out []string
+	for _, s := range configured {
+		if slices.Contains(asked, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// groupSet binds a non-empty list for `x IN ?` (a slice bound to `IN (?)`
+// does not work with clickhouse-go).
+func groupSet(vals []string) clickhouse.GroupSet {
+	s := clickhouse.GroupSet{Value: make([]any, len(vals))}
+	for i, v := range vals {
+		s.Value[i] = v
+	}
+	return s
+}

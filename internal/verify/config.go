@@ -1,0 +1,127 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Shard is one source shard.
+type Shard struct {
+	ID int
+	// DSN is a PostgreSQL connection string; it may hold a password, so it
+	// only ever comes from the environment and never appears in errors.
+	DSN string
+}
+
+// ClickHouse is where the loader writes.
+type ClickHouse struct {
+	Addr     string // native protocol host:port
+	Database string
+	User     string
+	Password string
+}
+
+// Config is what Run checks and how.
+type Config struct {
+	// Shards are every shard the tables live on. An API copy for a shard
+	// not listed here is reported as extra.
+	Shards []Shard
+	Tables *tables.Config
+	// APIURL is the API's base URL, e.g. http://127.0.0.1:8080.
+	APIURL     string
+	ClickHouse ClickHouse
+	// Sample bounds the ids checked per table and shard: with more live
+	// rows than this, a random sample of this many is checked. 0: all.
+	Sample int
+	// Wait bounds each wait for the API's watermarks to reach the shards'
+	// WAL positions.
+	Wait time.Duration
+	// Concurrency is the number of API requests in flight.
+	Concurrency int
+	// ShardTimeout bounds every query to a shard; ClickHouse queries and
+	// API requests get the same bound.
+	ShardTimeout time.Duration
+	// MaxDifferences is how many differences the report lists in detail
+	// (all are counted).
+	MaxDifferences int
+	// Log receives progress; nil discards it.
+	Log *slog.Logger
+	// HTTPClient is used for the API if set.
+	HTTPClient *http.Client
+}
+
+// Validate reports every missing or invalid setting at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Shards) == 0 {
+		errs = append(errs, errors.New("no shards given"))
+	}
+	seen := map[int]bool{}
+	for _, s := range c.Shards {
+		if s.ID < 0 || s.ID > 65535 {
+			errs = append(errs, fmt.Errorf("shard %d: out of range 0..65535", s.ID))
+		}
+		if seen[s.ID] {
+			errs = append(errs, fmt.Errorf("shard %d given twice", s.ID))
+		}
+		seen[s.ID] = true
+		if s.DSN == "" {
+			errs = append(errs, fmt.Errorf("shard %d: empty DSN", s.ID))
+		}
+	}
+	if c.Tables == nil || len(c.Tables.Tables) == 0 {
+		errs = append(errs, errors.New("no tables configured"))
+	}
+	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("API URL %q is not an http(s) URL", c.APIURL))
+	}
+	if c.ClickHouse.Addr == "" {
+		errs = append(errs, errors.New("ClickHouse address is required"))
+	}
+	if c.ClickHouse.Database == "" {
+		errs = append(errs, errors.New("ClickHouse database is required"))
+	}
+	if c.Sample < 0 {
+		errs = append(errs, errors.New("sample must be >= 0 (0: all rows)"))
+	}
+	if c.Wait < 0 {
+		errs = append(errs, errors.New("wait must be >= 0"))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, errors.New("concurrency must be >= 1"))
+	}
+	if c.ShardTimeout <= 0 {
+		errs = append(errs, errors.New("shard timeout must be > 0"))
+	}
+	if c.MaxDifferences < 0 {
+		errs = append(errs, errors.New("max differences must be >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// ShardsFromEnv reads the shards as deploy/local/stack.sh writes them and
+// loadgen reads them: TRIBUTARY_SHARDS=N and TRIBUTARY_SHARD_<i>_DSN for i
+// in 0..N-1. getenv is os.Getenv outside tests.
+func ShardsFromEnv(getenv func(string) string) ([]Shard, error) {
+	n, err := strconv.Atoi(getenv("TRIBUTARY_SHARDS"))
+	if err != nil || n < 1 {
+		return nil, errors.New("$TRIBUTARY_SHARDS must be the number of shards (source .stack/stack.env)")
+	}
+	shards := make([]Shard, n)
+	for i := range shards {
+		name := fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", i)
+		dsn := getenv(name)
+		if dsn == "" {
+			return nil, fmt.Errorf("$%s is not set", name)
+		}
+		shards[i] = Shard{ID: i, DSN: dsn}
+	}
+	return shards, nil
+}

@@ -1,0 +1,68 @@
+// Package verify checks the whole pipeline end to end: it computes the
+// ground truth by scatter-gather over the source shards and compares it with
+// what the HTTP API answers, row by row and column by column.
+//
+// It is a test tool, meant to run after traffic stopped. While a source
+// keeps changing, rows legitimately differ for a moment; the verifier waits
+// until the API's watermarks pass each shard's current WAL position before
+// comparing, and re-checks every difference once after waiting again, but it
+// cannot tell a lasting difference from one that keeps being re-made.
+//
+// # What is checked
+//
+//  1. Positions: each shard's pg_current_wal_lsn() is read, then
+//     GET /v1/shards is polled until every shard is complete with a
+//     commit_lsn at or past it (bounded by Config.Wait). A shard that does
+//     not get there is a KindLagging difference; the comparison still runs.
+//  2. Rows: for every configured table, every live id on every shard (or a
+//     random sample of Config.Sample ids per shard when there are more) is
+//     looked up with GET /v1/tables/{table}/rows/{id}. The copies returned
+//     must be exactly one per shard where the id is live at the source
+//     (KindMissing, KindExtra, KindWrongShard), and each copy's row must
+//     equal the source row column by column (KindWrongValue).
+//  3. Counts: per table and shard, live rows at the source against
+//     `SELECT _shard, count() FROM t FINAL WHERE _deleted = 0` in ClickHouse
+//     (KindCountMismatch). Rows the API returns that no shard has cannot
+//     be found from the source's ids, so when a shard's ids were all read
+//     (no sampling) its live ids in ClickHouse are listed as well, and
+//     each one the shard does not have is looked up like any other id and
+//     reported as KindExtra — also when a missing row on the same shard
+//     makes the counts agree. With sampling, only the counts see them.
+//
+// Every id with a difference and every count mismatch is checked once more
+// after waiting for fresh positions; only what still differs is reported.
+//
+// # Normalization
+//
+// Source values are read as PostgreSQL text (what pgoutput sends the
+// reader), in a session with DateStyle ISO and TimeZone UTC. The API's JSON
+// values are what internal/query writes. The two are compared per column
+// by the ClickHouse type the loader maps the PostgreSQL type to
+// (schema/clickhouse.md); the mapping here is written independently of the
+// loader's, on purpose:
+//
+//   - smallint, integer, bigint: the same integer. The API writes Int16 and
+//     Int32 as JSON numbers and Int64 as a decimal string.
+//   - numeric(p,s): the same exact decimal value; the API writes a string
+//     without trailing zeros, so "12.50" equals "12.5".
+//   - real, double precision: the same float64 after parsing both texts.
+//   - boolean: t/f against the API's 1/0 (ClickHouse UInt8).
+//   - date: the same calendar day; the API writes midnight UTC in RFC 3339.
+//   - timestamp, timestamptz: the same instant at second precision in UTC:
+//     ClickHouse 18.16 has no DateTime64, so the source is truncated (not
+//     rounded) to the second, as the loader's conversion does.
+//   - uuid: case-insensitive.
+//   - everything else (text, varchar, json, jsonb, bytea, arrays, interval,
+//     ...): the PostgreSQL text byte for byte, since that is what is stored.
+//   - NULL equals only JSON null; an empty string is not NULL.
+//
+// The JSON type is part of the API's contract and is checked as well: a
+// bigint or a decimal written as a JSON number (which most JSON readers
+// round through float64) is a difference even when the digits agree.
+//
+// Columns the API returns that the source table no longer has (a dropped
+// column stays in ClickHouse) are ignored; a source column absent from the
+// API's row is a difference. A source value that cannot be represented in
+// its ClickHouse type (a BC date, 'infinity', a NaN numeric) cannot be
+// equal to anything the API returns and is reported with the reason.
+package verify

@@ -1,0 +1,190 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// shardSource reads one shard, read-only. Every query runs under its own
+// timeout, so one slow shard fails on its own instead of stalling the rest.
+type shardSource struct {
+	id      int
+	pool    *pgxpool.Pool
+	timeout time.Duration
+}
+
+// openShard connects to one shard. The session is read-only and reads
+// values in the text forms pgoutput sends: DateStyle ISO, and TimeZone UTC
+// (timestamptz text carries its offset either way).
+func openShard(ctx context.Context, s Shard, timeout time.Duration) (*shardSource, error) {
+	cfg, err := pgxpool.ParseConfig(s.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: bad DSN: %w", s.ID, err)
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	rp["default_transaction_read_only"] = "on"
+	rp["DateStyle"] = "ISO, MDY"
+	rp["TimeZone"] = "UTC"
+	rp["application_name"] = "tributary-verify"
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: %w", s.ID, err)
+	}
+	src := &shardSource{id: s.ID, pool: pool, timeout: timeout}
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := pool.Ping(qctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("shard %d: connect: %w", s.ID, err)
+	}
+	return src, nil
+}
+
+func (s *shardSource) close() { s.pool.Close() }
+
+// walLSN is the shard's current WAL write position.
+func (s *shardSource) walLSN(ctx context.Context) (envelope.LSN, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var text string
+	if err := s.pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&text); err != nil {
+		return 0, fmt.Errorf("shard %d: read WAL position: %w", s.id, err)
+	}
+	lsn, err := envelope.ParseLSN(text)
+	if err != nil {
+		return 0, fmt.Errorf("shard %d: %w", s.id, err)
+	}
+	return lsn, nil
+}
+
+// sourceTable is one table as one shard has it.
+type sourceTable struct {
+	ident  string // quoted schema.name
+	cols   []column
+	idCol  int    // index of the id column in cols
+	idType string // format_type of the id column
+}
+
+// table reads the table's columns from the catalog.
+func (s *shardSource) table(ctx context.Context, t *tables.Table) (*sourceTable, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	st := &sourceTable{ident: pgx.Identifier{t.Schema, t.Name}.Sanitize(), idCol: -1}
+	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY a.attnum`, st.ident)
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: columns of %s: %w", s.id, st.ident, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, fmt.Errorf("shard %d: columns of %s: %w", s.id, st.ident, err)
+		}
+		if name == t.IDColumn {
+			st.idCol, st.idType = len(st.cols), typ
+		}
+		st.cols = append(st.cols, newColumn(name, typ))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("shard %d: columns of %s: %w", s.id, st.ident, err)
+	}
+	if len(st.cols) == 0 {
+		return nil, fmt.Errorf("shard %d: table %s does not exist", s.id, st.ident)
+	}
+	if st.idCol < 0 {
+		return nil, fmt.Errorf("shard %d: table %s has no id column %q", s.id, st.ident, t.IDColumn)
+	}
+	// The API looks ids up as 64-bit integers or UUIDs only.
+	if k := st.cols[st.idCol].kind; k != kindInt && k != kindBigint && k != kindUUID {
+		return nil, fmt.Errorf("shard %d: table %s: id column %q is %s; the API looks up integer and uuid ids only",
+			s.id, st.ident, t.IDColumn, st.idType)
+	}
+	return st, nil
+}
+
+// count is the number of live rows.
+func (s *shardSource) count(ctx context.Context, st *sourceTable) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var n int64
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+st.ident).Scan(&n); err != nil {
+		return 0, fmt.Errorf("shard %d: count %s: %w", s.id, st.ident, err)
+	}
+	return n, nil
+}
+
+// ids lists the live ids as text: all of them, or a random sample of limit
+// when there are more than limit (limit 0: all).
+func (s *shardSource) ids(ctx context.Context, st *sourceTable, total int64, limit int) (ids []string, sampled bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	id := pgx.Identifier{st.cols[st.idCol].Name}.Sanitize()
+	sql := fmt.Sprintf("SELECT %s::text FROM %s", id, st.ident)
+	if limit > 0 && total > int64(limit) {
+		// A top-N sort: one scan, memory bounded by limit.
+		sql += fmt.Sprintf(" ORDER BY random() LIMIT %d", limit)
+		sampled = true
+	}
+	rows, err := s.pool.Query(ctx, sql)
+	if err != nil {
+		return nil, false, fmt.Errorf("shard %d: ids of %s: %w", s.id, st.ident, err)
+	}
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, false, fmt.Errorf("shard %d: ids of %s: %w", s.id, st.ident, err)
+	}
+	return ids, sampled, nil
+}
+
+// rows reads the live rows with the given ids, keyed by id text. Values
+// come in PostgreSQL's text format, exactly what pgoutput sends.
+func (s *shardSource) rows(ctx context.Context, st *sourceTable, ids []string) (map[string]*sourceRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	names := make([]string, len(st.cols))
+	for i, c := range st.cols {
+		names[i] = pgx.Identifier{c.Name}.Sanitize()
+	}
+	// The cast is on the parameter, so the id index is used.
+	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ANY($1::text[]::%s[])",
+		strings.Join(names, ", "), st.ident, names[st.idCol], st.idType)
+	rows, err := s.pool.Query(ctx, sql, pgx.QueryResultFormats{pgx.TextFormatCode}, ids)
+	if err != nil {
+		return nil, fmt.Errorf("shard %d: rows of %s: %w", s.id, st.ident, err)
+	}
+	defer rows.Close()
+	out := make(map[string]*sourceRow, len(ids))
+	for rows.Next() {
+		raw := rows.RawValues()
+		if len(raw) != len(st.cols) {
+			return nil, fmt.Errorf("shard %d: rows of %s: %d values for %d columns", s.id, st.ident, len(raw), len(st.cols))
+		}
+		r := &sourceRow{cols: st.cols, values: make([]*string, len(raw))}
+		for i, b := range raw {
+			if b != nil { // RawValues are reused by the next row: copy
+				v := string(b)
+				r.values[i] = &v
+			}
+		}
+		idv := r.values[st.idCol]
+		if idv == nil {
+			return nil, fmt.Errorf("shard %d: rows of %s: NULL id", s.id, st.ident)
+		}
+		out[*idv] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("shard %d: rows of %s: %w", s.id, st.ident, err)
+	}
+	return out, nil
+}
