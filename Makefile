@@ -7,13 +7,15 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.stack
 STACK := deploy/local/stack.sh
 GO ?= go
 
-.PHONY: help install up down purge status build demo demo-down test unit e2e vet bench-smoke
+.PHONY: help install up down purge status build demo demo-down test unit vet verify bench-loader
 
 help:
 	@echo "make demo    - install, start the stack + readers/loader/api, run traffic, print a tour"
 	@echo "make test    - install, start the stack (real Kafka + embedded), run every test"
 	@echo "make unit    - unit tests only (no services)"
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
+	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth)"
+	@echo "make bench-loader - Kafka -> ClickHouse loader throughput (prints numbers)"
 
 install:
 	deploy/local/install.sh
@@ -55,3 +57,14 @@ test: install vet
 	TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 15m ./...
+
+# Ground truth: scatter-gather over the shards compared with the API. Run
+# after traffic stopped (make demo ends its traffic before the tour).
+verify:
+	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
+		TRIBUTARY_TABLES=deploy/local/tables.json $(GO) run ./cmd/verify
+
+# Benchmarks print numbers; see docs/benchmarks.md for results and machine.
+bench-loader:
+	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
+		$(GO) run ./cmd/bench loader --changes $${CHANGES:-1000000} --keys $${KEYS:-200000}

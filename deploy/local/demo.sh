@@ -125,6 +125,10 @@ one cdc-reader per shard, a loader and the API are running.
     curl -s http://$API_ADDR/metrics | grep tributary_api
     curl -s http://127.0.0.1:9101/metrics | grep tributary_loader      # loader
     curl -s http://127.0.0.1:9110/metrics | grep tributary_reader      # reader of shard 0
+  Check the API against the shards (scatter-gather ground truth):
+    make verify
+  Revenue across every workspace, by day and currency (CSV: add &format=csv):
+    curl -s 'http://$API_ADDR/v1/revenue?from=$(date -u +%Y-%m-01)&to=$(date -u -d tomorrow +%Y-%m-%d)&group_by=day,currency'
   More traffic:
     set -a; . $TRIBUTARY_HOME/stack.env; set +a; bin/loadgen --rate 500 --duration 30s
   Logs: $DEMO/*.log      Stop: make down   (make purge also deletes the data)
