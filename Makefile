@@ -28,9 +28,10 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 # The demo runs on the embedded Kafka broker by default (no JVM needed);
-# TRIBUTARY_KAFKA=real make demo uses Apache Kafka instead.
+# TRIBUTARY_KAFKA=real make demo uses Apache Kafka instead. A stack that is
+# already up keeps its Kafka kind (stack.sh stops kinds not asked for).
 demo: install build
-	TRIBUTARY_KAFKA=$${TRIBUTARY_KAFKA:-embedded} $(STACK) up
+	TRIBUTARY_KAFKA=$${TRIBUTARY_KAFKA:-$$(sed -n 's/^TRIBUTARY_KAFKA_KIND=//p' $(TRIBUTARY_HOME)/stack.env 2>/dev/null | grep . || echo embedded)} $(STACK) up
 	deploy/local/demo.sh
 
 demo-down:
