@@ -1,6 +1,7 @@
 // Command api serves Tributary's global view over HTTP/JSON: documents by
-// id, per-shard freshness, metrics. It reads ClickHouse only and never
-// touches a shard.
+// id and by search, rows of any table, duplicate-id anomalies, revenue,
+// per-shard freshness, metrics. It reads ClickHouse only and never touches
+// a shard.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -27,11 +29,23 @@ import (
 
 const usage = `api — Tributary's HTTP/JSON API over ClickHouse.
 
-Routes:
-  GET /v1/documents/{id}           a document by global id (every live copy, with its shard)
-  GET /v1/tables/{table}/rows/{id} any replicated table's row by id
-  GET /v1/shards                   per-shard freshness (watermark LSN and commit time)
-  GET /healthz, /readyz, /metrics
+Routes (scope needed when tokens are configured):
+  GET /v1/documents/{id}            a document by global id: every live copy with its shard,
+                                    and what the id decodes to                 documents:read
+  GET /v1/documents?workspace=&title=&from=&to=&limit=&cursor=
+                                    search the documents table, newest first   documents:read
+  GET /v1/tables/{table}/rows/{id}  any replicated table's row by id           documents:read
+  GET /v1/anomalies/duplicates      ids live on more than one shard            documents:read
+  GET /v1/revenue                   exact revenue report                       revenue:read
+  GET /v1/shards                    per-shard freshness                        any token
+  GET /healthz, /readyz, /metrics, /v1/openapi.json                            open
+Every read accepts after=S:X/Y (shard S, pg_current_wal_lsn() after the write's
+commit; repeatable) and wait= (default 5s, at most 30s): read-your-writes.
+
+Tokens: --tokens-file FILE or $TRIBUTARY_API_TOKENS (never argv), entries
+name:token:scope1,scope2 (one per line; ';' also separates entries in the
+environment). Scopes: documents:read, revenue:read, admin. Without tokens the
+API is open (and says so at start-up and in /readyz); --require-auth refuses that.
 
 Example:
   TRIBUTARY_CLICKHOUSE_ADDR=127.0.0.1:59000 api --tables deploy/local/tables.json --listen 127.0.0.1:8080`
@@ -46,8 +60,13 @@ type Config struct {
 	ClickHouseUser string
 	ClickHousePass string
 	QueryTimeout   time.Duration
-	LogFormat      string
-	LogLevel       string
+	// TokensFile and Tokens (environment only) configure bearer tokens; at
+	// most one is set. RequireAuth refuses to start without tokens.
+	TokensFile  string
+	Tokens      string
+	RequireAuth bool
+	LogFormat   string
+	LogLevel    string
 }
 
 func parse(args []string) (*Config, error) {
@@ -55,12 +74,23 @@ func parse(args []string) (*Config, error) {
 	fs := flagenv.New("api", usage)
 	fs.String(&c.Listen, "listen", "TRIBUTARY_API_LISTEN", "127.0.0.1:8080", "HTTP listen address")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
-	fs.String(&c.DocumentsTable, "documents-table", "TRIBUTARY_DOCUMENTS_TABLE", "documents", "table served by /v1/documents/{id}")
+	fs.String(&c.DocumentsTable, "documents-table", "TRIBUTARY_DOCUMENTS_TABLE", "documents", "table served by /v1/documents/{id} and searched by /v1/documents")
 	fs.String(&c.ClickHouseAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required)")
 	fs.String(&c.ClickHouseDB, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
 	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
 	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
-	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request")
+	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
+	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")
+	fs.Secret(&c.Tokens, "TRIBUTARY_API_TOKENS")
+	requireAuth := false
+	if v, ok := os.LookupEnv("TRIBUTARY_API_REQUIRE_AUTH"); ok && v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("bad environment: $TRIBUTARY_API_REQUIRE_AUTH=%q: not a boolean", v)
+		}
+		requireAuth = b
+	}
+	fs.BoolVar(&c.RequireAuth, "require-auth", requireAuth, "refuse to start without tokens [$TRIBUTARY_API_REQUIRE_AUTH]")
 	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
@@ -80,6 +110,12 @@ func (c *Config) Validate() error {
 	}
 	if c.QueryTimeout <= 0 {
 		errs = append(errs, errors.New("--query-timeout must be > 0"))
+	}
+	switch {
+	case c.TokensFile != "" && c.Tokens != "":
+		errs = append(errs, errors.New("set --tokens-file ($TRIBUTARY_API_TOKENS_FILE) or $TRIBUTARY_API_TOKENS, not both"))
+	case c.RequireAuth && c.TokensFile == "" && c.Tokens == "":
+		errs = append(errs, errors.New("--require-auth: no tokens configured (--tokens-file, $TRIBUTARY_API_TOKENS_FILE or $TRIBUTARY_API_TOKENS)"))
 	}
 	return errors.Join(errs...)
 }
@@ -113,13 +149,17 @@ func run(ctx context.Context, cfg *Config) error {
 	if _, ok := tcfg.ByName(cfg.DocumentsTable); !ok {
 		return fmt.Errorf("--documents-table %q is not in %s", cfg.DocumentsTable, cfg.TablesFile)
 	}
+	tokens, err := loadTokens(cfg, log)
+	if err != nil {
+		return err
+	}
 	q, err := query.Open(ctx, cfg.ClickHouseAddr, cfg.ClickHouseDB, cfg.ClickHouseUser, cfg.ClickHousePass)
 	if err != nil {
 		return err
 	}
 	defer q.Close()
 	reg := telemetry.NewRegistry()
-	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout}, q, log, reg)
+	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens}, q, log, reg)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.Handler(reg))
 	mux.Handle("/", srv)
@@ -129,7 +169,7 @@ func run(ctx context.Context, cfg *Config) error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: cfg.QueryTimeout + 5*time.Second, IdleTimeout: 2 * time.Minute}
+		WriteTimeout: cfg.QueryTimeout + 5*time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	log.Info("api listening", slog.String("addr", ln.Addr().String()))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -145,4 +185,31 @@ func run(ctx context.Context, cfg *Config) error {
 		return hs.Shutdown(sctx)
 	})
 	return g.Wait()
+}
+
+// loadTokens reads the configured tokens; nil (an open API, loudly
+// logged) when none are configured.
+func loadTokens(cfg *Config, log *slog.Logger) (*api.Tokens, error) {
+	switch {
+	case cfg.TokensFile != "":
+		if w := api.TokenFileWarning(cfg.TokensFile); w != "" {
+			log.Warn("tokens file readable by others", slog.String("file", cfg.TokensFile), slog.String("problem", w))
+		}
+		t, err := api.LoadTokens(cfg.TokensFile)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("bearer authentication on", slog.String("source", cfg.TokensFile), slog.Any("tokens", t.Names()))
+		return t, nil
+	case cfg.Tokens != "":
+		t, err := api.ParseTokens(cfg.Tokens, true)
+		if err != nil {
+			return nil, fmt.Errorf("$TRIBUTARY_API_TOKENS: %w", err)
+		}
+		log.Info("bearer authentication on", slog.String("source", "$TRIBUTARY_API_TOKENS"), slog.Any("tokens", t.Names()))
+		return t, nil
+	}
+	log.Warn("AUTHENTICATION IS OFF: every route is open to anyone who can reach the listener; " +
+		"configure tokens (--tokens-file, $TRIBUTARY_API_TOKENS) and --require-auth outside a laptop demo")
+	return nil, nil
 }

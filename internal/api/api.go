@@ -3,8 +3,16 @@
 // (tests/deps_test.go checks). Every answer carries the freshness of every
 // shard, so "not found" can be told from "not yet".
 //
+// Every read route accepts after=S:X/Y (read-your-writes, consistency.go).
+// Routes other than health, readiness and the OpenAPI document need a
+// bearer token with the route's scope when tokens are configured
+// (auth.go); with none the API is open. Listings page with opaque cursors
+// (cursor.go).
+//
 // Metrics (private registry): tributary_api_requests_total{route,code},
-// tributary_api_request_seconds{route}.
+// tributary_api_request_seconds{route},
+// tributary_api_read_wait_seconds{outcome} (time after= requests waited for
+// the watermarks; outcome visible or not_yet_visible).
 package api
 
 import (
@@ -21,6 +29,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tributary/tributary/internal/ids"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -30,8 +39,11 @@ type Config struct {
 	Tables *tables.Config
 	// DocumentsTable is the table GET /v1/documents/{id} reads.
 	DocumentsTable string
-	// QueryTimeout bounds every ClickHouse query.
+	// QueryTimeout bounds every request, including an after= wait.
 	QueryTimeout time.Duration
+	// Tokens authenticates requests. Nil (the zero value) serves every
+	// route to anyone.
+	Tokens *Tokens
 }
 
 // Server is the HTTP handler set.
@@ -44,29 +56,51 @@ type Server struct {
 	// test checks the document against it.
 	patterns []string
 
+	// watch shares watermark polls among after= waiters.
+	watch *watermarkWatch
+	// layouts holds each table's id layout, resolved once.
+	layouts map[string]tableLayout
+
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	waited   *prometheus.HistogramVec
+}
+
+// tableLayout is a table's configured id layout, or why it did not resolve.
+type tableLayout struct {
+	layout ids.Layout
+	err    error
 }
 
 // New builds the API handler.
 func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Registerer) *Server {
-	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux(), watch: &watermarkWatch{fetch: q.Freshness, timeout: max(cfg.QueryTimeout, time.Second)},
+		layouts: map[string]tableLayout{}}
+	for _, t := range cfg.Tables.Tables {
+		l, err := ids.Lookup(t.IDLayout)
+		s.layouts[t.Name] = tableLayout{layout: l, err: err}
+	}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_api_requests_total",
 		Help: "HTTP requests by route and status code."}, []string{"route", "code"})
 	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tributary_api_request_seconds",
 		Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
-	reg.MustRegister(s.requests, s.latency)
+	s.waited = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tributary_api_read_wait_seconds",
+		Help:    "Time after= requests waited for the named shards' watermarks, by outcome (visible, not_yet_visible).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"outcome"})
+	reg.MustRegister(s.requests, s.latency, s.waited)
 
-	s.route("GET /v1/documents/{id}", s.document)
-	s.route("GET /v1/tables/{table}/rows/{id}", s.tableRow)
-	s.route("GET /v1/shards", s.shards)
-	s.route("GET /v1/revenue", s.revenue)
-	s.route("GET /v1/openapi.json", s.openapi)
-	s.route("GET /readyz", s.ready)
-	s.route("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
+	s.route("GET /v1/documents", ScopeDocumentsRead, s.search)
+	s.route("GET /v1/documents/{id}", ScopeDocumentsRead, s.document)
+	s.route("GET /v1/tables/{table}/rows/{id}", ScopeDocumentsRead, s.tableRow)
+	s.route("GET /v1/anomalies/duplicates", ScopeDocumentsRead, s.duplicates)
+	s.route("GET /v1/shards", accessToken, s.shards)
+	s.route("GET /v1/revenue", ScopeRevenueRead, s.revenue)
+	s.route("GET /v1/openapi.json", accessOpen, s.openapi)
+	s.route("GET /readyz", accessOpen, s.ready)
+	s.route("GET /healthz", accessOpen, func(w http.ResponseWriter, _ *http.Request) error {
 		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	s.route("/", func(w http.ResponseWriter, r *http.Request) error {
+	s.route("/", accessOpen, func(w http.ResponseWriter, r *http.Request) error {
 		// ServeMux sends a method mismatch here too (this pattern matches
 		// every method): tell the two apart, answering in JSON either way.
 		if r.Method != http.MethodGet {
@@ -97,12 +131,18 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// badRequest is a 400 with the given code.
+func badRequest(code, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
 type handler func(http.ResponseWriter, *http.Request) error
 
-// route registers h with metrics, a query timeout, panic safety and JSON
-// errors. A method mismatch on a known path is answered 405 by ServeMux;
-// we wrap that too.
-func (s *Server) route(pattern string, h handler) {
+// route registers h with authentication (need: a Scope, accessToken or
+// accessOpen), metrics, a request timeout, panic safety and JSON errors. A
+// method mismatch on a known path is answered 405 by ServeMux; we wrap that
+// too.
+func (s *Server) route(pattern string, need Scope, h handler) {
 	name := pattern
 	s.patterns = append(s.patterns, pattern)
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -110,14 +150,17 @@ func (s *Server) route(pattern string, h handler) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QueryTimeout)
 		defer cancel()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		err := func() (err error) {
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("panic: %v", p)
-				}
+		principal, err := s.cfg.Tokens.authorize(rec, r, need)
+		if err == nil {
+			err = func() (err error) {
+				defer func() {
+					if p := recover(); p != nil {
+						err = fmt.Errorf("panic: %v", p)
+					}
+				}()
+				return h(rec, r.WithContext(ctx))
 			}()
-			return h(rec, r.WithContext(ctx))
-		}()
+		}
 		if err != nil {
 			var apiErr *Error
 			if !errors.As(err, &apiErr) {
@@ -133,7 +176,7 @@ func (s *Server) route(pattern string, h handler) {
 		s.requests.WithLabelValues(name, strconv.Itoa(rec.code)).Inc()
 		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		s.log.Info("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.code), slog.Duration("took", time.Since(start)))
+			slog.Int("status", rec.code), slog.Duration("took", time.Since(start)), slog.String("token", principal))
 	}))
 }
 
@@ -175,8 +218,10 @@ func parseID(s string) (any, error) {
 
 // rowResponse is the answer of a by-id lookup.
 type rowResponse struct {
-	Table     string                 `json:"table"`
-	ID        string                 `json:"id"`
+	Table string `json:"table"`
+	ID    string `json:"id"`
+	// DecodedID is what the id says per the table's id layout.
+	DecodedID *idInfo                `json:"decoded_id"`
 	Copies    []query.Copy           `json:"copies"`
 	Duplicate bool                   `json:"duplicate"`
 	Freshness []query.ShardFreshness `json:"freshness"`
@@ -191,10 +236,12 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	if err != nil {
 		return err
 	}
-	fresh, err := s.q.Freshness(r.Context(), s.cfg.Tables.Topics())
+	fresh, err := s.freshness(w, r, s.cfg.Tables.Topics())
 	if err != nil {
 		return err
 	}
+	l := s.layouts[t.Name]
+	decoded := decodeID(t.IDLayout, l.layout, l.err, canonicalID(id))
 	copies, err := s.q.Row(r.Context(), t.Name, t.IDColumn, id)
 	if errors.Is(err, query.ErrUnknownTable) {
 		copies, err = nil, nil // nothing loaded yet: a plain 404 with freshness
@@ -205,10 +252,10 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	if len(copies) == 0 {
 		return &Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("no live row with id %s in %s as of the freshness below", idText, table),
-			Detail:  map[string]any{"freshness": fresh}}
+			Detail:  map[string]any{"freshness": fresh, "decoded_id": decoded}}
 	}
 	return writeJSON(w, http.StatusOK, rowResponse{
-		Table: table, ID: idText, Copies: copies, Duplicate: len(copies) > 1, Freshness: fresh,
+		Table: table, ID: idText, DecodedID: decoded, Copies: copies, Duplicate: len(copies) > 1, Freshness: fresh,
 	})
 }
 
@@ -221,7 +268,7 @@ func (s *Server) tableRow(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) shards(w http.ResponseWriter, r *http.Request) error {
-	fresh, err := s.q.Freshness(r.Context(), s.cfg.Tables.Topics())
+	fresh, err := s.freshness(w, r, s.cfg.Tables.Topics())
 	if err != nil {
 		return err
 	}
@@ -232,5 +279,9 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	if err := s.q.Ping(r.Context()); err != nil {
 		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "ClickHouse is not reachable: " + err.Error()}
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	auth := "on"
+	if s.cfg.Tokens == nil {
+		auth = "off"
+	}
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "auth": auth})
 }

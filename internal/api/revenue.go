@@ -76,10 +76,10 @@ func parseRevenueQuery(raw string, cfg *tables.Revenue, accept string) (revenueP
 		return p, badRevenue("bad_query", "the query string is malformed: %v", err)
 	}
 	known := map[string]bool{"from": true, "to": true, "group_by": true, "workspace": true,
-		"currency": true, "status": true, "format": true}
+		"currency": true, "status": true, "format": true, "after": true, "wait": true}
 	for k := range v {
 		if !known[k] {
-			return p, badRevenue("unknown_parameter", "unknown parameter %q; use from, to, group_by, workspace, currency, status, format", k)
+			return p, badRevenue("unknown_parameter", "unknown parameter %q; use from, to, group_by, workspace, currency, status, format, after, wait", k)
 		}
 	}
 	if p.req.From, err = parseInstant(v, "from"); err != nil {
@@ -297,7 +297,7 @@ func (s *Server) revenue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// Freshness first: the report includes at least everything up to it.
-	fresh, err := s.q.Freshness(r.Context(), []string{t.Topic})
+	fresh, err := s.freshness(w, r, []string{t.Topic})
 	if err != nil {
 		return err
 	}

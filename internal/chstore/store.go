@@ -245,7 +245,10 @@ func (s *Store) create(ctx context.Context, t *Table) error {
 		}
 		fmt.Fprintf(&b, "%s %s", m.name, m.typ)
 	}
-	fmt.Fprintf(&b, ") ENGINE = ReplacingMergeTree(_version) ORDER BY (%s, _shard)", quote(t.IDColumn))
+	// index_granularity 1024 (default 8192): a by-id lookup reads one
+	// granule of every column, large bodies included; smaller granules cut
+	// that eightfold at the price of a larger (still small) primary index.
+	fmt.Fprintf(&b, ") ENGINE = ReplacingMergeTree(_version) ORDER BY (%s, _shard) SETTINGS index_granularity = 1024", quote(t.IDColumn))
 	if err := s.conn.Exec(ctx, b.String()); err != nil {
 		return fmt.Errorf("create table %s: %w", t.Name, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -57,20 +58,40 @@ func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Co
 		return nil, fmt.Errorf("read %s: %w", table, err)
 	}
 	defer rows.Close()
+	out, _, err := scanCopies(rows, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", table, err)
+	}
+	return out, nil
+}
+
+// scanCopies reads every row of rows as a Copy. Result columns whose name
+// is in extra are not part of the row: their values are returned per row,
+// in the order of extra.
+func scanCopies(rows driver.Rows, extra []string) ([]Copy, [][]any, error) {
 	cols := rows.Columns()
 	types := rows.ColumnTypes()
 	var out []Copy
+	var extras [][]any
 	for rows.Next() {
 		dest := make([]any, len(types))
 		for i, ct := range types {
 			dest[i] = reflect.New(ct.ScanType()).Interface()
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("scan %s: %w", table, err)
+			return nil, nil, err
 		}
 		c := Copy{Row: map[string]any{}}
+		var ex []any
+		if len(extra) > 0 {
+			ex = make([]any, len(extra))
+		}
 		for i, name := range cols {
 			v := reflect.ValueOf(dest[i]).Elem().Interface()
+			if k := slices.Index(extra, name); k >= 0 {
+				ex[k] = v
+				continue
+			}
 			switch name {
 			case "_shard":
 				c.Shard = int(v.(uint16))
@@ -87,8 +108,9 @@ func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Co
 			}
 		}
 		out = append(out, c)
+		extras = append(extras, ex)
 	}
-	return out, rows.Err()
+	return out, extras, rows.Err()
 }
 
 // JSONValue turns a scanned ClickHouse value into what the API writes:

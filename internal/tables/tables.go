@@ -2,7 +2,8 @@
 // loader and the API: which source tables are replicated, which column holds
 // the row's id, which id layout that id uses, and which column is the shard
 // key; optionally, which table and columns GET /v1/revenue reads (the
-// `revenue` section, see Revenue). It is loaded from a JSON file the
+// `revenue` section, see Revenue) and how GET /v1/documents searches a
+// table (a table's `search` section, see Search). It is loaded from a JSON file the
 // operators publish (see deploy/local/tables.json for the demo) and
 // validated before anything connects.
 package tables
@@ -33,6 +34,9 @@ type Table struct {
 	ShardKey string `json:"shard_key,omitempty"`
 	// Topic overrides the Kafka topic name (default: TopicPrefix + Name).
 	Topic string `json:"topic,omitempty"`
+	// Search configures GET /v1/documents over this table (see Search); nil
+	// when the table is not searchable.
+	Search *Search `json:"search,omitempty"`
 }
 
 // Config is the whole table configuration file.
@@ -207,6 +211,11 @@ func (c *Config) Validate() error {
 		}
 		if t.IDLayout == "" {
 			errs = append(errs, fmt.Errorf("table %s: id_layout is required", t.Name))
+		}
+		if t.Search != nil {
+			if err := t.Search.validate(t.Name); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if seen[t.Name] {
 			errs = append(errs, fmt.Errorf("table %s: configured twice (table names must be unique across schemas)", t.Name))

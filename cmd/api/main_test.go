@@ -1,0 +1,60 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigAuth(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(file, []byte("ops:abcdefghijklmnopqrst:admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		err  string
+	}{
+		{name: "open", args: nil},
+		{name: "file", args: []string{"--tokens-file", file}},
+		{name: "env", env: map[string]string{"TRIBUTARY_API_TOKENS": "ops:abcdefghijklmnopqrst:admin"}},
+		{name: "require with file", args: []string{"--tokens-file", file, "--require-auth"}},
+		{name: "require from env", env: map[string]string{"TRIBUTARY_API_REQUIRE_AUTH": "true", "TRIBUTARY_API_TOKENS_FILE": file}},
+		{name: "require without tokens", args: []string{"--require-auth"}, err: "--require-auth: no tokens configured"},
+		{name: "require without tokens, env", env: map[string]string{"TRIBUTARY_API_REQUIRE_AUTH": "1"}, err: "no tokens configured"},
+		{name: "bad require env", env: map[string]string{"TRIBUTARY_API_REQUIRE_AUTH": "yes please"}, err: "not a boolean"},
+		{name: "both sources", args: []string{"--tokens-file", file},
+			env: map[string]string{"TRIBUTARY_API_TOKENS": "ops:abcdefghijklmnopqrst:admin"}, err: "not both"},
+		{name: "no token flag", args: []string{"--tokens", "x"}, err: "flag provided but not defined"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, k := range []string{"TRIBUTARY_API_TOKENS", "TRIBUTARY_API_TOKENS_FILE", "TRIBUTARY_API_REQUIRE_AUTH"} {
+				t.Setenv(k, c.env[k])
+			}
+			args := append([]string{"--tables", "x.json", "--clickhouse-addr", "127.0.0.1:1"}, c.args...)
+			cfg, err := parse(args)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokens, err := loadTokens(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if open := cfg.TokensFile == "" && cfg.Tokens == ""; open != (tokens == nil) {
+				t.Fatalf("tokens %v for config %+v", tokens, cfg)
+			}
+		})
+	}
+}

@@ -1,0 +1,260 @@
+package api
+
+// Read-your-writes. A client that wrote to shard S reads
+// `SELECT pg_current_wal_lsn()` on that shard after its COMMIT returned
+// (pg_current_wal_insert_lsn() when synchronous_commit is off: the write
+// position may then still be before the commit record), and passes
+// `after=S:X/Y` to any read. The API answers only once, for every named
+// shard, the watermark of the topics the route reads is complete and at or
+// past X/Y: every change the shard committed up to there is then in
+// ClickHouse, so the client's write is in the answer.
+//
+// Waiting polls the watermarks (every pollInterval); concurrent waiters
+// share one query per topic set, so the load on ClickHouse does not grow
+// with the number of waiting clients. Reads without after= use the same
+// shared reading: a watermark observed before the data is read (at most
+// pollInterval earlier) is still a lower bound of what the data holds. The wait is bounded by `wait=`
+// (default 5 s, at most 30 s) and by the request timeout, less a reserve
+// for the read itself. When it runs out the answer is 503 not_yet_visible
+// with Retry-After and the named shards' current freshness.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/query"
+)
+
+const (
+	// defaultWait and maxWait bound wait=.
+	defaultWait = 5 * time.Second
+	maxWait     = 30 * time.Second
+	// maxAfter bounds the after= positions of one request.
+	maxAfter = 64
+	// maxShard is the largest shard number (_shard is a UInt16).
+	maxShard = math.MaxUint16
+	// pollInterval is how often waiters look at the watermarks; results
+	// younger than that are shared.
+	pollInterval = 25 * time.Millisecond
+)
+
+// position is one after= token: shard S has committed up to LSN.
+type position struct {
+	Shard int          `json:"shard"`
+	LSN   envelope.LSN `json:"lsn"`
+}
+
+// consistency is a parsed after=/wait= pair.
+type consistency struct {
+	after []position // sorted by shard, one per shard (the highest LSN)
+	wait  time.Duration
+}
+
+// parseConsistency reads after= (repeatable and/or comma-separated S:X/Y)
+// and wait= (a Go duration such as 500ms or 5s). Without after= the result
+// has no positions and nothing is waited for.
+func parseConsistency(v url.Values) (consistency, error) {
+	c := consistency{wait: defaultWait}
+	switch ws := v["wait"]; {
+	case len(ws) > 1:
+		return c, badRequest("bad_wait", "wait may be given once")
+	case len(ws) == 1:
+		d, err := time.ParseDuration(ws[0])
+		if err != nil || d < 0 || d > maxWait {
+			return c, badRequest("bad_wait", "wait %q is not a duration between 0s and %s (e.g. 500ms, 5s)", ws[0], maxWait)
+		}
+		c.wait = d
+	}
+	byShard := map[int]envelope.LSN{}
+	n := 0
+	for _, raw := range v["after"] {
+		for _, tok := range strings.Split(raw, ",") {
+			n++
+			if n > maxAfter {
+				return c, badRequest("bad_after", "at most %d after= positions", maxAfter)
+			}
+			p, err := parsePosition(strings.TrimSpace(tok))
+			if err != nil {
+				return c, err
+			}
+			byShard[p.Shard] = max(byShard[p.Shard], p.LSN)
+		}
+	}
+	for s, lsn := range byShard {
+		c.after = append(c.after, position{Shard: s, LSN: lsn})
+	}
+	sort.Slice(c.after, func(i, j int) bool { return c.after[i].Shard < c.after[j].Shard })
+	return c, nil
+}
+
+// parsePosition parses S:X/Y: a decimal shard number and an LSN as
+// pg_current_wal_lsn() prints it.
+func parsePosition(tok string) (position, error) {
+	const want = "after must be S:X/Y — a shard number and an LSN as pg_current_wal_lsn() returns it, e.g. 2:0/3000148"
+	shard, lsn, ok := strings.Cut(tok, ":")
+	if !ok || shard == "" || len(shard) > 5 {
+		return position{}, badRequest("bad_after", "%s; got %q", want, clip(tok))
+	}
+	s, err := strconv.Atoi(shard)
+	if err != nil || s < 0 || s > maxShard || strconv.Itoa(s) != shard {
+		return position{}, badRequest("bad_after", "%s; shard %q is not a number in 0..%d", want, clip(shard), maxShard)
+	}
+	l, err := envelope.ParseLSN(lsn)
+	if err != nil {
+		return position{}, badRequest("bad_after", "%s; %q is not an LSN", want, clip(lsn))
+	}
+	return position{Shard: s, LSN: l}, nil
+}
+
+// clip shortens user input echoed in a message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// reached reports whether fresh covers every position: the shard's
+// watermark is complete and at or past the LSN.
+func reached(fresh []query.ShardFreshness, after []position) bool {
+	for _, p := range after {
+		i := slices.IndexFunc(fresh, func(f query.ShardFreshness) bool { return f.Shard == p.Shard })
+		if i < 0 || !fresh[i].Complete || fresh[i].LSN() < p.LSN {
+			return false
+		}
+	}
+	return true
+}
+
+// freshnessFunc reads the current freshness of topics (query.Queries.Freshness).
+type freshnessFunc func(ctx context.Context, topics []string) ([]query.ShardFreshness, error)
+
+// watermarkWatch shares watermark queries among concurrent waiters.
+type watermarkWatch struct {
+	fetch freshnessFunc
+	// timeout bounds one shared query (it outlives any one request).
+	timeout time.Duration
+	flight  singleflight.Group
+
+	mu   sync.Mutex
+	last map[string]watchResult // by topic set; guarded by mu
+}
+
+type watchResult struct {
+	at    time.Time
+	fresh []query.ShardFreshness
+}
+
+// get returns the freshness of topics, at most pollInterval old.
+func (w *watermarkWatch) get(ctx context.Context, topics []string) ([]query.ShardFreshness, error) {
+	key := strings.Join(topics, "\x00")
+	w.mu.Lock()
+	r, ok := w.last[key]
+	w.mu.Unlock()
+	if ok && time.Since(r.at) < pollInterval {
+		return r.fresh, nil
+	}
+	ch := w.flight.DoChan(key, func() (any, error) {
+		// Not tied to one waiter's request: the others share the answer.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.timeout)
+		defer cancel()
+		at := time.Now()
+		fresh, err := w.fetch(qctx, topics)
+		if err != nil {
+			return nil, err
+		}
+		w.mu.Lock()
+		if w.last == nil {
+			w.last = map[string]watchResult{}
+		}
+		w.last[key] = watchResult{at: at, fresh: fresh}
+		w.mu.Unlock()
+		return fresh, nil
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.([]query.ShardFreshness), nil
+	}
+}
+
+// waitReserve is the part of the request timeout kept for the read that
+// follows the wait.
+func waitReserve(timeout time.Duration) time.Duration {
+	return min(max(timeout/4, 100*time.Millisecond), 2*time.Second)
+}
+
+// freshness returns the freshness of topics for r. With after= in r's
+// query it first waits until every named shard is visible (or answers 503
+// not_yet_visible); bad after= or wait= are 400.
+func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []string) ([]query.ShardFreshness, error) {
+	c, err := parseConsistency(r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	if len(c.after) == 0 {
+		return s.watch.get(r.Context(), topics)
+	}
+	start := time.Now()
+	deadline := start.Add(c.wait)
+	if d, ok := r.Context().Deadline(); ok {
+		if limit := d.Add(-waitReserve(s.cfg.QueryTimeout)); limit.Before(deadline) {
+			deadline = limit
+		}
+	}
+	for {
+		fresh, err := s.watch.get(r.Context(), topics)
+		if err != nil {
+			return nil, err
+		}
+		if reached(fresh, c.after) {
+			s.waited.WithLabelValues("visible").Observe(time.Since(start).Seconds())
+			return fresh, nil
+		}
+		if !time.Now().Add(pollInterval).Before(deadline) {
+			s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
+			return nil, notYetVisible(w, c, fresh, time.Since(start))
+		}
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// notYetVisible is the 503 of a wait that ran out, with the named shards'
+// freshness (a shard with no watermark at all is listed as missing).
+func notYetVisible(w http.ResponseWriter, c consistency, fresh []query.ShardFreshness, waited time.Duration) *Error {
+	named := []query.ShardFreshness{}
+	missing := []int{}
+	for _, p := range c.after {
+		i := slices.IndexFunc(fresh, func(f query.ShardFreshness) bool { return f.Shard == p.Shard })
+		if i < 0 {
+			missing = append(missing, p.Shard)
+			continue
+		}
+		named = append(named, fresh[i])
+	}
+	w.Header().Set("Retry-After", "1")
+	return &Error{Status: http.StatusServiceUnavailable, Code: "not_yet_visible",
+		Message: fmt.Sprintf("after %s, not every named shard's changes up to the given positions are visible yet; retry", waited.Round(time.Millisecond)),
+		Detail: map[string]any{"after": c.after, "freshness": named, "unknown_shards": missing,
+			"waited_seconds": waited.Seconds()}}
+}
