@@ -5,12 +5,8 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -110,22 +106,7 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func main() {
-	cfg, err := parse(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "cdc-reader: %v\n(run with --help for all settings)\n", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "cdc-reader: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { flagenv.Main("cdc-reader", parse, run) }
 
 func run(ctx context.Context, cfg *Config) error {
 	log, err := telemetry.Logger(cfg.LogFormat, cfg.LogLevel)

@@ -5,11 +5,15 @@
 package flagenv
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -112,4 +116,25 @@ func List(v string) []string {
 		}
 	}
 	return out
+}
+
+// Main is the body of every Tributary binary's main: parse the settings
+// (exit 2 with the reason, or 0 for --help), run until SIGINT/SIGTERM, exit
+// 1 with the error run returned.
+func Main[C any](name string, parse func([]string) (C, error), run func(context.Context, C) error) {
+	cfg, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n(run with --help for all settings)\n", name, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, cfg)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
 }
