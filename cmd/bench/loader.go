@@ -142,9 +142,13 @@ func benchLoader(ctx context.Context, args []string) error {
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0) //nolint:errcheck
 	group := "bench_" + run
+	var logOut io.Writer = io.Discard
+	if os.Getenv("TRIBUTARY_BENCH_LOG") != "" {
+		logOut = os.Stderr
+	}
 	l := loader.New(loader.Config{Brokers: flagenv.List(brokers), Group: group, DLQTopic: "bench_" + run + ".dlq",
 		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour},
-		store, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+		store, slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})), prometheus.NewRegistry())
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -163,18 +167,19 @@ func benchLoader(ctx context.Context, args []string) error {
 		if err != nil {
 			continue
 		}
-		g, ok := lags[group]
-		if ok && !g.Lag.IsEmpty() && g.Lag.Total() == 0 {
-			allCommitted := true
+		// Done when the group's committed offsets add up to every record
+		// produced (the topic is new, so offsets start at 0).
+		var committed int64
+		if g, ok := lags[group]; ok {
 			for _, m := range g.Lag.Sorted() {
-				if m.Commit.At < 0 || m.Err != nil {
-					allCommitted = false
+				if m.Err == nil && m.Commit.At > 0 {
+					committed += m.Commit.At
 				}
 			}
-			if allCommitted {
-				loadDur = time.Since(loadStart)
-				break
-			}
+		}
+		if committed >= int64(changes) {
+			loadDur = time.Since(loadStart)
+			break
 		}
 	}
 	var ru1 syscall.Rusage
@@ -184,7 +189,8 @@ func benchLoader(ctx context.Context, args []string) error {
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
 	hwm := peakRSS()
 
-	var gotLive, dup uint64
+	var gotLive uint64
+	var dup int64
 	row := store.Conn().QueryRow(ctx, "SELECT count(), count() - uniqExact(id, _shard) FROM `"+db+"`.docs FINAL WHERE _deleted = 0")
 	if err := row.Scan(&gotLive, &dup); err != nil {
 		return fmt.Errorf("count: %w", err)

@@ -53,6 +53,10 @@ func (s *Store) ensureAnomalies(ctx context.Context) error {
 // LiveCopies returns, for each of ids that is live on more than one shard,
 // the shards and the newest commit time among the copies.
 func (s *Store) LiveCopies(ctx context.Context, t *Table, ids []string) (map[string]Anomaly, error) {
+	return inChunks(ids, func(part []string) (map[string]Anomaly, error) { return s.liveCopies(ctx, t, part) })
+}
+
+func (s *Store) liveCopies(ctx context.Context, t *Table, ids []string) (map[string]Anomaly, error) {
 	out := map[string]Anomaly{}
 	if len(ids) == 0 {
 		return out, nil
@@ -89,6 +93,13 @@ func (s *Store) LiveCopies(ctx context.Context, t *Table, ids []string) (map[str
 // Anomalies reads the current anomaly state of table for ids (all ids when
 // nil), unresolved only when open is true.
 func (s *Store) Anomalies(ctx context.Context, table string, ids []string, open bool) (map[string]Anomaly, error) {
+	if ids == nil {
+		return s.anomalies(ctx, table, nil, open)
+	}
+	return inChunks(ids, func(part []string) (map[string]Anomaly, error) { return s.anomalies(ctx, table, part, open) })
+}
+
+func (s *Store) anomalies(ctx context.Context, table string, ids []string, open bool) (map[string]Anomaly, error) {
 	where := []string{"source_table = ?"}
 	args := []any{table}
 	if ids != nil {
@@ -179,4 +190,26 @@ func (s *Store) WatermarkTimes(ctx context.Context) (map[uint16]time.Time, error
 		out[sh] = ts
 	}
 	return out, rows.Err()
+}
+
+// maxInList bounds the values bound into one IN list. clickhouse-go binds
+// parameters client-side, into the SQL text, and ClickHouse refuses a query
+// longer than max_query_size (256 KiB by default): a batch of 50,000 ids
+// must be asked about in parts.
+const maxInList = 2000
+
+// inChunks runs f over items in parts of at most maxInList and merges the
+// answers.
+func inChunks[T any, K comparable, V any](items []T, f func([]T) (map[K]V, error)) (map[K]V, error) {
+	out := map[K]V{}
+	for start := 0; start < len(items); start += maxInList {
+		part, err := f(items[start:min(start+maxInList, len(items))])
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range part {
+			out[k] = v
+		}
+	}
+	return out, nil
 }

@@ -127,6 +127,10 @@ type RowKey struct {
 // not), as typed values by column name, with their _version and _deleted.
 // It is used to keep unchanged TOAST values.
 func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey) (map[RowKey]Stored, error) {
+	return inChunks(keys, func(part []RowKey) (map[RowKey]Stored, error) { return s.current(ctx, t, part) })
+}
+
+func (s *Store) current(ctx context.Context, t *Table, keys []RowKey) (map[RowKey]Stored, error) {
 	out := map[RowKey]Stored{}
 	if len(keys) == 0 {
 		return out, nil
