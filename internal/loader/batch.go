@@ -311,8 +311,18 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			newest = c.ev.CommitTime
 		}
 	}
-	for _, k := range written { // only ids that converted: they parse as the id type
-		if !seenID[k.ID] {
+	// Only a change that can make a row appear or disappear (insert,
+	// snapshot read, delete, truncate) can open or close an anomaly; an
+	// update keeps the row live where it was. Only ids that converted are
+	// asked about: they parse as the id type.
+	lifecycle := map[dedupe.Key]bool{}
+	for _, c := range cs {
+		if c.ev.Op != envelope.OpUpdate {
+			lifecycle[dedupe.Key{Table: name, ID: c.ev.ID, Shard: c.ev.Shard}] = true
+		}
+	}
+	for _, k := range written {
+		if lifecycle[k] && !seenID[k.ID] {
 			seenID[k.ID] = true
 			ids = append(ids, k.ID)
 		}
