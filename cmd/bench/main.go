@@ -2,6 +2,7 @@
 // pass/fail threshold). Subcommands:
 //
 //	bench loader   Kafka -> ClickHouse through the loader, dedupe on
+//	bench reader   one shard -> Kafka through the reader, next to pg_recvlogical
 //
 // Run against the local stack: set -a; . .stack/stack.env; set +a; go run ./cmd/bench loader
 package main
@@ -17,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" {
-		fmt.Fprintln(os.Stderr, "usage: bench loader [flags]   (bench loader --help for flags)")
+		fmt.Fprintln(os.Stderr, "usage: bench loader|reader [flags]   (bench <name> --help for flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -26,6 +27,8 @@ func main() {
 	switch os.Args[1] {
 	case "loader":
 		err = benchLoader(ctx, os.Args[2:])
+	case "reader":
+		err = benchReader(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown benchmark %q", os.Args[1])
 	}
