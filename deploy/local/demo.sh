@@ -96,7 +96,14 @@ done
 curl -fsS "http://$API_ADDR/readyz" >/dev/null || die "API not ready after 20 s; see $DEMO/api.log"
 
 echo "demo: running traffic for $TRAFFIC at $RATE ops/s"
-"$BIN/loadgen" --rate "$RATE" --duration "$TRAFFIC" | tee "$DEMO/loadgen.out"
+# Workspaces are placed by the published ring map (deploy/local/ringmap.json,
+# version 1: 4 shards x 64 virtual nodes); for another shard count loadgen
+# generates the equivalent map.
+ring_args=()
+if [[ $TRIBUTARY_SHARDS == 4 ]]; then
+	ring_args=(--ring "$REPO/deploy/local/ringmap.json")
+fi
+"$BIN/loadgen" --rate "$RATE" --duration "$TRAFFIC" "${ring_args[@]}" | tee "$DEMO/loadgen.out"
 
 for pidf in "$DEMO"/*.pid; do
 	alive "$pidf" || die "$(basename "$pidf" .pid) exited during traffic; see $DEMO/$(basename "$pidf" .pid).log"
