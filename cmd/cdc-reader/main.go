@@ -46,6 +46,7 @@ type Config struct {
 	WatermarkInterval time.Duration
 	HeartbeatInterval time.Duration
 	MaxBuffered       int
+	MaxBufferedBytes  int
 	StateTopic        string
 	MetricsAddr       string
 	LogFormat         string
@@ -66,6 +67,7 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to publish freshness watermarks")
 	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
 	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", 100000, "records buffered for Kafka before reading pauses (bounds memory)")
+	fs.Int(&c.MaxBufferedBytes, "max-buffered-bytes", "TRIBUTARY_MAX_BUFFERED_BYTES", 32<<20, "bytes buffered for Kafka before reading pauses (bounds memory)")
 	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each slot's reader state (snapshot done, position)")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")
 	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
@@ -103,6 +105,9 @@ func (c *Config) Validate() error {
 	if c.MaxBuffered < 1 {
 		errs = append(errs, fmt.Errorf("--max-buffered must be >= 1, got %d", c.MaxBuffered))
 	}
+	if c.MaxBufferedBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("--max-buffered-bytes must be >= 1 MiB (a record must fit), got %d", c.MaxBufferedBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -122,7 +127,7 @@ func run(ctx context.Context, cfg *Config) error {
 		Shard: cfg.Shard, DSN: cfg.DSN, Slot: cfg.Slot, Publication: cfg.Publication, Tables: tcfg,
 		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions),
 		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval,
-		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, StateTopic: cfg.StateTopic,
+		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
 	}, log, reg)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.Run(gctx) })

@@ -34,14 +34,16 @@ func (p topicPartitioner) Partition(r *kgo.Record, n int) int {
 }
 
 // newProducer builds the idempotent, acks=all producer. MaxBufferedRecords
-// bounds memory: when Kafka is slow, Produce blocks and the reader stops
+// and MaxBufferedBytes bound memory: when Kafka is slow, Produce blocks and the reader stops
 // reading WAL (backpressure); the slot holds the WAL meanwhile.
-func newProducer(brokers []string, maxBuffered int) (*kgo.Client, error) {
+func newProducer(brokers []string, maxBuffered, maxBufferedBytes int) (*kgo.Client, error) {
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(maxBuffered),
+		// Bytes too: with 1 KB rows, 100k records alone would be 100 MB.
+		kgo.MaxBufferedBytes(maxBufferedBytes),
 		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
 		// Records are retried without limit (the default): a stuck broker
 		// shows as lag and backpressure, never as a skipped change. Topics

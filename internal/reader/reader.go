@@ -69,6 +69,8 @@ type Config struct {
 	// shard's WAL so that an idle database still advances the slot (0: off).
 	HeartbeatInterval time.Duration
 	MaxBuffered       int
+	// MaxBufferedBytes bounds the producer's buffer in bytes (default 32 MiB).
+	MaxBufferedBytes int
 	// StateTopic is the compacted topic where the reader stores its state
 	// (snapshot done, last confirmed position) by slot name.
 	StateTopic string
@@ -105,6 +107,9 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 	if cfg.StateTopic == "" {
 		cfg.StateTopic = "tributary.reader-state"
 	}
+	if cfg.MaxBufferedBytes <= 0 {
+		cfg.MaxBufferedBytes = 32 << 20
+	}
 	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: newMetrics(reg, strconv.Itoa(cfg.Shard))}
 }
 
@@ -124,7 +129,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		return err
 	}
 
-	r.producer, err = newProducer(r.cfg.Brokers, r.cfg.MaxBuffered)
+	r.producer, err = newProducer(r.cfg.Brokers, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
 	if err != nil {
 		return err
 	}

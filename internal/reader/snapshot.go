@@ -63,6 +63,7 @@ func (r *Reader) snapshot(ctx context.Context, conn *pgx.Conn, snapshotName stri
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(r.cfg.MaxBuffered),
+		kgo.MaxBufferedBytes(r.cfg.MaxBufferedBytes),
 		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
 		kgo.UnknownTopicRetries(-1),
 	)
