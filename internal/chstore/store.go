@@ -28,7 +28,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tributary/tributary/internal/envelope"
@@ -72,25 +71,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Database == "" {
 		o.Database = "tributary"
 	}
-	if o.Username == "" {
-		o.Username = "default"
-	}
-	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr: []string{o.Addr},
-		Auth: clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
-		Settings: clickhouse.Settings{
-			// Never let the optimizer turn a WHERE into a PREWHERE: with
-			// FINAL that returns superseded rows (see PLATFORM.md).
-			"optimize_move_to_prewhere": 0,
-		},
-		MaxOpenConns: 8,
-	})
+	conn, err := Dial(ctx, DialOptions{Addr: o.Addr, Username: o.Username, Password: o.Password, MaxOpenConns: 8})
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse open: %w", err)
-	}
-	if err := conn.Ping(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("clickhouse ping %s: %w", o.Addr, err)
+		return nil, err
 	}
 	s := &Store{conn: conn, db: o.Database, tables: map[string]*Table{}}
 	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quote(o.Database)); err != nil {
@@ -338,9 +321,5 @@ func typeFromCH(ch string) (colType, error) {
 	return colType{}, fmt.Errorf("unexpected ClickHouse type %q in a Tributary table", ch)
 }
 
-// quote quotes an identifier for ClickHouse. Names reaching here were
-// validated as plain identifiers (internal/tables) or come from PostgreSQL's
-// catalog; backquotes inside are escaped regardless.
-func quote(id string) string {
-	return "`" + strings.ReplaceAll(id, "`", "\\`") + "`"
-}
+// quote is Quote, short for the many DDL strings here.
+func quote(id string) string { return Quote(id) }

@@ -15,10 +15,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
+	"github.com/tributary/tributary/internal/chstore"
 
 	"github.com/tributary/tributary/internal/envelope"
 )
@@ -229,31 +229,13 @@ func (q *Queries) Freshness(ctx context.Context, topics []string) ([]ShardFreshn
 // Ping checks ClickHouse answers.
 func (q *Queries) Ping(ctx context.Context) error { return q.conn.Ping(ctx) }
 
-func quote(id string) string { return "`" + strings.ReplaceAll(id, "`", "\\`") + "`" }
+func quote(id string) string { return chstore.Quote(id) }
 
 // Open connects to ClickHouse for reading.
 func Open(ctx context.Context, addr, db, user, password string) (*Queries, error) {
-	if user == "" {
-		user = "default"
-	}
-	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr: []string{addr},
-		Auth: clickhouse.Auth{Database: "default", Username: user, Password: password},
-		Settings: clickhouse.Settings{
-			// FINAL + PREWHERE returns superseded rows: never let the
-			// optimizer move a WHERE there.
-			"optimize_move_to_prewhere": 0,
-		},
-		MaxOpenConns: 32,
-		MaxIdleConns: 16,
-		DialTimeout:  5 * time.Second,
-	})
+	conn, err := chstore.Dial(ctx, chstore.DialOptions{Addr: addr, Username: user, Password: password, MaxOpenConns: 32})
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse open: %w", err)
-	}
-	if err := conn.Ping(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("clickhouse ping %s: %w", addr, err)
+		return nil, err
 	}
 	return New(conn, db), nil
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/tributary/tributary/internal/chstore"
 )
 
 // ClickHouse error codes the verifier tells apart.
@@ -26,31 +28,11 @@ type chReader struct {
 }
 
 func openClickHouse(ctx context.Context, c ClickHouse, timeout time.Duration) (*chReader, error) {
-	user := c.User
-	if user == "" {
-		user = "default"
-	}
-	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr: []string{c.Addr},
-		Auth: clickhouse.Auth{Database: "default", Username: user, Password: c.Password},
-		Settings: clickhouse.Settings{
-			// FINAL + PREWHERE returns superseded rows (schema/clickhouse.md).
-			"optimize_move_to_prewhere": 0,
-			// A test tool only reads: 2 refuses writes and DDL but still
-			// allows the setting above (checked on 18.16).
-			"readonly": 2,
-		},
-		MaxOpenConns: 4,
-		DialTimeout:  timeout,
-	})
+	// A test tool only reads: ReadOnly refuses writes and DDL.
+	conn, err := chstore.Dial(ctx, chstore.DialOptions{Addr: c.Addr, Username: c.User, Password: c.Password,
+		MaxOpenConns: 4, DialTimeout: timeout, ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %w", err)
-	}
-	qctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := conn.Ping(qctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("clickhouse %s: %w", c.Addr, err)
 	}
 	return &chReader{conn: conn, db: c.Database, timeout: timeout}, nil
 }
