@@ -151,13 +151,23 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		if len(c.ev.Columns) == 0 || slices.Equal(c.ev.Columns, lastCols) {
 			continue
 		}
-		var err error
 		before := t
-		t, err = l.store.EnsureTable(ctx, name, idColumn, c.ev.Columns)
-		if err != nil {
+		var schemaErr error
+		// A schema the table cannot follow stops the table; anything else
+		// (ClickHouse down, a timeout) is retried like every other write.
+		err := l.retry(ctx, "ensure table "+name, func() error {
+			var err error
+			t, err = l.store.EnsureTable(ctx, name, idColumn, c.ev.Columns)
 			if errors.Is(err, chstore.ErrIncompatibleSchema) || errors.Is(err, chstore.ErrUnmappedType) {
-				return nil, &stopError{err}
+				schemaErr = err
+				return nil
 			}
+			return err
+		})
+		if schemaErr != nil {
+			return nil, &stopError{schemaErr}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("ensure table %s: %w", name, err)
 		}
 		if before == nil || len(before.Columns) != len(t.Columns) {

@@ -70,19 +70,53 @@ func ensureTopics(ctx context.Context, cl *kgo.Client, topics []string, partitio
 			return nil, fmt.Errorf("create topic %s: %w", r.Topic, r.Err)
 		}
 	}
+	return waitPartitions(ctx, adm, topics, 30*time.Second)
+}
+
+// waitPartitions returns the partition count of each topic once the
+// cluster's metadata shows all of them. A broker answers CreateTopics
+// before every broker's metadata cache knows the topic, so right after
+// creation a metadata request may still say UNKNOWN_TOPIC_OR_PARTITION;
+// that is retried until the deadline, then reported with the last error.
+func waitPartitions(ctx context.Context, adm *kadm.Client, topics []string, within time.Duration) (map[string]int32, error) {
+	deadline := time.Now().Add(within)
+	backoff := 50 * time.Millisecond
+	for {
+		out, missing, err := partitionCounts(ctx, adm, topics)
+		if err == nil && missing == "" {
+			return out, nil
+		}
+		if err == nil {
+			err = errors.New(missing)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("topics not visible in Kafka metadata %s after creation: %w", within, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// partitionCounts reads the metadata once; missing describes the first
+// topic that has no partitions yet.
+func partitionCounts(ctx context.Context, adm *kadm.Client, topics []string) (map[string]int32, string, error) {
 	md, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("describe topics: %w", err)
+		return nil, "", fmt.Errorf("describe topics: %w", err)
 	}
 	out := map[string]int32{}
 	for _, t := range topics {
 		d, ok := md[t]
 		if !ok || d.Err != nil || len(d.Partitions) == 0 {
-			return nil, fmt.Errorf("topic %s has no partitions after creation (err %v)", t, d.Err)
+			return nil, fmt.Sprintf("topic %s has no partitions yet (err %v)", t, d.Err), nil
 		}
 		out[t] = int32(len(d.Partitions))
 	}
-	return out, nil
+	return out, "", nil
 }
 
 // watermarkRecords builds one watermark per partition of every topic.

@@ -45,7 +45,10 @@ func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string) error {
 			return fmt.Errorf("create state topic %s: %w", topic, r.Err)
 		}
 	}
-	return nil
+	// Reading the state right after creation must not mistake a topic the
+	// metadata does not show yet for an empty one.
+	_, err = waitPartitions(ctx, adm, []string{topic}, 30*time.Second)
+	return err
 }
 
 // load returns the newest state stored for slot (nil if none), reading the
@@ -56,12 +59,20 @@ func (s *stateStore) load(ctx context.Context, brokers []string, slot string) (*
 	if err != nil {
 		return nil, fmt.Errorf("state topic offsets: %w", err)
 	}
+	// A partition whose end cannot be read is an error, never "no state":
+	// taking it for empty would drop the slot and re-snapshot the shard.
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("state topic offsets: %w", err)
+	}
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
+		if o.Offset > 0 {
 			want[o.Partition] = o.Offset
 		}
 	})
+	if len(ends) == 0 {
+		return nil, fmt.Errorf("state topic %s: no partitions in the offsets answer", s.topic)
+	}
 	if len(want) == 0 {
 		return nil, nil
 	}
