@@ -20,11 +20,13 @@ import (
 const usage = `cdc-reader — streams one PostgreSQL shard into Kafka.
 
 On first start it creates the publication (for the configured tables) and the
-logical replication slot, copies the tables through the slot's exported
-snapshot, then streams pgoutput changes. The slot is confirmed only up to
-changes Kafka has acknowledged; on restart it resumes from the slot's
-confirmed position (duplicates possible, never loss). It never drops the slot
-on stop.
+logical replication slot, copies the tables in chunks (--snapshot-workers at
+once, progress logged and stored in the state topic after Kafka acknowledged
+each chunk), then streams pgoutput changes from the slot's consistent point.
+The slot is confirmed only up to changes Kafka has acknowledged; on restart
+it resumes from the slot's confirmed position, or continues an unfinished
+copy where it stopped (duplicates possible, never loss). It never drops the
+slot on stop.
 
 The shard DSN is read from $TRIBUTARY_PG_DSN only (it holds a password): use
 a role with REPLICATION and SELECT on the tables.
@@ -48,6 +50,10 @@ type Config struct {
 	MaxBuffered       int
 	MaxBufferedBytes  int
 	StateTopic        string
+	SnapshotWorkers   int
+	SnapshotChunkRows int
+	SnapshotMaxRate   int
+	SnapshotProgress  time.Duration
 	MetricsAddr       string
 	LogFormat         string
 	LogLevel          string
@@ -69,6 +75,10 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", 100000, "records buffered for Kafka before reading pauses (bounds memory)")
 	fs.Int(&c.MaxBufferedBytes, "max-buffered-bytes", "TRIBUTARY_MAX_BUFFERED_BYTES", 32<<20, "bytes buffered for Kafka before reading pauses (bounds memory)")
 	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each slot's reader state (snapshot done, position)")
+	fs.Int(&c.SnapshotWorkers, "snapshot-workers", "TRIBUTARY_SNAPSHOT_WORKERS", 2, "chunks the initial snapshot copies at once (one connection each)")
+	fs.Int(&c.SnapshotChunkRows, "snapshot-chunk-rows", "TRIBUTARY_SNAPSHOT_CHUNK_ROWS", 10000, "rows per snapshot chunk: the unit of stored progress")
+	fs.Int(&c.SnapshotMaxRate, "snapshot-max-rows-per-second", "TRIBUTARY_SNAPSHOT_MAX_ROWS_PER_SECOND", 0, "limit the snapshot's read rate to spare the shard (0: unlimited)")
+	fs.Duration(&c.SnapshotProgress, "snapshot-progress-interval", "TRIBUTARY_SNAPSHOT_PROGRESS_INTERVAL", 10*time.Second, "how often snapshot progress (rows, rows/s, ETA) is logged")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")
 	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -108,6 +118,18 @@ func (c *Config) Validate() error {
 	if c.MaxBufferedBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--max-buffered-bytes must be >= 1 MiB (a record must fit), got %d", c.MaxBufferedBytes))
 	}
+	if c.SnapshotWorkers < 1 || c.SnapshotWorkers > 64 {
+		errs = append(errs, fmt.Errorf("--snapshot-workers must be 1..64, got %d", c.SnapshotWorkers))
+	}
+	if c.SnapshotChunkRows < 1 {
+		errs = append(errs, fmt.Errorf("--snapshot-chunk-rows must be >= 1, got %d", c.SnapshotChunkRows))
+	}
+	if c.SnapshotMaxRate < 0 {
+		errs = append(errs, fmt.Errorf("--snapshot-max-rows-per-second must be >= 0, got %d", c.SnapshotMaxRate))
+	}
+	if c.SnapshotProgress <= 0 {
+		errs = append(errs, errors.New("--snapshot-progress-interval must be > 0"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -128,6 +150,8 @@ func run(ctx context.Context, cfg *Config) error {
 		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions),
 		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval,
 		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
+		SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,
+		SnapshotMaxRowsPerSecond: cfg.SnapshotMaxRate, SnapshotProgressInterval: cfg.SnapshotProgress,
 	}, log, reg)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.Run(gctx) })

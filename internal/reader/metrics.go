@@ -12,10 +12,15 @@ type metrics struct {
 	lagSeconds     prometheus.Gauge
 	confirmedLSN   prometheus.Gauge
 	retainedBytes  prometheus.Gauge
-	walStatus      *prometheus.GaugeVec // status
-	snapshotRows   *prometheus.CounterVec
-	heartbeats     prometheus.Counter
-	watermarks     prometheus.Counter
+	walStatus      *prometheus.GaugeVec   // status
+	snapshotRows   *prometheus.CounterVec // table
+	// Snapshot progress, by table.
+	snapshotChunks    *prometheus.CounterVec
+	snapshotEstimated *prometheus.GaugeVec
+	snapshotProgress  *prometheus.GaugeVec
+	snapshotResumes   prometheus.Counter
+	heartbeats        prometheus.Counter
+	watermarks        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, shard string) *metrics {
@@ -43,13 +48,22 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 		walStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tributary_reader_slot_wal_status",
 			Help: "1 for the slot's current wal_status (reserved, extended, unreserved, lost).", ConstLabels: l}, []string{"status"}),
 		snapshotRows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_snapshot_rows_total",
-			Help: "Rows copied by the initial snapshot, by table.", ConstLabels: l}, []string{"table"}),
+			Help: "Rows copied by the initial snapshot and acknowledged by Kafka, by table.", ConstLabels: l}, []string{"table"}),
+		snapshotChunks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_snapshot_chunks_total",
+			Help: "Snapshot chunks copied and acknowledged by Kafka (their progress is then stored), by table.", ConstLabels: l}, []string{"table"}),
+		snapshotEstimated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tributary_reader_snapshot_estimated_rows",
+			Help: "Rows the snapshot expects to copy per table (pg_class.reltuples when the copy was planned; 0: unknown).", ConstLabels: l}, []string{"table"}),
+		snapshotProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tributary_reader_snapshot_progress_ratio",
+			Help: "Fraction of each table the snapshot has copied, by its row estimate (1 when done, at most 0.99 before).", ConstLabels: l}, []string{"table"}),
+		snapshotResumes: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_snapshot_resumes_total",
+			Help: "Unfinished snapshots continued from their stored progress instead of started over.", ConstLabels: l}),
 		heartbeats: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_heartbeats_total",
 			Help: "Heartbeat messages written to the shard's WAL.", ConstLabels: l}),
 		watermarks: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_watermarks_total",
 			Help: "Watermark rounds published (one record per partition per table topic).", ConstLabels: l}),
 	}
 	reg.MustRegister(m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
-		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks)
+		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks,
+		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes)
 	return m
 }

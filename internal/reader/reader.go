@@ -1,6 +1,7 @@
 // Package reader is Tributary's per-shard CDC reader: it manages the
 // shard's publication and logical slot, copies the configured tables once
-// through the slot's exported snapshot, then streams pgoutput changes into
+// (chunked, parallel and resumable; snapshot.go says why a copy that is not
+// one consistent snapshot is exact), then streams pgoutput changes into
 // Kafka as change envelopes keyed by global id.
 //
 // The no-loss rule: the slot is confirmed only up to the end of the newest
@@ -26,7 +27,9 @@
 // changes_total{table,op}, wal_bytes_total, records_produced_total{topic},
 // produce_seconds, errors_total{kind}, lag_bytes, lag_seconds,
 // confirmed_lsn, slot_retained_wal_bytes, slot_wal_status{status},
-// snapshot_rows_total{table}, heartbeats_total, watermarks_total.
+// snapshot_rows_total{table}, snapshot_chunks_total{table},
+// snapshot_estimated_rows{table}, snapshot_progress_ratio{table},
+// snapshot_resumes_total, heartbeats_total, watermarks_total.
 package reader
 
 import (
@@ -72,8 +75,22 @@ type Config struct {
 	// MaxBufferedBytes bounds the producer's buffer in bytes (default 32 MiB).
 	MaxBufferedBytes int
 	// StateTopic is the compacted topic where the reader stores its state
-	// (snapshot done, last confirmed position) by slot name.
+	// (snapshot progress or done, last confirmed position) by slot name.
 	StateTopic string
+	// SnapshotWorkers is how many chunks are copied at once (default 2),
+	// each on its own connection.
+	SnapshotWorkers int
+	// SnapshotChunkRows is the rows per chunk (default 10000): the unit of
+	// progress, and what a restart copies again at most per worker.
+	SnapshotChunkRows int
+	// SnapshotRangesPerTable bounds how many key ranges a large table is
+	// cut into so that several workers copy it (default 4 per worker, at
+	// most 64).
+	SnapshotRangesPerTable int
+	// SnapshotMaxRowsPerSecond limits the copy's read rate (0: unlimited).
+	SnapshotMaxRowsPerSecond int
+	// SnapshotProgressInterval is how often progress is logged (default 10s).
+	SnapshotProgressInterval time.Duration
 }
 
 // Reader streams one shard.
@@ -100,6 +117,9 @@ type Reader struct {
 	seq      uint32
 	walEnd   envelope.LSN
 	lastMsg  time.Time
+	// snapEnd is where the snapshot's copy ended: no watermark below it.
+	// Set before the streaming goroutines start.
+	snapEnd envelope.LSN
 }
 
 // New builds a Reader; nothing connects until Run.
@@ -109,6 +129,18 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 	}
 	if cfg.MaxBufferedBytes <= 0 {
 		cfg.MaxBufferedBytes = 32 << 20
+	}
+	if cfg.SnapshotWorkers <= 0 {
+		cfg.SnapshotWorkers = 2
+	}
+	if cfg.SnapshotChunkRows <= 0 {
+		cfg.SnapshotChunkRows = 10000
+	}
+	if cfg.SnapshotRangesPerTable <= 0 {
+		cfg.SnapshotRangesPerTable = min(4*cfg.SnapshotWorkers, 64)
+	}
+	if cfg.SnapshotProgressInterval <= 0 {
+		cfg.SnapshotProgressInterval = 10 * time.Second
 	}
 	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: newMetrics(reg, strconv.Itoa(cfg.Shard))}
 }
@@ -171,6 +203,16 @@ func (r *Reader) Run(ctx context.Context) error {
 		r.log.Info("start: resume", slog.String("slot", r.cfg.Slot), slog.String("why", why))
 		start = slot.confirmed
 		r.tracker = newTracker(start)
+		r.snapEnd = stored.SnapshotEnd
+	case actionResumeSnapshot:
+		r.log.Info("start: resume snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why),
+			slog.String("consistent_point", stored.ConsistentPoint.String()))
+		r.m.snapshotResumes.Inc()
+		start = stored.ConsistentPoint
+		r.tracker = newTracker(start)
+		if err := r.copySnapshot(ctx, sqlConn, stored); err != nil {
+			return fmt.Errorf("initial snapshot (resumed): %w", err)
+		}
 	case actionRecreate:
 		// Rows deleted at the source while the slot was not trustworthy
 		// stay in ClickHouse until reconciled (the verifier reports them);
@@ -184,7 +226,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		if action == actionCreate {
 			r.log.Info("start: create slot and snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why))
 		}
-		if start, err = r.createAndSnapshot(ctx, repl); err != nil {
+		if start, err = r.createAndSnapshot(ctx, repl, sqlConn); err != nil {
 			return err
 		}
 	}
@@ -217,40 +259,6 @@ func (r *Reader) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
-}
-
-// createAndSnapshot creates the slot, copies the tables in its exported
-// snapshot and records that the snapshot is complete. It returns the slot's
-// consistent point, where streaming starts.
-func (r *Reader) createAndSnapshot(ctx context.Context, repl *pgconn.PgConn) (envelope.LSN, error) {
-	if err := r.state.save(ctx, readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard}); err != nil {
-		return 0, err
-	}
-	res, err := createSlot(ctx, repl, r.cfg.Slot)
-	if err != nil {
-		return 0, err
-	}
-	cp, err := envelope.ParseLSN(res.ConsistentPoint)
-	if err != nil {
-		return 0, err
-	}
-	r.log.Info("slot created; taking initial snapshot", slog.String("slot", r.cfg.Slot),
-		slog.String("consistent_point", cp.String()), slog.String("snapshot", res.SnapshotName))
-	r.tracker = newTracker(cp)
-	snapConn, err := pgx.Connect(ctx, r.cfg.DSN)
-	if err != nil {
-		return 0, fmt.Errorf("snapshot connection: %w", err)
-	}
-	defer snapConn.Close(context.WithoutCancel(ctx))
-	if err := r.snapshot(ctx, snapConn, res.SnapshotName, cp); err != nil {
-		// The slot stays; the stored state says the snapshot is not done,
-		// so the next start drops it and snapshots again.
-		return 0, fmt.Errorf("initial snapshot: %w", err)
-	}
-	if err := r.state.save(ctx, readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: cp}); err != nil {
-		return 0, err
-	}
-	return cp, nil
 }
 
 // sendStatus reports the confirmed position. It is never zero: the tracker
@@ -481,11 +489,10 @@ func (r *Reader) produce(ctx context.Context, st *txnState, topic string, ev *en
 	return r.produceTo(ctx, r.producer, st, topic, -1, ev)
 }
 
-// produceTo produces through cl (the streaming producer, or the snapshot's
-// transactional one), to partition when >= 0, else by key.
+// produceTo produces through cl, to partition when >= 0, else by key.
 //
-// It runs on Run's goroutine only (snapshot, then stream): r.enc is not
-// safe for concurrent use.
+// It runs on the stream goroutine only: r.enc is not safe for concurrent
+// use (the snapshot's workers have encoders of their own).
 func (r *Reader) produceTo(ctx context.Context, cl *kgo.Client, st *txnState, topic string, partition int32, ev *envelope.Event) error {
 	// The reflection-free encoder: about 8x cheaper than json.Marshal here,
 	// the reader's largest cost (docs/benchmarks.md).
@@ -531,7 +538,10 @@ func (r *Reader) watermarks(ctx context.Context) error {
 		if err != nil {
 			return nil // the stream goroutine reports it
 		}
-		if pos == last && time.Since(lastAt) < 10*r.cfg.WatermarkInterval {
+		r.saveState(ctx, &stored)
+		// Below the snapshot's end, copied rows may be ahead of the stream:
+		// the shard is not complete at pos yet (snapshot.go).
+		if pos < r.snapEnd || (pos == last && time.Since(lastAt) < 10*r.cfg.WatermarkInterval) {
 			continue
 		}
 		ts := time.Now()
@@ -551,17 +561,26 @@ func (r *Reader) watermarks(ctx context.Context) error {
 			})
 		}
 		r.m.watermarks.Inc()
-		if rep := envelope.LSN(r.reported.Load()); rep > stored {
-			// Only positions already sent to the server are stored, so the
-			// stored one is never ahead of the slot (decideStart relies on it).
-			if err := r.state.save(ctx, readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: rep}); err != nil && ctx.Err() == nil {
-				r.log.Warn("saving reader state failed", slog.Any("err", err))
-			} else {
-				stored = rep
-			}
-		}
 		last, lastAt = pos, time.Now()
 	}
+}
+
+// saveState stores the position last reported to the server if it moved
+// past *stored. Only positions already sent to the server are stored, so
+// the stored one is never ahead of the slot (decideStart relies on it).
+func (r *Reader) saveState(ctx context.Context, stored *envelope.LSN) {
+	rep := envelope.LSN(r.reported.Load())
+	if rep <= *stored {
+		return
+	}
+	st := readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: rep, SnapshotEnd: r.snapEnd}
+	if err := r.state.save(ctx, st); err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("saving reader state failed", slog.Any("err", err))
+		}
+		return
+	}
+	*stored = rep
 }
 
 // monitor writes heartbeats and samples the slot's WAL retention.

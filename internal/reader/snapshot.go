@@ -1,23 +1,93 @@
 package reader
 
+// The initial snapshot: chunked, parallel, resumable, without a consistent
+// snapshot and without a Kafka transaction.
+//
+// Why a copy that is not consistent is still exact. Every envelope carries
+// a version (its change's LSN) and the loader keeps, per row (id, shard),
+// the highest version; snapshot rows carry version 0, so any streamed change
+// of a row wins over any copy of it. The slot is created first, at its
+// consistent point C, and streaming starts at C once the copy is done, so
+// every change committed after C reaches Kafka with its own LSN. Take any
+// row and the source's state at the end, F:
+//
+//   - last changed before C: it never changes during the copy, so whichever
+//     chunk covers its key sees it, with its final value (chunks cover the
+//     whole key space: each range (lo, hi] is paged by "key > last copied"
+//     in key order until a chunk comes back short);
+//   - changed after C: its last change is streamed with an LSN > 0 and wins
+//     over whatever (possibly older, possibly newer) copy a chunk took; a
+//     delete's tombstone wins the same way; an update that changes the key
+//     is streamed as a delete of the old id and an insert of the new one;
+//   - a TRUNCATE after C is streamed after every snapshot record (streaming
+//     starts after the copy), and the loader tombstones the shard's rows
+//     older than it, copies included; rows inserted after it are streamed.
+//   - unchanged TOAST values of a streamed update are taken from the newest
+//     stored version: if that is a copy, no streamed change set the column
+//     between C and that update, or a later one sets it and supersedes.
+//
+// One gap in that argument, and its fix: "committed before C" means the
+// commit record precedes C in the WAL, while a chunk's snapshot sees a
+// transaction only once it left the proc array, which happens after its
+// commit record is written (with synchronous replication, possibly long
+// after). A chunk could then miss a transaction the slot will not stream.
+// So after creating the slot, the reader imports the slot's exported
+// snapshot, notes which transactions it counts as finished, and waits until
+// none of them is still running in a fresh snapshot (waitCommitted). Every
+// chunk snapshot after that sees everything before C.
+//
+// Intermediate states: while the stream is between C and the end of the
+// copy E (the WAL insert position after the last chunk), ClickHouse may
+// show a row copied at a later state than the stream has reached. So no
+// watermark is published below E: a shard is called complete at a
+// position only when its data is the source's state at that position.
+//
+// At-least-once without a transaction: records go through the idempotent
+// acks=all producer; a range's progress (the last key copied) is stored in
+// the reader-state topic only after Kafka acknowledged that chunk and every
+// earlier chunk of the range. A restart continues each range after its
+// stored key; chunks produced but not recorded are copied again (the
+// loader drops or overwrites equal versions, and a copy that differs from
+// the earlier one belongs to a row changed after C, which the stream
+// fixes). The slot is not touched during the copy: replication starts only
+// afterwards, so it is never confirmed past C before the copy is complete,
+// and an unfinished snapshot resumes only if the slot is still at C.
+//
+// Tables without a primary key or replica identity index (REPLICA IDENTITY
+// FULL) have no key to page by: they are copied in one chunk, a single
+// streaming SELECT. That is still bounded in memory and has no time limit,
+// but is not resumable within the table: a restart copies it again.
+
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/tables"
 )
 
-// snapshotColumns reads a table's columns as the envelope describes them,
-// inside the snapshot transaction.
-func snapshotColumns(ctx context.Context, tx pgx.Tx, t tables.Table) ([]envelope.Column, error) {
-	rows, err := tx.Query(ctx, `
+// ErrSnapshotIncomplete is returned when the copy ended without every range
+// done (a bug, or the source changed under it in a way it cannot follow).
+var ErrSnapshotIncomplete = errors.New("snapshot incomplete")
+
+// querier is what column and key lookups need.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// snapshotColumns reads a table's columns as the envelope describes them.
+func snapshotColumns(ctx context.Context, conn querier, t tables.Table) ([]envelope.Column, error) {
+	rows, err := conn.Query(ctx, `
 		SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid::int8,
 		       COALESCE(a.attnum = ANY(i.indkey), false)
 		FROM pg_attribute a
@@ -43,126 +113,465 @@ func snapshotColumns(ctx context.Context, tx pgx.Tx, t tables.Table) ([]envelope
 	return cols, rows.Err()
 }
 
-// snapshot copies every configured table as it was at the slot's
-// consistent point, producing OpRead envelopes (version 0: any streamed
-// change of the same row wins). It returns once Kafka committed all of
-// them.
-//
-// The whole snapshot is one Kafka transaction (transactional id
-// "tributary-snapshot-<slot>"), and loaders read committed records only: a
-// reader killed mid-snapshot leaves nothing half-visible, and its
-// successor's first transaction fences and aborts the orphan. Kafka bounds
-// a transaction's duration (transaction.max.timeout.ms, 15 min by default):
-// a snapshot that takes longer fails loudly; chunked, resumable snapshots
-// are future work.
-func (r *Reader) snapshot(ctx context.Context, conn *pgx.Conn, snapshotName string, consistent envelope.LSN) error {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(r.cfg.Brokers...),
-		kgo.TransactionalID("tributary-snapshot-"+r.cfg.Slot),
-		kgo.TransactionTimeout(15*time.Minute),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.MaxBufferedRecords(r.cfg.MaxBuffered),
-		kgo.MaxBufferedBytes(r.cfg.MaxBufferedBytes),
-		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
-		kgo.UnknownTopicRetries(-1),
-	)
+// createAndSnapshot creates the slot, waits until every transaction it
+// counts as committed is visible, stores the plan and copies the tables.
+// It returns the slot's consistent point, where streaming starts.
+func (r *Reader) createAndSnapshot(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn) (envelope.LSN, error) {
+	// No consistent point stored: a crash before the plan is stored drops
+	// and recreates the slot.
+	if err := r.state.save(ctx, readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard}); err != nil {
+		return 0, err
+	}
+	res, err := createSlot(ctx, repl, r.cfg.Slot)
 	if err != nil {
-		return fmt.Errorf("snapshot producer: %w", err)
+		return 0, err
 	}
-	defer cl.Close()
-	if err := cl.BeginTransaction(); err != nil {
-		return fmt.Errorf("snapshot transaction: %w", err)
+	snapName := res.SnapshotName
+	cp, err := envelope.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return 0, err
 	}
-	if err := r.copyTables(ctx, cl, conn, snapshotName, consistent); err != nil {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		cl.AbortBufferedRecords(actx)         //nolint:errcheck // best effort before the abort
-		cl.EndTransaction(actx, kgo.TryAbort) //nolint:errcheck // a successor fences it anyway
+	r.log.Info("slot created; taking initial snapshot", slog.String("slot", r.cfg.Slot),
+		slog.String("consistent_point", cp.String()), slog.String("snapshot", snapName))
+	if err := waitCommitted(ctx, conn, snapName, r.log); err != nil {
+		return 0, err
+	}
+	plan, err := r.planSnapshot(ctx, conn, nil)
+	if err != nil {
+		return 0, err
+	}
+	st := readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, ConsistentPoint: cp, Snapshot: &plan}
+	if err := r.state.save(ctx, st); err != nil {
+		return 0, err
+	}
+	r.tracker = newTracker(cp)
+	if err := r.copySnapshot(ctx, conn, &st); err != nil {
+		return 0, fmt.Errorf("initial snapshot: %w", err)
+	}
+	return cp, nil
+}
+
+// waitCommitted waits until no transaction that the slot's exported
+// snapshot counts as finished still shows as running in a fresh snapshot
+// (see the top of this file). It must run before the replication
+// connection is used again: the exported snapshot lives until then.
+// Requires PostgreSQL 13 (pg_current_snapshot).
+func waitCommitted(ctx context.Context, conn *pgx.Conn, snapName string, log *slog.Logger) error {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("import slot snapshot: %w", err)
+	}
+	var exported string
+	_, err = tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(snapName, "'", "")+"'")
+	if err == nil {
+		err = tx.QueryRow(ctx, "SELECT pg_current_snapshot()::text").Scan(&exported)
+	}
+	tx.Rollback(ctx) //nolint:errcheck // read-only
+	if err != nil {
+		return fmt.Errorf("import slot snapshot %s: %w", snapName, err)
+	}
+	start := time.Now()
+	nextLog := start.Add(10 * time.Second)
+	for {
+		var running []string
+		err := conn.QueryRow(ctx, `SELECT COALESCE(array_agg(x::text), '{}')
+			FROM pg_snapshot_xip(pg_current_snapshot()) x
+			WHERE x < pg_snapshot_xmax($1::pg_snapshot)
+			  AND x <> ALL (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))`, exported).Scan(&running)
+		if err != nil {
+			return fmt.Errorf("check transactions committed before the slot: %w", err)
+		}
+		if len(running) == 0 {
+			return nil
+		}
+		if time.Now().After(nextLog) {
+			log.Warn("snapshot waits for transactions that committed before the slot's consistent point but are not visible yet (synchronous replication?)",
+				slog.Any("xids", running), slog.Duration("waited", time.Since(start)))
+			nextLog = time.Now().Add(10 * time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// planSnapshot makes the plan for every configured table, keeping the
+// stored plan (and progress) of tables whose key is unchanged.
+func (r *Reader) planSnapshot(ctx context.Context, conn *pgx.Conn, prev *snapshotState) (snapshotState, error) {
+	st := snapshotState{Started: time.Now().UTC()}
+	if prev != nil {
+		st.Started = prev.Started
+	}
+	for _, t := range r.cfg.Tables.Tables {
+		key, err := tableKey(ctx, conn, t)
+		if err != nil {
+			return st, err
+		}
+		if prev != nil {
+			if i := findTable(prev, t); i >= 0 {
+				if slicesEqual(prev.Tables[i].Key, keyNames(key)) {
+					st.Tables = append(st.Tables, prev.Tables[i])
+					continue
+				}
+				r.log.Warn("snapshot: the table's key changed since the copy began; copying it from the start",
+					slog.String("table", t.Name), slog.Any("was", prev.Tables[i].Key), slog.Any("now", keyNames(key)))
+			}
+		}
+		if len(key) == 0 {
+			r.log.Warn("snapshot: table has no primary key or replica identity index; it is copied in one chunk, not resumable within the table",
+				slog.String("table", t.Name))
+		}
+		tp, err := planTable(ctx, conn, t, key, r.cfg.SnapshotRangesPerTable, r.cfg.SnapshotChunkRows)
+		if err != nil {
+			return st, err
+		}
+		st.Tables = append(st.Tables, tp)
+	}
+	return st, nil
+}
+
+func findTable(st *snapshotState, t tables.Table) int {
+	for i, p := range st.Tables {
+		if p.Schema == t.Schema && p.Name == t.Name {
+			return i
+		}
+	}
+	return -1
+}
+
+func slicesEqual(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// snapTable is what the workers need about one table.
+type snapTable struct {
+	t    tables.Table
+	cols []envelope.Column
+	key  []keyColumn
+	idAt int
+}
+
+// copySnapshot copies every range of st.Snapshot not yet done, then stores
+// the snapshot as done. st.ConsistentPoint is the slot's.
+func (r *Reader) copySnapshot(ctx context.Context, conn *pgx.Conn, st *readerState) error {
+	plan, err := r.planSnapshot(ctx, conn, st.Snapshot)
+	if err != nil {
 		return err
 	}
-	if err := cl.Flush(ctx); err != nil {
-		return fmt.Errorf("snapshot flush: %w", err)
+	st.Snapshot = &plan
+	tabs := make([]snapTable, len(plan.Tables))
+	for i, t := range r.cfg.Tables.Tables {
+		// planSnapshot keeps the configuration's order.
+		if tabs[i], err = r.snapTable(ctx, conn, t); err != nil {
+			return err
+		}
 	}
-	if _, _, err := r.tracker.position(); err != nil {
-		return fmt.Errorf("snapshot produce: %w", err)
+	prog := newSnapProgress(plan, func(ti int, rows int64, tp *tableProgress) {
+		name := plan.Tables[ti].Name
+		r.m.snapshotRows.WithLabelValues(name).Add(float64(rows))
+		r.m.snapshotChunks.WithLabelValues(name).Inc()
+		r.m.snapshotProgress.WithLabelValues(name).Set(progressRatio(tp))
+	})
+	before := totalsOf(&plan)
+	for _, tp := range plan.Tables {
+		r.m.snapshotEstimated.WithLabelValues(tp.Name).Set(float64(tp.Estimate))
+		r.m.snapshotProgress.WithLabelValues(tp.Name).Set(progressRatio(&tp))
 	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return fmt.Errorf("snapshot commit: %w", err)
+	r.log.Info("snapshot copying", slog.String("consistent_point", st.ConsistentPoint.String()),
+		slog.Int("tables", before.tables), slog.Int("ranges", before.ranges), slog.Int("ranges_done", before.rangesDone),
+		slog.Int64("rows_done", before.rows), slog.Int64("estimated_rows", before.estimate),
+		slog.Int("workers", r.cfg.SnapshotWorkers), slog.Int("chunk_rows", r.cfg.SnapshotChunkRows))
+
+	type work struct{ table, rng int }
+	var queue []work
+	for ti, tp := range plan.Tables {
+		for ri, rg := range tp.Ranges {
+			if !rg.Done {
+				queue = append(queue, work{ti, ri})
+			}
+		}
 	}
+	start := time.Now()
+	saveCtx, stopSaving := context.WithCancel(ctx)
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		r.snapshotSaver(saveCtx, st, prog, before, start)
+	}()
+
+	var mu sync.Mutex
+	next := 0
+	take := func() (work, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if next >= len(queue) {
+			return work{}, false
+		}
+		next++
+		return queue[next-1], true
+	}
+	pace := newPacer(r.cfg.SnapshotMaxRowsPerSecond)
+	g, gctx := errgroup.WithContext(ctx)
+	for w := 0; w < min(r.cfg.SnapshotWorkers, len(queue)); w++ {
+		g.Go(func() error {
+			wc, err := pgx.Connect(gctx, r.cfg.DSN)
+			if err != nil {
+				return fmt.Errorf("snapshot connection: %w", err)
+			}
+			defer wc.Close(context.WithoutCancel(gctx))
+			var enc envelope.Encoder
+			for {
+				wk, ok := take()
+				if !ok {
+					return nil
+				}
+				rg := plan.Tables[wk.table].Ranges[wk.rng]
+				if err := r.copyRange(gctx, ctx, wc, &enc, pace, prog, &tabs[wk.table], wk.table, wk.rng, rg, st.ConsistentPoint); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	err = g.Wait()
+	if err == nil {
+		// Every record handed over: wait for Kafka's answers.
+		if ferr := r.producer.Flush(ctx); ferr != nil {
+			err = fmt.Errorf("snapshot flush: %w", ferr)
+		}
+	}
+	if err == nil {
+		if perr := prog.failure(); perr != nil {
+			err = fmt.Errorf("snapshot produce: %w", perr)
+		}
+	}
+	stopSaving()
+	<-saved // no progress save may land after the final state
+	if err != nil {
+		// Keep what was acknowledged, so that the restart continues there.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		final, _ := prog.state()
+		st.Snapshot = &final
+		if serr := r.state.save(sctx, *st); serr != nil {
+			r.log.Warn("saving snapshot progress failed", slog.Any("err", serr))
+		}
+		return err
+	}
+	final, _ := prog.state()
+	tot := totalsOf(&final)
+	if tot.rangesDone != tot.ranges {
+		return fmt.Errorf("%w: %d of %d ranges done", ErrSnapshotIncomplete, tot.rangesDone, tot.ranges)
+	}
+	var end envelope.LSN
+	var endText string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&endText); err != nil {
+		return fmt.Errorf("snapshot end position: %w", err)
+	}
+	if end, err = envelope.ParseLSN(endText); err != nil {
+		return err
+	}
+	done := readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: st.ConsistentPoint,
+		ConsistentPoint: st.ConsistentPoint, SnapshotEnd: end}
+	if err := r.state.save(ctx, done); err != nil {
+		return err
+	}
+	*st = done
+	r.snapEnd = end
+	took := time.Since(start)
+	r.log.Info("snapshot complete", slog.Int64("rows", tot.rows), slog.Int64("rows_this_run", tot.rows-before.rows),
+		slog.Int64("chunks", tot.chunks), slog.Duration("took", took),
+		slog.Float64("rows_per_s", float64(tot.rows-before.rows)/took.Seconds()),
+		slog.String("end", end.String()))
 	return nil
 }
 
-func (r *Reader) copyTables(ctx context.Context, cl *kgo.Client, conn *pgx.Conn, snapshotName string, consistent envelope.LSN) error {
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("snapshot begin: %w", err)
+// snapTable looks up a table's columns and key and where they are in a
+// SELECT * row.
+func (r *Reader) snapTable(ctx context.Context, conn *pgx.Conn, t tables.Table) (snapTable, error) {
+	st := snapTable{t: t, idAt: -1}
+	var err error
+	if st.cols, err = snapshotColumns(ctx, conn, t); err != nil {
+		return st, err
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // read-only
-	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT '"+strings.ReplaceAll(snapshotName, "'", "")+"'"); err != nil {
-		return fmt.Errorf("import snapshot %s: %w", snapshotName, err)
+	if st.key, err = tableKey(ctx, conn, t); err != nil {
+		return st, err
 	}
-	st := r.tracker.begin()
-	now := time.Now().UTC()
-	for _, t := range r.cfg.Tables.Tables {
-		cols, err := snapshotColumns(ctx, tx, t)
-		if err != nil {
+	for i, c := range st.cols {
+		if c.Name == t.IDColumn {
+			st.idAt = i
+		}
+	}
+	if st.idAt < 0 {
+		return st, fmt.Errorf("snapshot %s: no id column %q", t.Name, t.IDColumn)
+	}
+	return st, nil
+}
+
+// copyRange copies one range, chunk by chunk, from its stored position.
+// Each chunk is one statement (its own snapshot); its records are handed
+// to the producer as they are read, and the chunk is recorded when Kafka
+// acknowledged them all (snapProgress).
+//
+// Records are produced with pctx, not ctx: ctx (the workers' group) ends
+// when the last worker returns, while records may still be buffered.
+func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envelope.Encoder, pace *pacer, prog *snapProgress,
+	tab *snapTable, ti, ri int, rg rangeProgress, cp envelope.LSN) error {
+	t := tab.t
+	limit := r.cfg.SnapshotChunkRows
+	size := 256
+	for {
+		if err := pace.wait(ctx, limit); err != nil {
 			return err
 		}
-		idIdx := -1
-		for i, c := range cols {
-			if c.Name == t.IDColumn {
-				idIdx = i
-			}
+		if err := prog.failure(); err != nil {
+			return fmt.Errorf("snapshot produce: %w", err)
 		}
-		if idIdx < 0 {
-			return fmt.Errorf("snapshot %s: no id column %q", t.Name, t.IDColumn)
-		}
-		start := time.Now()
-		q := "SELECT * FROM " + pgx.Identifier{t.Schema, t.Name}.Sanitize()
-		// Text results: the same output functions pgoutput uses.
-		res := conn.PgConn().ExecParams(ctx, q, nil, nil, nil, []int16{0})
-		n := 0
+		q, args := chunkQuery(t.Schema, t.Name, tab.key, &rg, limit)
+		c := prog.open(ti, ri)
+		now := time.Now().UTC()
+		res := conn.PgConn().ExecParams(ctx, q, args, nil, nil, []int16{0})
+		var n int64
+		var last map[string]*string
 		for res.NextRow() {
 			vals := res.Values()
-			if len(vals) != len(cols) {
+			if len(vals) != len(tab.cols) {
 				res.Close()
-				return fmt.Errorf("snapshot %s: %d values for %d columns", t.Name, len(vals), len(cols))
+				return fmt.Errorf("snapshot %s: %d values for %d columns (did the table change?)", t.Name, len(vals), len(tab.cols))
 			}
-			after := make(map[string]*string, len(cols))
+			after := make(map[string]*string, len(tab.cols))
 			for i, v := range vals {
 				if v != nil {
 					s := string(v)
-					after[cols[i].Name] = &s
+					after[tab.cols[i].Name] = &s
 				} else {
-					after[cols[i].Name] = nil
+					after[tab.cols[i].Name] = nil
 				}
 			}
-			if after[t.IDColumn] == nil {
+			id := after[t.IDColumn]
+			if id == nil {
 				res.Close()
 				return fmt.Errorf("snapshot %s: NULL id", t.Name)
 			}
-			ev := &envelope.Event{
+			ev := envelope.Event{
 				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name,
-				Op: envelope.OpRead, ID: *after[t.IDColumn], CommitLSN: consistent, CommitTime: now,
-				Columns: cols, After: after,
+				Op: envelope.OpRead, ID: *id, CommitLSN: cp, CommitTime: now,
+				Columns: tab.cols, After: after,
 			}
-			if err := r.produceTo(ctx, cl, st, t.Topic, -1, ev); err != nil {
-				res.Close()
-				return err
-			}
+			b := enc.Append(make([]byte, 0, size+64), &ev)
+			size = len(b)
+			prog.add(c)
+			r.producer.Produce(pctx, &kgo.Record{Topic: t.Topic, Key: []byte(*id), Value: b}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					r.m.errors.WithLabelValues("produce").Inc()
+				}
+				prog.ack(c, err)
+			})
 			n++
-			if n%100000 == 0 {
-				r.log.Info("snapshot progress", slog.String("table", t.Name), slog.Int("rows", n),
-					slog.Float64("rows_per_s", float64(n)/time.Since(start).Seconds()))
+			last = after // its strings are copies: vals is reused by the next row
+		}
+		var lastKey []string
+		if n > 0 && len(tab.key) > 0 {
+			lastKey = make([]string, len(tab.key))
+			for i, k := range tab.key {
+				v := last[k.Name]
+				if v == nil {
+					res.Close()
+					return fmt.Errorf("snapshot %s: NULL in key column %q", t.Name, k.Name)
+				}
+				lastKey[i] = *v
 			}
 		}
 		if _, err := res.Close(); err != nil {
+			prog.seal(c, 0, nil, false) // nothing recorded for it
 			return fmt.Errorf("snapshot %s: %w", t.Name, err)
 		}
-		r.m.snapshotRows.WithLabelValues(t.Name).Add(float64(n))
-		r.log.Info("snapshot table done", slog.String("table", t.Name), slog.Int("rows", n), slog.Duration("took", time.Since(start)))
+		final := len(tab.key) == 0 || n < int64(limit)
+		prog.seal(c, n, lastKey, final)
+		if final {
+			return nil
+		}
+		rg.After = lastKey
 	}
-	r.tracker.seal(st, consistent, now.UnixMicro())
+}
+
+// snapshotSaver stores the acknowledged progress every second and logs it
+// every SnapshotProgressInterval, until ctx ends.
+func (r *Reader) snapshotSaver(ctx context.Context, st *readerState, prog *snapProgress, before snapTotals, start time.Time) {
+	save := time.NewTicker(time.Second)
+	defer save.Stop()
+	report := time.NewTicker(r.cfg.SnapshotProgressInterval)
+	defer report.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-save.C:
+			cur, changed := prog.state()
+			if !changed {
+				continue
+			}
+			s := *st
+			s.Snapshot = &cur
+			if err := r.state.save(ctx, s); err != nil && ctx.Err() == nil {
+				r.log.Warn("saving snapshot progress failed", slog.Any("err", err))
+			}
+		case <-report.C:
+			tot := prog.totals()
+			elapsed := time.Since(start)
+			rate := float64(tot.rows-before.rows) / elapsed.Seconds()
+			attrs := []any{slog.Int64("rows", tot.rows), slog.Int64("rows_this_run", tot.rows-before.rows),
+				slog.Float64("rows_per_s", float64(int64(rate*10))/10), slog.Int64("estimated_rows", tot.estimate),
+				slog.Int64("chunks", tot.chunks), slog.String("tables_done", fmt.Sprintf("%d/%d", tot.tablesDone, tot.tables)),
+				slog.String("ranges_done", fmt.Sprintf("%d/%d", tot.rangesDone, tot.ranges)), slog.Duration("elapsed", elapsed.Round(time.Second))}
+			if left, ok := eta(tot.rows, tot.estimate, rate); ok {
+				attrs = append(attrs, slog.Duration("eta", left.Round(time.Second)))
+			}
+			r.log.Info("snapshot progress", attrs...)
+		}
+	}
+}
+
+// pacer spaces chunks so that the copy reads at most rate rows/s (0: no
+// limit), to spare a busy shard.
+type pacer struct {
+	mu   sync.Mutex
+	rate float64
+	next time.Time
+}
+
+func newPacer(rowsPerSecond int) *pacer {
+	return &pacer{rate: float64(rowsPerSecond)}
+}
+
+// wait reserves n rows and sleeps until their turn.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	if p.rate <= 0 {
+		return nil
+	}
+	p.mu.Lock()
+	now := time.Now()
+	if p.next.Before(now) {
+		p.next = now
+	}
+	at := p.next
+	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	p.mu.Unlock()
+	if d := time.Until(at); d > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
 	return nil
 }

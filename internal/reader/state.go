@@ -15,17 +15,31 @@ import (
 )
 
 // readerState is what a reader remembers across restarts, in a compacted
-// Kafka topic keyed by slot. It answers two questions the slot alone cannot:
-// did the initial snapshot finish (a reader killed mid-snapshot leaves a
-// slot behind that must not be streamed from), and was the slot dropped and
-// recreated behind our back (its confirmed position would then be below the
-// one we stored, since a slot never moves backwards).
+// Kafka topic keyed by slot. It answers three questions the slot alone
+// cannot: did the initial snapshot finish (a slot whose snapshot did not
+// finish must not be streamed from), how far did an unfinished snapshot
+// get (so that a restart continues it instead of starting over), and was
+// the slot dropped and recreated behind our back (its confirmed position
+// would then be below the one we stored, since a slot never moves
+// backwards).
 type readerState struct {
 	Slot         string       `json:"slot"`
 	Shard        int          `json:"shard"`
 	SnapshotDone bool         `json:"snapshot_done"`
 	Confirmed    envelope.LSN `json:"confirmed"`
-	UpdatedAt    time.Time    `json:"updated_at"`
+	// ConsistentPoint is the slot's consistent point, stored once the slot
+	// exists and the copy may begin. An unfinished snapshot is resumable
+	// only while the slot is still exactly there: nothing was confirmed
+	// past it, so every change after it will still be streamed.
+	ConsistentPoint envelope.LSN `json:"consistent_point,omitempty"`
+	// SnapshotEnd is the WAL insert position read after the snapshot's last
+	// chunk: no copied row shows a state newer than it. Watermarks stay
+	// below it (see snapshot.go), so a shard is never called complete at a
+	// position its copied rows are ahead of.
+	SnapshotEnd envelope.LSN `json:"snapshot_end,omitempty"`
+	// Snapshot is the progress of an unfinished snapshot (nil once done).
+	Snapshot  *snapshotState `json:"snapshot,omitempty"`
+	UpdatedAt time.Time      `json:"updated_at"`
 }
 
 // stateStore reads and writes reader state.
@@ -132,7 +146,24 @@ const (
 	// actionRecreate drops the slot, creates it again and snapshots: what
 	// the slot would stream from cannot be trusted to be complete.
 	actionRecreate
+	// actionResumeSnapshot continues an unfinished snapshot from its stored
+	// progress, then streams from the slot's consistent point.
+	actionResumeSnapshot
 )
+
+func (a startAction) String() string {
+	switch a {
+	case actionResume:
+		return "resume"
+	case actionCreate:
+		return "create"
+	case actionRecreate:
+		return "recreate"
+	case actionResumeSnapshot:
+		return "resume-snapshot"
+	}
+	return fmt.Sprintf("startAction(%d)", int(a))
+}
 
 // decideStart compares the slot with the stored state and says what to do
 // and why. The slot's confirmed position wins over the stored one when it
@@ -148,8 +179,17 @@ func decideStart(slot slotInfo, stored *readerState) (startAction, string) {
 		return actionRecreate, "the slot's WAL was removed (wal_status = lost): changes are gone"
 	case stored == nil:
 		return actionRecreate, "the slot exists but no reader state was ever stored for it, so its snapshot cannot be known complete"
+	case !stored.SnapshotDone && (stored.ConsistentPoint == 0 || stored.Snapshot == nil):
+		return actionRecreate, "the initial snapshot did not finish and never recorded a start (the reader stopped while creating the slot)"
+	case !stored.SnapshotDone && slot.confirmed != stored.ConsistentPoint:
+		// Confirmed past the consistent point, changes in between may never
+		// have reached Kafka; behind it, the slot is not the one the copy
+		// started with.
+		return actionRecreate, fmt.Sprintf("the initial snapshot did not finish and the slot is at %s, not at the snapshot's consistent point %s",
+			slot.confirmed, stored.ConsistentPoint)
 	case !stored.SnapshotDone:
-		return actionRecreate, "the initial snapshot did not finish (the reader stopped during it)"
+		return actionResumeSnapshot, fmt.Sprintf("the initial snapshot did not finish; continuing it from its stored progress (slot still at its consistent point %s)",
+			slot.confirmed)
 	case stored.Confirmed > slot.confirmed:
 		return actionRecreate, fmt.Sprintf("the slot is at %s, behind the stored %s: it was dropped and recreated, changes in between are lost to it",
 			slot.confirmed, stored.Confirmed)

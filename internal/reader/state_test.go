@@ -4,6 +4,7 @@ import "testing"
 
 func TestDecideStart(t *testing.T) {
 	done := &readerState{SnapshotDone: true, Confirmed: 100}
+	inProgress := &readerState{ConsistentPoint: 100, Snapshot: &snapshotState{}}
 	for _, c := range []struct {
 		name   string
 		slot   slotInfo
@@ -12,9 +13,16 @@ func TestDecideStart(t *testing.T) {
 	}{
 		{"fresh", slotInfo{}, nil, actionCreate},
 		{"fresh with stale state", slotInfo{}, done, actionCreate},
+		{"fresh with stale snapshot progress", slotInfo{}, inProgress, actionCreate},
 		{"lost WAL", slotInfo{exists: true, walStatus: "lost", confirmed: 200}, done, actionRecreate},
+		{"lost WAL mid-snapshot", slotInfo{exists: true, walStatus: "lost", confirmed: 100}, inProgress, actionRecreate},
 		{"no state", slotInfo{exists: true, confirmed: 200}, nil, actionRecreate},
-		{"interrupted snapshot", slotInfo{exists: true, confirmed: 200}, &readerState{Confirmed: 100}, actionRecreate},
+		{"killed while creating the slot", slotInfo{exists: true, confirmed: 100}, &readerState{}, actionRecreate},
+		{"old-format interrupted snapshot", slotInfo{exists: true, confirmed: 200}, &readerState{Confirmed: 100}, actionRecreate},
+		{"consistent point without a plan", slotInfo{exists: true, confirmed: 100}, &readerState{ConsistentPoint: 100}, actionRecreate},
+		{"interrupted snapshot, slot at its consistent point", slotInfo{exists: true, confirmed: 100, walStatus: "reserved"}, inProgress, actionResumeSnapshot},
+		{"interrupted snapshot, slot confirmed past it", slotInfo{exists: true, confirmed: 150}, inProgress, actionRecreate},
+		{"interrupted snapshot, slot recreated behind", slotInfo{exists: true, confirmed: 50}, inProgress, actionRecreate},
 		{"slot went backwards", slotInfo{exists: true, confirmed: 50}, done, actionRecreate},
 		{"slot ahead of state", slotInfo{exists: true, confirmed: 300, walStatus: "reserved"}, done, actionResume},
 		{"slot equal to state", slotInfo{exists: true, confirmed: 100}, done, actionResume},
