@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,6 +77,9 @@ func benchLoader(ctx context.Context, args []string) error {
 		{Name: "title", Type: "text", OID: 25}, {Name: "amount", Type: "numeric(12,2)", OID: 1700},
 		{Name: "created_at", Type: "timestamp with time zone", OID: 1184}}
 	live := make([]bool, keys)
+	// The last values written per id, to check columns, not just counts.
+	lastCents := make([]int64, keys)
+	lastTitle := make([]int64, keys)
 	seen := make([]bool, keys)
 	shardOf := make([]int, keys)
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -103,7 +107,9 @@ func benchLoader(ctx context.Context, args []string) error {
 			ev.Op = envelope.OpUpdate
 		}
 		if ev.Op != envelope.OpDelete {
-			ws, title, amt, ts := strconv.Itoa(rnd.IntN(1000)), "title "+strconv.Itoa(i), fmt.Sprintf("%d.%02d", rnd.IntN(100000), rnd.IntN(100)), "2026-11-30 12:00:00.123456+00"
+			cents := rnd.Int64N(10_000_000)
+			lastCents[k], lastTitle[k] = cents, int64(i)
+			ws, title, amt, ts := strconv.Itoa(rnd.IntN(1000)), "title "+strconv.Itoa(i), fmt.Sprintf("%d.%02d", cents/100, cents%100), "2026-11-30 12:00:00.123456+00"
 			ev.After = map[string]*string{"id": &id, "workspace_id": &ws, "title": &title, "amount": &amt, "created_at": &ts}
 		}
 		b, err := envelope.Encode(ev)
@@ -122,9 +128,12 @@ func benchLoader(ctx context.Context, args []string) error {
 	}
 	produceDur := time.Since(start)
 	wantLive := 0
-	for _, l := range live {
+	var wantCents, wantTitles int64
+	for k, l := range live {
 		if l {
 			wantLive++
+			wantCents += lastCents[k]
+			wantTitles += lastTitle[k]
 		}
 	}
 	fmt.Printf("produced %d changes (%.1f MB JSON, avg %d B) in %s: %.0f records/s; %d ids live at the end\n",
@@ -142,14 +151,17 @@ func benchLoader(ctx context.Context, args []string) error {
 	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) //nolint:errcheck // resets VmHWM where allowed
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0) //nolint:errcheck
+	chPID := clickhousePID()
+	chCPU0 := processCPU(chPID)
 	group := "bench_" + run
 	var logOut io.Writer = io.Discard
 	if os.Getenv("TRIBUTARY_BENCH_LOG") != "" {
 		logOut = os.Stderr
 	}
+	reg := prometheus.NewRegistry()
 	l := loader.New(loader.Config{Brokers: flagenv.List(brokers), Group: group, DLQTopic: "bench_" + run + ".dlq",
 		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour},
-		store, slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})), prometheus.NewRegistry())
+		store, slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})), reg)
 	if path := os.Getenv("TRIBUTARY_BENCH_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -199,15 +211,18 @@ func benchLoader(ctx context.Context, args []string) error {
 	cancel()
 	<-errc
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+	chCPU := processCPU(chPID) - chCPU0
 	hwm := peakRSS()
 
-	var gotLive uint64
+	var gotLive, gotTitles uint64
 	var dup int64
-	row := store.Conn().QueryRow(ctx, "SELECT count(), count() - uniqExact(id, _shard) FROM `"+db+"`.docs FINAL WHERE _deleted = 0")
-	if err := row.Scan(&gotLive, &dup); err != nil {
+	var gotAmount string
+	row := store.Conn().QueryRow(ctx, "SELECT count(), count() - uniqExact(id, _shard), toString(sum(amount)), sum(toUInt64(substring(title, 7))) FROM `"+db+"`.docs FINAL WHERE _deleted = 0")
+	if err := row.Scan(&gotLive, &dup, &gotAmount, &gotTitles); err != nil {
 		return fmt.Errorf("count: %w", err)
 	}
-	exact := int(gotLive) == wantLive && dup == 0
+	wantAmount := fmt.Sprintf("%d.%02d", wantCents/100, wantCents%100)
+	exact := int(gotLive) == wantLive && dup == 0 && decimalEqual(gotAmount, wantAmount) && int64(gotTitles) == wantTitles
 	res := map[string]any{
 		"changes": changes, "keys": keys, "load_seconds": loadDur.Seconds(),
 		"rows_per_second": float64(changes) / loadDur.Seconds(), "cpu_seconds": cpu.Seconds(),
@@ -216,7 +231,17 @@ func benchLoader(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("loaded %d changes in %s: %.0f changes/s, %.2f cores (loader + ClickHouse client; ClickHouse server not included), peak RSS %.0f MB\n",
 		changes, loadDur.Round(time.Millisecond), res["rows_per_second"], res["cores_used"], res["peak_rss_mb"])
-	fmt.Printf("exact: %v (live ids expected %d, in ClickHouse %d, duplicates %d)\n", exact, wantLive, gotLive, dup)
+	fmt.Printf("ClickHouse server CPU during the load: %.1f s (%.2f cores)\n", chCPU.Seconds(), chCPU.Seconds()/loadDur.Seconds())
+	res["clickhouse_cpu_seconds"] = chCPU.Seconds()
+	stages := stageSeconds(reg)
+	res["stage_seconds"] = stages
+	fmt.Printf("where the loader's time went (wall s):")
+	for _, st := range sortedKeys(stages) {
+		fmt.Printf(" %s %.1f", st, stages[st])
+	}
+	fmt.Println()
+	fmt.Printf("exact: %v (live ids expected %d, in ClickHouse %d, duplicates %d; sum(amount) expected %s, got %s; latest titles %v)\n",
+		exact, wantLive, gotLive, dup, wantAmount, gotAmount, int64(gotTitles) == wantTitles)
 	if jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(jsonOut, b, 0o644); err != nil {
@@ -245,4 +270,81 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// decimalEqual compares two decimal texts ("12.50" and "12.5").
+func decimalEqual(a, b string) bool {
+	norm := func(s string) string {
+		if strings.Contains(s, ".") {
+			s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+		}
+		return s
+	}
+	return norm(a) == norm(b)
+}
+
+// clickhousePID reads the local stack's ClickHouse pid (0 if unknown).
+func clickhousePID() int {
+	home := os.Getenv("TRIBUTARY_HOME")
+	if home == "" {
+		return 0
+	}
+	b, err := os.ReadFile(home + "/clickhouse/clickhouse-server.pid")
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// processCPU is the user+system CPU time of a process so far (0 if unknown).
+func processCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line, in clock ticks (100 per second).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// stageSeconds reads tributary_loader_stage_seconds_total by stage.
+func stageSeconds(g prometheus.Gatherer) map[string]float64 {
+	out := map[string]float64{}
+	mfs, err := g.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "tributary_loader_stage_seconds_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "stage" {
+					out[lp.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 )
 
 // Anomaly kinds.
@@ -48,6 +50,47 @@ func (s *Store) ensureAnomalies(ctx context.Context) error {
 		return fmt.Errorf("create anomalies table: %w", err)
 	}
 	return nil
+}
+
+// MultiShardIDs returns those of ids that have rows (any version, live or
+// deleted) on more than one shard. Tombstones are never removed, so this is
+// a superset of the ids live on several shards and of the ids with an open
+// anomaly, and it is cheap: no FINAL, and only the sorting key is read. The
+// ids travel as an external table, so a whole batch is one query.
+func (s *Store) MultiShardIDs(ctx context.Context, t *Table, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	idc := t.Columns[t.byName[t.IDColumn]]
+	ids2, err := ext.NewTable("_ids", ext.Column("id", column.Type(idc.typ.ch)))
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		v, err := idc.typ.convert(id)
+		if err != nil {
+			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: id, Err: err}
+		}
+		if err := ids2.Append(v); err != nil {
+			return nil, fmt.Errorf("multi-shard ids %s: %w", t.Name, err)
+		}
+	}
+	q := fmt.Sprintf(`SELECT toString(%[1]s) FROM %[2]s.%[3]s WHERE %[1]s IN _ids GROUP BY %[1]s HAVING min(_shard) != max(_shard)`,
+		quote(t.IDColumn), quote(s.db), quote(t.Name))
+	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(ids2)), q)
+	if err != nil {
+		return nil, fmt.Errorf("multi-shard ids %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("multi-shard ids %s: %w", t.Name, err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // LiveCopies returns, for each of ids that is live on more than one shard,

@@ -15,6 +15,13 @@ import (
 // keyed by id), so the loader that owns the partition sees every change
 // that could open or close the anomaly, in order.
 func (l *Loader) detect(ctx context.Context, t *chstore.Table, cfg *tables.Table, ids []string, newest time.Time) error {
+	// Only ids that ever had rows on two shards can be, or have been, live
+	// on two: one cheap query narrows the batch to those, and the exact
+	// (FINAL) questions are asked about them alone.
+	ids, err := l.store.MultiShardIDs(ctx, t, ids)
+	if err != nil {
+		return err
+	}
 	if len(ids) == 0 {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,7 +41,9 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) 
 	var wms []chstore.Watermark
 	commit := make([]*kgo.Record, 0, len(recs))
 
-	for _, r := range recs {
+	t0 := time.Now()
+	decoded := l.decodeAll(recs)
+	for i, r := range recs {
 		t, ok := l.cfg.Tables.ByTopic(r.Topic)
 		if !ok {
 			dead = append(dead, deadLetter{r, "unknown_topic", fmt.Errorf("no table configured for topic %q", r.Topic)})
@@ -50,7 +53,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) 
 		if _, stopped := l.stopped[t.Name]; stopped {
 			continue
 		}
-		ev, err := envelope.Decode(r.Value)
+		ev, err := decoded[i].ev, decoded[i].err
 		if err != nil {
 			l.m.records.WithLabelValues(r.Topic, "invalid").Inc()
 			dead = append(dead, deadLetter{r, "decode", err})
@@ -79,6 +82,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) 
 		}
 	}
 
+	l.m.since(stageDecode, t0)
 	for _, name := range order {
 		t, _ := l.cfg.Tables.ByName(name)
 		bad, err := l.applyTable(ctx, name, t.IDColumn, byTable[name])
@@ -115,16 +119,53 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) 
 	}
 
 	// Watermarks last: every change before them in their partitions is in.
+	t1 := time.Now()
 	if err := l.retry(ctx, "watermarks", func() error { return l.store.WriteWatermarks(ctx, wms) }); err != nil {
 		return nil, err
 	}
+	t1 = l.m.since(stageWatermarks, t1)
 	for _, w := range wms {
 		l.m.watermarkLSN.WithLabelValues(strconv.Itoa(int(w.Shard))).Set(float64(w.CommitLSN))
 	}
 	if err := l.sendDead(ctx, cl, dead); err != nil {
 		return nil, err
 	}
+	l.m.since(stageDLQ, t1)
 	return commit, nil
+}
+
+// decodeResult is one record's envelope or why it has none.
+type decodeResult struct {
+	ev  *envelope.Event
+	err error
+}
+
+// decodeAll decodes a batch's envelopes on every core: each worker takes a
+// contiguous run of records (mostly one partition, so one relation and its
+// cached column list) with its own Decoder.
+func (l *Loader) decodeAll(recs []*kgo.Record) []decodeResult {
+	out := make([]decodeResult, len(recs))
+	workers := len(l.decoders)
+	if len(recs) < 256 {
+		workers = 1
+	}
+	per := (len(recs) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := w*per, min((w+1)*per, len(recs))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func(d *envelope.Decoder) {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				out[i].ev, out[i].err = d.Decode(recs[i].Value)
+			}
+		}(l.decoders[w])
+	}
+	wg.Wait()
+	return out
 }
 
 // stopError marks a table-level failure: that table stops, the rest go on.
@@ -143,6 +184,19 @@ func (l *Loader) stopTable(cl *kgo.Client, table, topic string, err error) {
 // applyTable writes the changes of one table, in partition order. Records
 // that cannot be converted are returned as dead letters.
 func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []change) ([]deadLetter, error) {
+	// Time not spent reading, inserting or detecting is conversion.
+	begin, waited := time.Now(), time.Duration(0)
+	defer func() {
+		l.m.stageSeconds.WithLabelValues(stageConvert).Add((time.Since(begin) - waited).Seconds())
+	}()
+	timed := func(stage string, f func() error) error {
+		t := time.Now()
+		err := f()
+		d := time.Since(t)
+		waited += d
+		l.m.stageSeconds.WithLabelValues(stage).Add(d.Seconds())
+		return err
+	}
 	// Bring the ClickHouse table up to every column set seen in the batch
 	// (tables only grow), then convert every row against the final layout.
 	var t *chstore.Table
@@ -197,10 +251,12 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	}
 	var stored map[chstore.RowKey]chstore.Stored
 	if len(lookup) > 0 {
-		err := l.retry(ctx, "read "+name, func() error {
-			var err error
-			stored, err = l.store.Current(ctx, t, lookup)
-			return err
+		err := timed(stageRead, func() error {
+			return l.retry(ctx, "read "+name, func() error {
+				var err error
+				stored, err = l.store.Current(ctx, t, lookup)
+				return err
+			})
 		})
 		if err != nil {
 			return nil, err
@@ -222,7 +278,10 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			return nil
 		}
 		start := time.Now()
-		if err := l.retry(ctx, "insert "+name, func() error { return l.store.Insert(ctx, t, rows) }); err != nil {
+		err := timed(stageInsert, func() error {
+			return l.retry(ctx, "insert "+name, func() error { return l.store.Insert(ctx, t, rows) })
+		})
+		if err != nil {
 			return err
 		}
 		l.m.insertSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
@@ -241,7 +300,12 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			if err := flush(); err != nil {
 				return nil, err
 			}
-			n, err := l.truncate(ctx, t, c)
+			var n int
+			err := timed(stageRead, func() error {
+				var err error
+				n, err = l.truncate(ctx, t, c)
+				return err
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -338,7 +402,10 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 	}
 	cfgTable, _ := l.cfg.Tables.ByName(name)
-	if err := l.retry(ctx, "anomalies "+name, func() error { return l.detect(ctx, t, cfgTable, ids, newest) }); err != nil {
+	err := timed(stageDetect, func() error {
+		return l.retry(ctx, "anomalies "+name, func() error { return l.detect(ctx, t, cfgTable, ids, newest) })
+	})
+	if err != nil {
 		return nil, err
 	}
 	return dead, nil

@@ -26,6 +26,7 @@
 //	watermark_lsn{shard}               newest watermark written, by shard
 //	consumer_lag_records{topic,partition} records not yet committed by the group
 //	commit_errors_total                failed offset commits (the batch is replayed)
+//	stage_seconds_total{stage}         wall time per stage of the loop: where the time goes
 //
 // and, without the loader_ infix (they describe the data, not this loader):
 //
@@ -39,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -47,6 +49,7 @@ import (
 
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/dedupe"
+	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -80,7 +83,8 @@ type Loader struct {
 
 	// Owned by the Run goroutine.
 	versions *dedupe.Versions
-	stopped  map[string]error // table -> why it is stopped
+	decoders []*envelope.Decoder // one per decoding worker
+	stopped  map[string]error    // table -> why it is stopped
 }
 
 // New builds a loader; it connects nothing until Run.
@@ -97,9 +101,14 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	if cfg.LagInterval <= 0 {
 		cfg.LagInterval = 10 * time.Second
 	}
+	decoders := make([]*envelope.Decoder, max(1, runtime.GOMAXPROCS(0)))
+	for i := range decoders {
+		decoders[i] = &envelope.Decoder{}
+	}
 	return &Loader{
 		cfg: cfg, store: store, log: log, m: newMetrics(reg),
 		versions: dedupe.NewVersions(cfg.DedupeKeys),
+		decoders: decoders,
 		stopped:  map[string]error{},
 	}
 }
@@ -151,7 +160,9 @@ func (l *Loader) Run(ctx context.Context) error {
 		monitors.Wait()
 	}()
 	for {
+		t0 := time.Now()
 		recs, err := l.poll(ctx, cl)
+		l.m.since(stagePoll, t0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -167,7 +178,10 @@ func (l *Loader) Run(ctx context.Context) error {
 				}
 				return err
 			}
-			if err := cl.CommitRecords(ctx, commit...); err != nil {
+			t1 := time.Now()
+			err = cl.CommitRecords(ctx, commit...)
+			l.m.since(stageCommit, t1)
+			if err != nil {
 				cl.AllowRebalance()
 				if ctx.Err() != nil {
 					return nil

@@ -1,6 +1,10 @@
 package loader
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the loader's Prometheus metrics; see the package doc for the
 // list.
@@ -20,7 +24,21 @@ type metrics struct {
 	dupIDs        *prometheus.GaugeVec   // table, kind
 	dupPending    *prometheus.GaugeVec   // table, kind
 	dupDetections *prometheus.CounterVec // table, kind
+	stageSeconds  *prometheus.CounterVec // stage
 }
+
+// Stages of the loader's loop, for tributary_loader_stage_seconds_total.
+const (
+	stagePoll       = "poll"       // waiting for and fetching records
+	stageDecode     = "decode"     // envelope decoding and routing
+	stageConvert    = "convert"    // dedupe, TOAST fill, conversion to ClickHouse values
+	stageRead       = "read"       // reading stored rows (unchanged TOAST, truncate)
+	stageInsert     = "insert"     // ClickHouse inserts
+	stageDetect     = "detect"     // duplicate-id checks
+	stageWatermarks = "watermarks" // watermark writes
+	stageDLQ        = "dlq"        // dead-letter produces
+	stageCommit     = "commit"     // offset commits
+)
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -71,8 +89,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		dupDetections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_duplicate_detections_total", Help: "Ids that stayed live on several shards beyond the grace period.",
 		}, []string{"table", "kind"}),
+		stageSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_stage_seconds_total", Help: "Wall time the loader's loop spent in each stage (poll, decode, convert, read, insert, detect, watermarks, dlq, commit): where the time goes.",
+		}, []string{"stage"}),
 	}
-	reg.MustRegister(m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
+	reg.MustRegister(m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
 	return m
+}
+
+// since adds the time elapsed since start to a stage and returns now, so
+// consecutive stages chain: t = m.since(stageX, t).
+func (m *metrics) since(stage string, start time.Time) time.Time {
+	now := time.Now()
+	m.stageSeconds.WithLabelValues(stage).Add(now.Sub(start).Seconds())
+	return now
 }
