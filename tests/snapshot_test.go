@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/reader"
+	"github.com/tributary/tributary/internal/tables"
 )
 
 // storedState is the part of the reader's state record (internal/reader
@@ -219,6 +222,59 @@ func TestSnapshotResumesAfterKill(t *testing.T) {
 		t.Errorf("the resumed run copied %d of %d rows, with %d recorded before the kill: it started over", thisRun, total, doneRows)
 	}
 	t.Logf("resumed run copied %d rows of %d; %d recorded before the kill", thisRun, total, doneRows)
+
+	// No watermark below the copy's end: until the stream passed it, copied
+	// rows may be newer than the stream.
+	reads, minMark, err := topicSummary(ctx, p.brokers, p.tables.Tables[0].Topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if minMark == 0 || minMark < after.SnapshotEnd {
+		t.Errorf("lowest watermark %s, snapshot end %s: a watermark below the copy's end (or none)", minMark, after.SnapshotEnd)
+	}
+	t.Logf("%d snapshot records in Kafka for %d rows copied (re-copied after the kill: %d); lowest watermark %s, snapshot end %s",
+		reads, total, reads-total, minMark, after.SnapshotEnd)
+}
+
+// topicSummary reads a table topic to its end and returns the number of
+// snapshot reads and the lowest watermark position (0: none).
+func topicSummary(ctx context.Context, brokers []string, topic string) (reads int64, minMark envelope.LSN, err error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if ev, err := envelope.Decode(r.Value); err == nil {
+				switch {
+				case ev.Kind == envelope.KindWatermark && (minMark == 0 || ev.CommitLSN < minMark):
+					minMark = ev.CommitLSN
+				case ev.Op == envelope.OpRead:
+					reads++
+				}
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return reads, minMark, nil
 }
 
 // rowsOrZero is rows() on a possibly nil state.
@@ -227,4 +283,153 @@ func (s *storedState) rowsOrZero() (int64, int, int) {
 		return 0, 0, 0
 	}
 	return s.rows()
+}
+
+// TestSnapshotTruncateAndKeylessTable: a TRUNCATE lands in the middle of
+// a chunked copy (rows copied before it must go, rows inserted after it
+// must stay), and a table without a primary key (REPLICA IDENTITY FULL) is
+// copied in one chunk next to it, while both take writes. Both must equal
+// the shard exactly afterwards.
+func TestSnapshotTruncateAndKeylessTable(t *testing.T) {
+	const shard, rows, keyless = 1, 20000, 3000
+	p := setupPipeline(t, []int{shard}, nil, true)
+	docs := p.table()
+	nokey := "nokey_" + p.suffix
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p.exec(ctx, shard, fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL DEFAULT tributary.next_id(), workspace_id bigint NOT NULL, title text)`,
+		pgx.Identifier{nokey}.Sanitize()))
+	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", pgx.Identifier{nokey}.Sanitize()))
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		if conn, err := pgx.Connect(cctx, p.stack.ShardDSNs[shard]); err == nil {
+			conn.Exec(cctx, "DROP TABLE IF EXISTS "+pgx.Identifier{nokey}.Sanitize()) //nolint:errcheck
+			conn.Close(cctx)
+		}
+	})
+	cfg, err := tables.Parse([]byte(fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[
+		{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"},
+		{"name":%q,"id_column":"id","id_layout":"seed000"}]}`, p.suffix, docs, nokey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.tables = cfg // the loader, and the cleanup's topic list, see both tables
+	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title, body) SELECT g %% 10, 't' || g, 'b' FROM generate_series(1, %d) g",
+		pgx.Identifier{docs}.Sanitize(), rows))
+	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title) SELECT g %% 7, 'k' || g FROM generate_series(1, %d) g",
+		pgx.Identifier{nokey}.Sanitize(), keyless))
+	p.exec(ctx, shard, "ANALYZE "+pgx.Identifier{docs}.Sanitize())
+
+	runCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop) // before the pipeline's cleanup waits for the components
+	p.startLoader(runCtx, "l1")
+	slot := fmt.Sprintf("e2e_%s_%d", p.suffix, shard)
+	stateTopic := "e2e_" + p.suffix + ".state"
+	r := reader.New(reader.Config{
+		Shard: shard, DSN: p.stack.ShardDSNs[shard], Slot: slot, Publication: "e2e_" + p.suffix, Tables: cfg,
+		Brokers: p.brokers, Partitions: 4, StatusInterval: 200 * time.Millisecond, WatermarkInterval: 100 * time.Millisecond,
+		HeartbeatInterval: time.Second, MaxBuffered: 10000, StateTopic: stateTopic,
+		SnapshotWorkers: 2, SnapshotChunkRows: 500, SnapshotMaxRowsPerSecond: 8000,
+	}, p.log, prometheus.NewRegistry())
+	p.goRun("reader", func() error { return r.Run(runCtx) })
+
+	for {
+		st, err := readState(ctx, p.brokers, stateTopic, slot)
+		if err != nil && ctx.Err() != nil {
+			t.Fatalf("reading the reader state: %v", err)
+		}
+		if st != nil && st.SnapshotDone {
+			t.Fatal("the snapshot finished before the truncate (slow the copy down)")
+		}
+		if n, _, _ := st.rowsOrZero(); n >= 3000 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Mid-copy: truncate the chunked table and refill part of it; change
+	// the keyless one.
+	p.exec(ctx, shard, "TRUNCATE "+pgx.Identifier{docs}.Sanitize())
+	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title, body) SELECT g %% 10, 'after' || g, 'b' FROM generate_series(1, 2000) g",
+		pgx.Identifier{docs}.Sanitize()))
+	p.exec(ctx, shard, fmt.Sprintf("UPDATE %s SET title = 'changed' WHERE workspace_id = 3", pgx.Identifier{nokey}.Sanitize()))
+	p.exec(ctx, shard, fmt.Sprintf("DELETE FROM %s WHERE workspace_id = 4", pgx.Identifier{nokey}.Sanitize()))
+	wctx, stopWrites := context.WithTimeout(ctx, 3*time.Second)
+	defer stopWrites()
+	if err := churn(wctx, p.stack.ShardDSNs[shard], docs, shard); err != nil {
+		t.Fatalf("writes: %v", err)
+	}
+	st, _ := readState(ctx, p.brokers, stateTopic, slot)
+	t.Logf("writes stopped; snapshot done: %v", st != nil && st.SnapshotDone)
+
+	deadline := time.Now().Add(time.Minute)
+	var diff string
+	for time.Now().Before(deadline) {
+		if diff = p.compare(ctx, docs); diff == "" {
+			if diff = p.compareTitles(ctx, shard, nokey); diff == "" {
+				break
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if diff != "" {
+		t.Fatalf("ClickHouse differs from the shard:\n%s", diff)
+	}
+	if err := p.failed(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// compareTitles compares (id, title) of a table between one shard and
+// ClickHouse.
+func (p *pipeline) compareTitles(ctx context.Context, shard int, tbl string) string {
+	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[shard])
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close(ctx)
+	want := map[string]string{}
+	rows, err := conn.Query(ctx, "SELECT id::text, coalesce(title, '') FROM "+pgx.Identifier{tbl}.Sanitize())
+	if err != nil {
+		return err.Error()
+	}
+	for rows.Next() {
+		var id, title string
+		if err := rows.Scan(&id, &title); err != nil {
+			return err.Error()
+		}
+		want[id] = title
+	}
+	crows, err := p.store.Conn().Query(ctx, fmt.Sprintf(
+		"SELECT toString(id), ifNull(title, '') FROM `%s`.`%s` FINAL WHERE _deleted = 0 AND _shard = %d", p.chDB, tbl, shard))
+	if err != nil {
+		return err.Error()
+	}
+	defer crows.Close()
+	got := map[string]string{}
+	for crows.Next() {
+		var id, title string
+		if err := crows.Scan(&id, &title); err != nil {
+			return err.Error()
+		}
+		got[id] = title
+	}
+	var diffs []string
+	for id, w := range want {
+		if g, ok := got[id]; !ok || g != w {
+			diffs = append(diffs, fmt.Sprintf("%s: source %q, ClickHouse %q (present %v)", id, w, g, ok))
+		}
+	}
+	for id := range got {
+		if _, ok := want[id]; !ok {
+			diffs = append(diffs, "extra in ClickHouse: "+id)
+		}
+	}
+	if len(diffs) == 0 {
+		return ""
+	}
+	if len(diffs) > 10 {
+		diffs = append(diffs[:10], fmt.Sprintf("... and %d more", len(diffs)-10))
+	}
+	return fmt.Sprintf("%s: %d source rows, %d ClickHouse rows\n%s", tbl, len(want), len(got), strings.Join(diffs, "\n"))
 }

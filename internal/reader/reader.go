@@ -117,9 +117,10 @@ type Reader struct {
 	seq      uint32
 	walEnd   envelope.LSN
 	lastMsg  time.Time
-	// snapEnd is where the snapshot's copy ended: no watermark below it.
-	// Set before the streaming goroutines start.
-	snapEnd envelope.LSN
+	// snapCP and snapEnd are the slot's consistent point and where the
+	// snapshot's copy ended (no watermark below it), carried in every
+	// state saved. Set before the streaming goroutines start.
+	snapCP, snapEnd envelope.LSN
 }
 
 // New builds a Reader; nothing connects until Run.
@@ -203,7 +204,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		r.log.Info("start: resume", slog.String("slot", r.cfg.Slot), slog.String("why", why))
 		start = slot.confirmed
 		r.tracker = newTracker(start)
-		r.snapEnd = stored.SnapshotEnd
+		r.snapCP, r.snapEnd = stored.ConsistentPoint, stored.SnapshotEnd
 	case actionResumeSnapshot:
 		r.log.Info("start: resume snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why),
 			slog.String("consistent_point", stored.ConsistentPoint.String()))
@@ -573,7 +574,8 @@ func (r *Reader) saveState(ctx context.Context, stored *envelope.LSN) {
 	if rep <= *stored {
 		return
 	}
-	st := readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: rep, SnapshotEnd: r.snapEnd}
+	st := readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: rep,
+		ConsistentPoint: r.snapCP, SnapshotEnd: r.snapEnd}
 	if err := r.state.save(ctx, st); err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("saving reader state failed", slog.Any("err", err))

@@ -386,7 +386,7 @@ func (r *Reader) copySnapshot(ctx context.Context, conn *pgx.Conn, st *readerSta
 		return err
 	}
 	*st = done
-	r.snapEnd = end
+	r.snapCP, r.snapEnd = st.ConsistentPoint, end
 	took := time.Since(start)
 	r.log.Info("snapshot complete", slog.Int64("rows", tot.rows), slog.Int64("rows_this_run", tot.rows-before.rows),
 		slog.Int64("chunks", tot.chunks), slog.Duration("took", took),
