@@ -3,6 +3,7 @@
 //
 //	bench loader   Kafka -> ClickHouse through the loader, dedupe on
 //	bench reader   one shard -> Kafka through the reader, next to pg_recvlogical
+//	bench api      documents by id and revenue through the HTTP API, under concurrent load
 //
 // Run against the local stack: set -a; . .stack/stack.env; set +a; go run ./cmd/bench loader
 package main
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" {
-		fmt.Fprintln(os.Stderr, "usage: bench loader|reader [flags]   (bench <name> --help for flags)")
+		fmt.Fprintln(os.Stderr, "usage: bench loader|reader|api [flags]   (bench <name> --help for flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -29,6 +30,8 @@ func main() {
 		err = benchLoader(ctx, os.Args[2:])
 	case "reader":
 		err = benchReader(ctx, os.Args[2:])
+	case "api":
+		err = benchAPI(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown benchmark %q", os.Args[1])
 	}
