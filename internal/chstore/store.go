@@ -323,3 +323,12 @@ func typeFromCH(ch string) (colType, error) {
 
 // quote is Quote, short for the many DDL strings here.
 func quote(id string) string { return Quote(id) }
+
+// Index is the position of a column in Columns (and in a converted row), or
+// -1 if the table has no such column.
+func (t *Table) Index(name string) int {
+	if i, ok := t.byName[name]; ok {
+		return i
+	}
+	return -1
+}

@@ -35,22 +35,36 @@ func TestVersions(t *testing.T) {
 }
 
 func TestVersionsBounded(t *testing.T) {
-	v := NewVersions(3)
-	for i := 0; i < 10; i++ {
-		v.Written(Key{Table: "t", ID: string(rune('a' + i))}, 1)
+	const capacity = 6
+	v := NewVersions(capacity)
+	key := func(i int) Key { return Key{Table: "t", ID: string(rune('a' + i))} }
+	for i := 0; i < 20; i++ {
+		v.Written(key(i), 1)
+		if v.Len() > capacity {
+			t.Fatalf("after %d writes Len = %d > capacity %d", i+1, v.Len(), capacity)
+		}
 	}
-	if v.Len() != 3 {
-		t.Fatalf("Len = %d, want 3", v.Len())
+	// The most recent capacity/2 keys are always remembered, the oldest
+	// forgotten.
+	for i := 20 - capacity/2; i < 20; i++ {
+		if !v.Stale(key(i), 1) {
+			t.Errorf("recent key %d forgotten", i)
+		}
 	}
-	// The most recent keys are remembered, the oldest forgotten.
-	if !v.Stale(Key{Table: "t", ID: "j"}, 1) {
-		t.Error("most recent key forgotten")
-	}
-	if v.Stale(Key{Table: "t", ID: "a"}, 1) {
+	if v.Stale(key(0), 1) {
 		t.Error("oldest key still remembered past capacity")
 	}
+	// Rewriting a key of the old generation keeps its higher version.
+	v2 := NewVersions(4)
+	v2.Written(key(0), 9)
+	v2.Written(key(1), 1)
+	v2.Written(key(2), 1) // rotates: key 0 is in the old generation
+	v2.Written(key(0), 3)
+	if !v2.Stale(key(0), 9) {
+		t.Error("version lowered when a key moved generations")
+	}
 	v.Forget()
-	if v.Len() != 0 || v.Stale(Key{Table: "t", ID: "j"}, 1) {
+	if v.Len() != 0 || v.Stale(key(19), 1) {
 		t.Error("Forget kept entries")
 	}
 }

@@ -238,39 +238,53 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	}
 
 	var dead []deadLetter
-	// Rows whose unchanged TOAST values must come from ClickHouse: those
-	// with no earlier image of the same row in this batch.
-	seen := map[chstore.RowKey]bool{}
-	var lookup []chstore.RowKey
+	// Unchanged TOAST values come from the newest earlier image of the same
+	// row: in this batch if there is one, else from ClickHouse. Batches
+	// without such changes (nearly all) skip the bookkeeping.
+	needBase := false
 	for _, c := range cs {
-		k := chstore.RowKey{ID: c.ev.ID, Shard: uint16(c.ev.Shard)}
-		if len(c.ev.Unchanged) > 0 && !seen[k] {
-			lookup = append(lookup, k)
+		if len(c.ev.Unchanged) > 0 {
+			needBase = true
+			break
 		}
-		seen[k] = true
 	}
 	var stored map[chstore.RowKey]chstore.Stored
-	if len(lookup) > 0 {
-		err := timed(stageRead, func() error {
-			return l.retry(ctx, "read "+name, func() error {
-				var err error
-				stored, err = l.store.Current(ctx, t, lookup)
-				return err
+	if needBase {
+		seen := map[chstore.RowKey]bool{}
+		var lookup []chstore.RowKey
+		for _, c := range cs {
+			k := chstore.RowKey{ID: c.ev.ID, Shard: uint16(c.ev.Shard)}
+			if len(c.ev.Unchanged) > 0 && !seen[k] {
+				lookup = append(lookup, k)
+			}
+			seen[k] = true
+		}
+		if len(lookup) > 0 {
+			err := timed(stageRead, func() error {
+				return l.retry(ctx, "read "+name, func() error {
+					var err error
+					stored, err = l.store.Current(ctx, t, lookup)
+					return err
+				})
 			})
-		})
-		if err != nil {
-			return nil, err
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 
 	now := time.Now()
-	latest := map[chstore.RowKey]map[string]any{} // typed image of the newest row in this batch
-	batchVersion := map[chstore.RowKey]uint64{}   // version of that image
+	// With needBase: the newest image of each row in this batch (an index
+	// into rows) and its version. The batch-local versions are what makes a
+	// stale record unable to become a base, whatever Versions forgets.
+	latest := map[chstore.RowKey]int{}
+	batchVersion := map[chstore.RowKey]uint64{}
 	rows := make([][]any, 0, len(cs))
-	var written []dedupe.Key
-	var versions []uint64
-	var pendingKeys []dedupe.Key
-	var pendingVersions []uint64
+	// Ids whose liveness a written change can alter (insert, snapshot read,
+	// delete): the duplicate check asks about these. An update keeps the
+	// row live where it was.
+	var lifecycleIDs []string
+	lifecycleSeen := map[string]bool{}
 	// flush inserts the rows converted so far; a truncate needs them in
 	// ClickHouse before it decides which rows it removes.
 	flush := func() error {
@@ -286,16 +300,15 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		l.m.insertSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		l.m.rowsInserted.WithLabelValues(name).Add(float64(len(rows)))
-		for i, k := range pendingKeys {
-			l.versions.Written(k, pendingVersions[i])
-		}
-		written = append(written, pendingKeys...)
-		versions = append(versions, pendingVersions...)
-		rows, pendingKeys, pendingVersions = rows[:0], pendingKeys[:0], pendingVersions[:0]
+		rows = rows[:0]
 		return nil
 	}
+	var newest time.Time
 	for _, c := range cs {
 		ev := c.ev
+		if ev.CommitTime.After(newest) {
+			newest = ev.CommitTime
+		}
 		if ev.Op == envelope.OpTruncate {
 			if err := flush(); err != nil {
 				return nil, err
@@ -317,7 +330,12 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		k := chstore.RowKey{ID: ev.ID, Shard: uint16(ev.Shard)}
 		dk := dedupe.Key{Table: name, ID: ev.ID, Shard: ev.Shard}
-		if v, ok := batchVersion[k]; (ok && uint64(ev.LSN) <= v) || l.versions.Stale(dk, uint64(ev.LSN)) {
+		stale := l.versions.Stale(dk, uint64(ev.LSN))
+		if needBase && !stale {
+			v, ok := batchVersion[k]
+			stale = ok && uint64(ev.LSN) <= v
+		}
+		if stale {
 			// A redelivery or an older version (earlier in this batch or
 			// already written): it can change nothing, and it must not
 			// become the base of a later unchanged-TOAST fill.
@@ -340,11 +358,17 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			}
 		}
 		if len(ev.Unchanged) > 0 {
-			base := latest[k]
-			if base == nil {
-				if st, ok := stored[k]; ok && !st.Deleted {
-					base = st.Values
+			var base func(col string) any
+			if i, ok := latest[k]; ok {
+				vals := rows[i]
+				base = func(col string) any {
+					if i := t.Index(col); i >= 0 {
+						return vals[i]
+					}
+					return nil
 				}
+			} else if st, ok := stored[k]; ok && !st.Deleted {
+				base = func(col string) any { return st.Values[col] }
 			}
 			if base == nil {
 				dead = append(dead, deadLetter{c.rec, "toast_without_base",
@@ -354,7 +378,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			}
 			row.Filled = map[string]any{}
 			for _, col := range ev.Unchanged {
-				row.Filled[col] = base[col]
+				row.Filled[col] = base(col)
 			}
 		}
 		vals, err := t.Convert(row, now)
@@ -362,45 +386,27 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			dead = append(dead, deadLetter{c.rec, "convert", err})
 			continue
 		}
-		img := make(map[string]any, len(t.Columns))
-		for i, col := range t.Columns {
-			img[col.Name] = vals[i]
+		if needBase {
+			latest[k] = len(rows)
+			batchVersion[k] = uint64(ev.LSN)
 		}
-		latest[k] = img
-		batchVersion[k] = uint64(ev.LSN)
 		rows = append(rows, vals)
-		pendingKeys = append(pendingKeys, dk)
-		pendingVersions = append(pendingVersions, uint64(ev.LSN))
+		// Remembered before the insert: an insert is retried until it
+		// succeeds or the loader stops, and a stopped loader forgets.
+		l.versions.Written(dk, uint64(ev.LSN))
+		if ev.Op != envelope.OpUpdate && !lifecycleSeen[ev.ID] {
+			lifecycleSeen[ev.ID] = true
+			lifecycleIDs = append(lifecycleIDs, ev.ID)
+		}
 	}
 	if err := flush(); err != nil {
 		return nil, err
 	}
 
-	// Uniqueness is monitored: check every id this batch wrote.
-	ids := make([]string, 0, len(written))
-	seenID := map[string]bool{}
-	var newest time.Time
-	for _, c := range cs {
-		if c.ev.CommitTime.After(newest) {
-			newest = c.ev.CommitTime
-		}
-	}
-	// Only a change that can make a row appear or disappear (insert,
-	// snapshot read, delete, truncate) can open or close an anomaly; an
-	// update keeps the row live where it was. Only ids that converted are
-	// asked about: they parse as the id type.
-	lifecycle := map[dedupe.Key]bool{}
-	for _, c := range cs {
-		if c.ev.Op != envelope.OpUpdate {
-			lifecycle[dedupe.Key{Table: name, ID: c.ev.ID, Shard: c.ev.Shard}] = true
-		}
-	}
-	for _, k := range written {
-		if lifecycle[k] && !seenID[k.ID] {
-			seenID[k.ID] = true
-			ids = append(ids, k.ID)
-		}
-	}
+	// Uniqueness is monitored: check every id this batch made appear or
+	// disappear. Only ids that converted are asked about: they parse as the
+	// id type.
+	ids := lifecycleIDs
 	cfgTable, _ := l.cfg.Tables.ByName(name)
 	err := timed(stageDetect, func() error {
 		return l.retry(ctx, "anomalies "+name, func() error { return l.detect(ctx, t, cfgTable, ids, newest) })
