@@ -212,7 +212,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		start = stored.ConsistentPoint
 		r.tracker = newTracker(start)
 		if err := r.copySnapshot(ctx, sqlConn, stored); err != nil {
-			return fmt.Errorf("initial snapshot (resumed): %w", err)
+			return r.snapshotStopped(ctx, fmt.Errorf("initial snapshot (resumed): %w", err))
 		}
 	case actionRecreate:
 		// Rows deleted at the source while the slot was not trustworthy
@@ -228,7 +228,7 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.log.Info("start: create slot and snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why))
 		}
 		if start, err = r.createAndSnapshot(ctx, repl, sqlConn); err != nil {
-			return err
+			return r.snapshotStopped(ctx, err)
 		}
 	}
 
@@ -257,6 +257,16 @@ func (r *Reader) Run(ctx context.Context) error {
 	pos, _, _ := r.tracker.position()
 	r.log.Info("final position reported", slog.String("confirmed", pos.String()))
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// snapshotStopped turns a snapshot ended by shutdown into a clean stop
+// (its progress is stored; the next start continues it).
+func (r *Reader) snapshotStopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		r.log.Info("stopped during the initial snapshot; the next start continues it", slog.String("slot", r.cfg.Slot))
 		return nil
 	}
 	return err

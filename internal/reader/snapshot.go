@@ -469,7 +469,6 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 			}
 			b := enc.Append(make([]byte, 0, size+64), &ev)
 			size = len(b)
-			prog.add(c)
 			r.producer.Produce(pctx, &kgo.Record{Topic: t.Topic, Key: []byte(*id), Value: b}, func(_ *kgo.Record, err error) {
 				if err != nil {
 					r.m.errors.WithLabelValues("produce").Inc()
@@ -492,8 +491,7 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 			}
 		}
 		if _, err := res.Close(); err != nil {
-			prog.seal(c, 0, nil, false) // nothing recorded for it
-			return fmt.Errorf("snapshot %s: %w", t.Name, err)
+			return fmt.Errorf("snapshot %s: %w", t.Name, err) // c stays unsealed: nothing after it is recorded
 		}
 		final := len(tab.key) == 0 || n < int64(limit)
 		prog.seal(c, n, lastKey, final)
@@ -522,7 +520,13 @@ func (r *Reader) snapshotSaver(ctx context.Context, st *readerState, prog *snapP
 			}
 			s := *st
 			s.Snapshot = &cur
-			if err := r.state.save(ctx, s); err != nil && ctx.Err() == nil {
+			// Not cancelled with ctx: once the saver returns, no save of
+			// its own may still be on its way to Kafka (the final state
+			// must be the last record).
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := r.state.save(sctx, s)
+			cancel()
+			if err != nil {
 				r.log.Warn("saving snapshot progress failed", slog.Any("err", err))
 			}
 		case <-report.C:

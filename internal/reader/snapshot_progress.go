@@ -28,7 +28,7 @@ type snapProgress struct {
 // chunk is one chunk's records in flight.
 type chunk struct {
 	table, rng int
-	pending    int
+	pending    int // records not yet acknowledged (see ack)
 	sealed     bool
 	final      bool     // the range has no rows after this chunk
 	last       []string // key of the chunk's last row (nil: no rows)
@@ -53,14 +53,10 @@ func (p *snapProgress) open(table, rng int) *chunk {
 	return c
 }
 
-// add counts one record produced for c.
-func (p *snapProgress) add(c *chunk) {
-	p.mu.Lock()
-	c.pending++
-	p.mu.Unlock()
-}
-
-// ack is called once per record add()ed, from the producer's callback.
+// ack is called once per record produced for c, from the producer's
+// callback. Acks may come before c is sealed: pending then goes below
+// zero until seal adds the chunk's record count (one lock per record, not
+// two).
 func (p *snapProgress) ack(c *chunk, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -72,10 +68,12 @@ func (p *snapProgress) ack(c *chunk, err error) {
 }
 
 // seal marks c fully produced: rows records, the last with key last;
-// final when the range has nothing after it.
+// final when the range has nothing after it. A chunk whose read failed is
+// never sealed, so nothing after it in its range is recorded.
 func (p *snapProgress) seal(c *chunk, rows int64, last []string, final bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	c.pending += int(rows)
 	c.rows, c.last, c.final, c.sealed = rows, last, final, true
 	p.advance(c.table, c.rng)
 }

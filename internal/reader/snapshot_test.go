@@ -85,13 +85,13 @@ func TestSnapProgress(t *testing.T) {
 	p := newSnapProgress(plan, func(_ int, rows int64, _ *tableProgress) { acked += rows })
 
 	c1 := p.open(0, 0)
-	p.add(c1)
-	p.add(c1)
 	p.seal(c1, 2, []string{"2"}, false)
 	c2 := p.open(0, 0)
-	p.add(c2)
+	p.ack(c2, nil) // acknowledged before sealed, and before the earlier chunk
+	if st, _ := p.state(); st.Tables[0].Ranges[0].After != nil {
+		t.Fatalf("recorded an unsealed chunk: %+v", st.Tables[0].Ranges[0])
+	}
 	p.seal(c2, 1, []string{"3"}, true)
-	p.ack(c2, nil) // the later chunk first: nothing may be recorded yet
 	if st, _ := p.state(); st.Tables[0].Ranges[0].After != nil {
 		t.Fatalf("recorded past an unacknowledged chunk: %+v", st.Tables[0].Ranges[0])
 	}
@@ -117,8 +117,6 @@ func TestSnapProgress(t *testing.T) {
 
 	// A failed record stops all recording, in every range.
 	c3 := p.open(0, 1)
-	p.add(c3)
-	p.add(c3)
 	p.seal(c3, 2, []string{"60"}, true)
 	p.ack(c3, errors.New("boom"))
 	p.ack(c3, nil)
@@ -129,6 +127,17 @@ func TestSnapProgress(t *testing.T) {
 	tot := p.totals()
 	if tot.rows != 3 || tot.ranges != 2 || tot.rangesDone != 1 || tot.tablesDone != 0 || tot.estimate != 100 {
 		t.Errorf("totals %+v", tot)
+	}
+
+	// A chunk whose read failed is never sealed: nothing after it counts.
+	p2 := newSnapProgress(plan, nil)
+	bad := p2.open(0, 0)
+	p2.ack(bad, nil)
+	good := p2.open(0, 0)
+	p2.seal(good, 1, []string{"9"}, true)
+	p2.ack(good, nil)
+	if st, _ := p2.state(); st.Tables[0].Ranges[0].After != nil || st.Tables[0].Ranges[0].Done {
+		t.Errorf("recorded past an unsealed chunk: %+v", st.Tables[0].Ranges[0])
 	}
 }
 
