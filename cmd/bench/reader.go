@@ -569,7 +569,7 @@ func (ri *readerInstance) stop() error {
 }
 
 // primeReader creates the reader's slot the way a new reader does (slot,
-// exported snapshot of the still-unchanged table, state "snapshot done")
+// snapshot of the still-empty table, state "snapshot done")
 // and stops it once it streams, so that the measured run resumes from the
 // slot like a restarted reader.
 func (b *readerBench) primeReader(ctx context.Context, n names, rep int, cleanups *[]func(context.Context) error) error {
