@@ -287,30 +287,37 @@ func (s *storedState) rowsOrZero() (int64, int, int) {
 
 // TestSnapshotTruncateAndKeylessTable: a TRUNCATE lands in the middle of
 // a chunked copy (rows copied before it must go, rows inserted after it
-// must stay), and a table without a primary key (REPLICA IDENTITY FULL) is
-// copied in one chunk next to it, while both take writes. Both must equal
-// the shard exactly afterwards.
+// must stay); a table without a primary key (REPLICA IDENTITY FULL) is
+// copied in one chunk next to it; a table with a composite key is paged by
+// row comparison while rows move between its ranges; all take writes
+// during the copy. All must equal the shard exactly afterwards.
 func TestSnapshotTruncateAndKeylessTable(t *testing.T) {
-	const shard, rows, keyless = 1, 20000, 3000
+	const shard, rows, keyless, composite = 1, 20000, 3000, 4000
 	p := setupPipeline(t, []int{shard}, nil, true)
 	docs := p.table()
 	nokey := "nokey_" + p.suffix
+	comp := "comp_" + p.suffix
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p.exec(ctx, shard, fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL DEFAULT tributary.next_id(), workspace_id bigint NOT NULL, title text)`,
 		pgx.Identifier{nokey}.Sanitize()))
 	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", pgx.Identifier{nokey}.Sanitize()))
+	// A composite key whose first column has few values: ranges cut on it,
+	// chunks that end inside one workspace (row comparison).
+	p.exec(ctx, shard, fmt.Sprintf(`CREATE TABLE %s (workspace_id bigint NOT NULL, id bigint NOT NULL DEFAULT tributary.next_id(),
+		title text, PRIMARY KEY (workspace_id, id))`, pgx.Identifier{comp}.Sanitize()))
 	t.Cleanup(func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer ccancel()
 		if conn, err := pgx.Connect(cctx, p.stack.ShardDSNs[shard]); err == nil {
-			conn.Exec(cctx, "DROP TABLE IF EXISTS "+pgx.Identifier{nokey}.Sanitize()) //nolint:errcheck
+			conn.Exec(cctx, "DROP TABLE IF EXISTS "+pgx.Identifier{nokey}.Sanitize()+", "+pgx.Identifier{comp}.Sanitize()) //nolint:errcheck
 			conn.Close(cctx)
 		}
 	})
 	cfg, err := tables.Parse([]byte(fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[
 		{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"},
-		{"name":%q,"id_column":"id","id_layout":"seed000"}]}`, p.suffix, docs, nokey)))
+		{"name":%q,"id_column":"id","id_layout":"seed000"},
+		{"name":%q,"id_column":"id","id_layout":"seed000"}]}`, p.suffix, docs, nokey, comp)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +326,9 @@ func TestSnapshotTruncateAndKeylessTable(t *testing.T) {
 		pgx.Identifier{docs}.Sanitize(), rows))
 	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title) SELECT g %% 7, 'k' || g FROM generate_series(1, %d) g",
 		pgx.Identifier{nokey}.Sanitize(), keyless))
-	p.exec(ctx, shard, "ANALYZE "+pgx.Identifier{docs}.Sanitize())
+	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title) SELECT g %% 5, 'c' || g FROM generate_series(1, %d) g",
+		pgx.Identifier{comp}.Sanitize(), composite))
+	p.exec(ctx, shard, "ANALYZE "+pgx.Identifier{docs}.Sanitize()+", "+pgx.Identifier{comp}.Sanitize())
 
 	runCtx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop) // before the pipeline's cleanup waits for the components
@@ -354,6 +363,9 @@ func TestSnapshotTruncateAndKeylessTable(t *testing.T) {
 		pgx.Identifier{docs}.Sanitize()))
 	p.exec(ctx, shard, fmt.Sprintf("UPDATE %s SET title = 'changed' WHERE workspace_id = 3", pgx.Identifier{nokey}.Sanitize()))
 	p.exec(ctx, shard, fmt.Sprintf("DELETE FROM %s WHERE workspace_id = 4", pgx.Identifier{nokey}.Sanitize()))
+	// Key changes across ranges, both directions, and deletes.
+	p.exec(ctx, shard, fmt.Sprintf("UPDATE %s SET workspace_id = 4 - workspace_id, title = 'moved' WHERE id %% 7 = 0", pgx.Identifier{comp}.Sanitize()))
+	p.exec(ctx, shard, fmt.Sprintf("DELETE FROM %s WHERE id %% 11 = 0", pgx.Identifier{comp}.Sanitize()))
 	wctx, stopWrites := context.WithTimeout(ctx, 3*time.Second)
 	defer stopWrites()
 	if err := churn(wctx, p.stack.ShardDSNs[shard], docs, shard); err != nil {
@@ -367,7 +379,9 @@ func TestSnapshotTruncateAndKeylessTable(t *testing.T) {
 	for time.Now().Before(deadline) {
 		if diff = p.compare(ctx, docs); diff == "" {
 			if diff = p.compareTitles(ctx, shard, nokey); diff == "" {
-				break
+				if diff = p.compareTitles(ctx, shard, comp); diff == "" {
+					break
+				}
 			}
 		}
 		time.Sleep(500 * time.Millisecond)

@@ -146,8 +146,8 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: newMetrics(reg, strconv.Itoa(cfg.Shard))}
 }
 
-// Run prepares the slot, snapshots if the slot is new, and streams until
-// ctx is done. On return the producer is flushed and the final position
+// Run prepares the slot, takes the initial snapshot if the slot is new (or
+// continues an unfinished one), and streams until ctx is done. On return the producer is flushed and the final position
 // reported to the server.
 func (r *Reader) Run(ctx context.Context) error {
 	sqlConn, err := pgx.Connect(ctx, r.cfg.DSN)

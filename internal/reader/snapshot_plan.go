@@ -111,8 +111,9 @@ func keyNames(key []keyColumn) []string {
 // maxRanges ranges of the first key column. Ranges let several workers
 // copy one large table at once; they are cut where the data is (the
 // column's histogram in pg_stats, else equal widths between min and max)
-// for integer and uuid keys, and not at all for other key types or small
-// tables.
+// for integer and uuid keys, and not at all for other key types or tables
+// estimated below two chunks. A composite key is cut on its first column
+// only, so rows sharing it stay in one range.
 func planTable(ctx context.Context, conn *pgx.Conn, t tables.Table, key []keyColumn, maxRanges, chunkRows int) (tableProgress, error) {
 	tp := tableProgress{Schema: t.Schema, Name: t.Name, Key: keyNames(key)}
 	var est float64
@@ -125,10 +126,16 @@ func planTable(ctx context.Context, conn *pgx.Conn, t tables.Table, key []keyCol
 		tp.Estimate = int64(est)
 	}
 	tp.Ranges = []rangeProgress{{}}
-	if len(key) == 0 || maxRanges < 2 || tp.Estimate < int64(2*chunkRows) {
+	if len(key) == 0 || maxRanges < 2 {
 		return tp, nil
 	}
-	want := min(maxRanges, int(tp.Estimate/int64(chunkRows)))
+	want := maxRanges // no estimate (never analyzed): it may be large
+	if tp.Estimate > 0 {
+		if tp.Estimate < int64(2*chunkRows) {
+			return tp, nil
+		}
+		want = min(maxRanges, int(tp.Estimate/int64(chunkRows)))
+	}
 	var splits []string
 	switch key[0].OID {
 	case oidInt2, oidInt4, oidInt8, oidUUID:
