@@ -63,6 +63,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -211,7 +212,7 @@ func (r *Reader) planSnapshot(ctx context.Context, conn *pgx.Conn, prev *snapsho
 		}
 		if prev != nil {
 			if i := findTable(prev, t); i >= 0 {
-				if slicesEqual(prev.Tables[i].Key, keyNames(key)) {
+				if slices.Equal(prev.Tables[i].Key, keyNames(key)) {
 					st.Tables = append(st.Tables, prev.Tables[i])
 					continue
 				}
@@ -241,24 +242,13 @@ func findTable(st *snapshotState, t tables.Table) int {
 	return -1
 }
 
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // snapTable is what the workers need about one table.
 type snapTable struct {
-	t    tables.Table
-	cols []envelope.Column
-	key  []keyColumn
-	idAt int
+	t     tables.Table
+	cols  []envelope.Column
+	key   []keyColumn
+	keyAt []int // column of each key column in a SELECT * row
+	idAt  int
 }
 
 // copySnapshot copies every range of st.Snapshot not yet done, then stores
@@ -414,6 +404,13 @@ func (r *Reader) snapTable(ctx context.Context, conn *pgx.Conn, t tables.Table) 
 	if st.idAt < 0 {
 		return st, fmt.Errorf("snapshot %s: no id column %q", t.Name, t.IDColumn)
 	}
+	for _, k := range st.key {
+		at := slices.IndexFunc(st.cols, func(c envelope.Column) bool { return c.Name == k.Name })
+		if at < 0 {
+			return st, fmt.Errorf("snapshot %s: key column %q is not among its columns", t.Name, k.Name)
+		}
+		st.keyAt = append(st.keyAt, at)
+	}
 	return st, nil
 }
 
@@ -429,6 +426,11 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 	t := tab.t
 	limit := r.cfg.SnapshotChunkRows
 	size := 256
+	// One row's image, reused: the encoder copies it into the record, so
+	// only the values' strings are allocated per row. After a chunk, strs
+	// still holds its last row (the key to continue after).
+	after := make(map[string]*string, len(tab.cols))
+	strs := make([]string, len(tab.cols))
 	for {
 		if err := pace.wait(ctx, limit); err != nil {
 			return err
@@ -438,56 +440,59 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 		}
 		q, args := chunkQuery(t.Schema, t.Name, tab.key, &rg, limit)
 		c := prog.open(ti, ri)
+		acked := func(_ *kgo.Record, err error) {
+			if err != nil {
+				r.m.errors.WithLabelValues("produce").Inc()
+			}
+			prog.ack(c, err)
+		}
 		now := time.Now().UTC()
 		res := conn.PgConn().ExecParams(ctx, q, args, nil, nil, []int16{0})
 		var n int64
-		var last map[string]*string
+		var lastNull bool // a key column of the last row was NULL
 		for res.NextRow() {
 			vals := res.Values()
 			if len(vals) != len(tab.cols) {
 				res.Close()
 				return fmt.Errorf("snapshot %s: %d values for %d columns (did the table change?)", t.Name, len(vals), len(tab.cols))
 			}
-			after := make(map[string]*string, len(tab.cols))
 			for i, v := range vals {
 				if v != nil {
-					s := string(v)
-					after[tab.cols[i].Name] = &s
+					strs[i] = string(v) // vals is reused by the next row
+					after[tab.cols[i].Name] = &strs[i]
 				} else {
+					strs[i] = ""
 					after[tab.cols[i].Name] = nil
 				}
 			}
-			id := after[t.IDColumn]
-			if id == nil {
+			if vals[tab.idAt] == nil {
 				res.Close()
 				return fmt.Errorf("snapshot %s: NULL id", t.Name)
 			}
+			lastNull = false
+			for _, at := range tab.keyAt {
+				lastNull = lastNull || vals[at] == nil
+			}
+			id := strs[tab.idAt]
 			ev := envelope.Event{
 				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name,
-				Op: envelope.OpRead, ID: *id, CommitLSN: cp, CommitTime: now,
+				Op: envelope.OpRead, ID: id, CommitLSN: cp, CommitTime: now,
 				Columns: tab.cols, After: after,
 			}
 			b := enc.Append(make([]byte, 0, size+64), &ev)
 			size = len(b)
-			r.producer.Produce(pctx, &kgo.Record{Topic: t.Topic, Key: []byte(*id), Value: b}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					r.m.errors.WithLabelValues("produce").Inc()
-				}
-				prog.ack(c, err)
-			})
+			r.producer.Produce(pctx, &kgo.Record{Topic: t.Topic, Key: []byte(id), Value: b}, acked)
 			n++
-			last = after // its strings are copies: vals is reused by the next row
 		}
 		var lastKey []string
 		if n > 0 && len(tab.key) > 0 {
-			lastKey = make([]string, len(tab.key))
-			for i, k := range tab.key {
-				v := last[k.Name]
-				if v == nil {
-					res.Close()
-					return fmt.Errorf("snapshot %s: NULL in key column %q", t.Name, k.Name)
-				}
-				lastKey[i] = *v
+			if lastNull {
+				res.Close()
+				return fmt.Errorf("snapshot %s: NULL in a key column of %v", t.Name, keyNames(tab.key))
+			}
+			lastKey = make([]string, len(tab.keyAt))
+			for i, at := range tab.keyAt {
+				lastKey[i] = strs[at]
 			}
 		}
 		if _, err := res.Close(); err != nil {
