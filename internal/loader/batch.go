@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,7 +34,7 @@ type deadLetter struct {
 
 // apply writes one batch to ClickHouse and returns the records whose
 // offsets may now be committed. Records of stopped tables are left out.
-func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) ([]*kgo.Record, error) {
+func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, decoded []decodeResult) ([]*kgo.Record, error) {
 	l.m.batchRows.Observe(float64(len(recs)))
 	byTable := map[string][]change{}
 	var order []string
@@ -41,8 +42,6 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) 
 	var wms []chstore.Watermark
 	commit := make([]*kgo.Record, 0, len(recs))
 
-	t0 := time.Now()
-	decoded := l.decodeAll(recs)
 	for i, r := range recs {
 		t, ok := l.cfg.Tables.ByTopic(r.Topic)
 		if !ok {
@@ -82,7 +81,6 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) 
 		}
 	}
 
-	l.m.since(stageDecode, t0)
 	for _, name := range order {
 		t, _ := l.cfg.Tables.ByName(name)
 		bad, err := l.applyTable(ctx, name, t.IDColumn, byTable[name])
@@ -134,6 +132,71 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) 
 	return commit, nil
 }
 
+// converted is a row converted ahead of the sequential pass.
+type converted struct {
+	done bool
+	vals []any
+	err  error
+}
+
+// convertAll converts, on every core, the rows that need nothing from
+// earlier rows (all but truncates and unchanged-TOAST updates). A stale
+// version converted here is simply not used.
+func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now time.Time) []converted {
+	out := make([]converted, len(cs))
+	parallel(len(cs), len(l.decoders), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			ev := cs[i].ev
+			if ev.Op == envelope.OpTruncate || len(ev.Unchanged) > 0 {
+				continue
+			}
+			out[i].vals, out[i].err = t.Convert(sourceRow(ev, idColumn), now)
+			out[i].done = true
+		}
+	})
+	return out
+}
+
+// sourceRow is the row a change writes: its new image, or for a delete the
+// old one (at least the id) marked deleted.
+func sourceRow(ev *envelope.Event, idColumn string) *chstore.Row {
+	row := &chstore.Row{
+		Shard: uint16(ev.Shard), Version: uint64(ev.LSN), CommitLSN: uint64(ev.CommitLSN),
+		CommitTS: ev.CommitTime, Values: ev.After,
+	}
+	if ev.Op == envelope.OpDelete {
+		row.Deleted = true
+		row.Values = ev.Before
+		if row.Values == nil {
+			row.Values = map[string]*string{}
+		}
+		if _, ok := row.Values[idColumn]; !ok {
+			id := ev.ID
+			row.Values[idColumn] = &id
+		}
+	}
+	return row
+}
+
+// parallel runs f over [0, n) split into contiguous parts, one per worker
+// (one part for small n).
+func parallel(n, workers int, f func(lo, hi int)) {
+	if n < 256 || workers < 2 {
+		f(0, n)
+		return
+	}
+	per := (n + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += per {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			f(lo, hi)
+		}(lo, min(lo+per, n))
+	}
+	wg.Wait()
+}
+
 // decodeResult is one record's envelope or why it has none.
 type decodeResult struct {
 	ev  *envelope.Event
@@ -145,26 +208,13 @@ type decodeResult struct {
 // cached column list) with its own Decoder.
 func (l *Loader) decodeAll(recs []*kgo.Record) []decodeResult {
 	out := make([]decodeResult, len(recs))
-	workers := len(l.decoders)
-	if len(recs) < 256 {
-		workers = 1
-	}
-	per := (len(recs) + workers - 1) / workers
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		lo, hi := w*per, min((w+1)*per, len(recs))
-		if lo >= hi {
-			break
+	var next atomic.Int32
+	parallel(len(recs), len(l.decoders), func(lo, hi int) {
+		d := l.decoders[next.Add(1)-1]
+		for i := lo; i < hi; i++ {
+			out[i].ev, out[i].err = d.Decode(recs[i].Value)
 		}
-		wg.Add(1)
-		go func(d *envelope.Decoder) {
-			defer wg.Done()
-			for i := lo; i < hi; i++ {
-				out[i].ev, out[i].err = d.Decode(recs[i].Value)
-			}
-		}(l.decoders[w])
-	}
-	wg.Wait()
+	})
 	return out
 }
 
@@ -303,8 +353,9 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		rows = rows[:0]
 		return nil
 	}
+	pre := l.convertAll(t, idColumn, cs, now)
 	var newest time.Time
-	for _, c := range cs {
+	for i, c := range cs {
 		ev := c.ev
 		if ev.CommitTime.After(newest) {
 			newest = ev.CommitTime
@@ -342,46 +393,38 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			l.m.dropped.WithLabelValues(name).Inc()
 			continue
 		}
-		row := &chstore.Row{
-			Shard: uint16(ev.Shard), Version: uint64(ev.LSN), CommitLSN: uint64(ev.CommitLSN),
-			CommitTS: ev.CommitTime, Values: ev.After,
-		}
-		if ev.Op == envelope.OpDelete {
-			row.Deleted = true
-			row.Values = ev.Before
-			if row.Values == nil {
-				row.Values = map[string]*string{}
-			}
-			if _, ok := row.Values[idColumn]; !ok {
-				id := ev.ID
-				row.Values[idColumn] = &id
-			}
-		}
-		if len(ev.Unchanged) > 0 {
-			var base func(col string) any
-			if i, ok := latest[k]; ok {
-				vals := rows[i]
-				base = func(col string) any {
-					if i := t.Index(col); i >= 0 {
-						return vals[i]
+		var vals []any
+		var err error
+		if pre[i].done {
+			vals, err = pre[i].vals, pre[i].err
+		} else {
+			row := sourceRow(ev, idColumn)
+			if len(ev.Unchanged) > 0 {
+				var base func(col string) any
+				if j, ok := latest[k]; ok {
+					img := rows[j]
+					base = func(col string) any {
+						if ci := t.Index(col); ci >= 0 {
+							return img[ci]
+						}
+						return nil
 					}
-					return nil
+				} else if st, ok := stored[k]; ok && !st.Deleted {
+					base = func(col string) any { return st.Values[col] }
 				}
-			} else if st, ok := stored[k]; ok && !st.Deleted {
-				base = func(col string) any { return st.Values[col] }
+				if base == nil {
+					dead = append(dead, deadLetter{c.rec, "toast_without_base",
+						fmt.Errorf("row %s/%d: unchanged TOAST columns %s but no earlier version is stored",
+							ev.ID, ev.Shard, strings.Join(ev.Unchanged, ","))})
+					continue
+				}
+				row.Filled = map[string]any{}
+				for _, col := range ev.Unchanged {
+					row.Filled[col] = base(col)
+				}
 			}
-			if base == nil {
-				dead = append(dead, deadLetter{c.rec, "toast_without_base",
-					fmt.Errorf("row %s/%d: unchanged TOAST columns %s but no earlier version is stored",
-						ev.ID, ev.Shard, strings.Join(ev.Unchanged, ","))})
-				continue
-			}
-			row.Filled = map[string]any{}
-			for _, col := range ev.Unchanged {
-				row.Filled[col] = base(col)
-			}
+			vals, err = t.Convert(row, now)
 		}
-		vals, err := t.Convert(row, now)
 		if err != nil {
 			dead = append(dead, deadLetter{c.rec, "convert", err})
 			continue

@@ -4,13 +4,16 @@
 // replays the batch; replays are harmless because every row carries its
 // source version (see internal/chstore).
 //
-// One goroutine owns the Kafka client's poll loop. While a batch is being
-// written nothing is polled, and franz-go's prefetch buffer is bounded
-// (MaxBufferedRecords / FetchMaxBytes), so a slow ClickHouse slows
-// consumption instead of growing memory. Rebalances are blocked during a
-// batch (BlockRebalanceOnPoll) and allowed again after the commit, so a
-// partition is never handed to another loader with applied-but-uncommitted
-// records.
+// Two goroutines form a pipeline: the poller fetches and decodes the next
+// batch (on every core) while the applier writes the current one to
+// ClickHouse and commits it. At most two batches are held, and franz-go's
+// prefetch buffer is bounded (FetchMaxBytes), so a slow ClickHouse slows
+// consumption instead of growing memory. Rebalances are blocked from a poll
+// until the applier has committed (BlockRebalanceOnPoll, AllowRebalance
+// after each commit and while idle), so a partition is not handed to
+// another loader with applied-but-uncommitted records. The one window left
+// — a batch polled just before a rebalance is allowed — can only cause a
+// replay, which every write tolerates (rows are versioned by source LSN).
 //
 // Metrics (private registry, prefix tributary_loader_):
 //
@@ -42,6 +45,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,7 +87,8 @@ type Loader struct {
 
 	// Owned by the Run goroutine.
 	versions *dedupe.Versions
-	decoders []*envelope.Decoder // one per decoding worker
+	decoders []*envelope.Decoder // one per decoding worker; used by the poller
+	forget   atomic.Bool         // set on revoke: forget versions before the next batch
 	stopped  map[string]error    // table -> why it is stopped
 }
 
@@ -131,9 +136,10 @@ func (l *Loader) Run(ctx context.Context) error {
 			l.log.Info("partitions assigned", slog.Any("partitions", m))
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			// Everything polled was committed before the rebalance was
-			// allowed; forget versions another loader may now advance.
-			l.versions.Forget()
+			// Everything applied was committed before the rebalance was
+			// allowed; forget versions another loader may now advance
+			// (before the next batch, on Run's goroutine).
+			l.forget.Store(true)
 			l.log.Info("partitions revoked", slog.Any("partitions", m))
 		}),
 		// DLQ produces: idempotent, acks=all (franz-go defaults).
@@ -159,46 +165,107 @@ func (l *Loader) Run(ctx context.Context) error {
 		stopMonitors()
 		monitors.Wait()
 	}()
+
+	// Two stages: a poller fetches and decodes the next batch while this
+	// goroutine writes the current one to ClickHouse and commits it.
+	batches := make(chan polled)
+	permit := make(chan struct{}, 1)
+	pctx, stopPoller := context.WithCancel(ctx)
+	pollerDone := make(chan struct{})
+	go func() { defer close(pollerDone); l.poller(pctx, cl, permit, batches) }()
+	defer func() {
+		stopPoller()
+		<-pollerDone
+	}()
+	permit <- struct{}{}
+	idle := time.NewTicker(250 * time.Millisecond)
+	defer idle.Stop()
 	for {
-		t0 := time.Now()
-		recs, err := l.poll(ctx, cl)
-		l.m.since(stagePoll, t0)
+		var b polled
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-idle.C:
+			// Nothing is being applied: a pending rebalance may go ahead.
+			cl.AllowRebalance()
+			continue
+		case b = <-batches:
+		}
+		if b.err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return b.err
+		}
+		permit <- struct{}{} // fetch and decode the next batch meanwhile
+		if l.forget.Swap(false) {
+			l.versions.Forget()
+		}
+		commit, err := l.apply(ctx, cl, b.recs, b.decoded)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if len(recs) > 0 {
-			commit, err := l.apply(ctx, cl, recs)
-			if err != nil {
-				cl.AllowRebalance()
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
+		t1 := time.Now()
+		err = cl.CommitRecords(ctx, commit...)
+		l.m.since(stageCommit, t1)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
 			}
-			t1 := time.Now()
-			err = cl.CommitRecords(ctx, commit...)
-			l.m.since(stageCommit, t1)
-			if err != nil {
-				cl.AllowRebalance()
-				if ctx.Err() != nil {
-					return nil
-				}
-				// The batch is in ClickHouse and replaying it is harmless, so
-				// a failed commit (typically: this member was kicked out of
-				// the group during a long ClickHouse outage) costs a replay,
-				// not correctness. franz-go rejoins the group by itself.
-				l.m.commitErrors.Inc()
-				l.versions.Forget()
-				l.log.Warn("offset commit failed; the batch will be replayed by whoever owns its partitions",
-					slog.Int("records", len(commit)), slog.Any("err", err))
-			}
+			// The batch is in ClickHouse and replaying it is harmless, so
+			// a failed commit (typically: this member was kicked out of
+			// the group during a long ClickHouse outage) costs a replay,
+			// not correctness. franz-go rejoins the group by itself.
+			l.m.commitErrors.Inc()
+			l.versions.Forget()
+			l.log.Warn("offset commit failed; the batch will be replayed by whoever owns its partitions",
+				slog.Int("records", len(commit)), slog.Any("err", err))
 		}
+		// Applied and committed: nothing held would be handed over. (The
+		// poller may already hold the next batch; if a rebalance now takes
+		// its partitions, applying it anyway is a harmless replay — every
+		// write is idempotent by source version.)
 		cl.AllowRebalance()
-		if ctx.Err() != nil {
-			return nil
+	}
+}
+
+// polled is one batch from the poller.
+type polled struct {
+	recs    []*kgo.Record
+	decoded []decodeResult
+	err     error
+}
+
+// poller fetches and decodes one batch per permit and hands it over.
+func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struct{}, out chan<- polled) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-permit:
+		}
+		t0 := time.Now()
+		recs, err := l.poll(ctx, cl)
+		t0 = l.m.since(stagePoll, t0)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			select {
+			case out <- polled{err: err}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		b := polled{recs: recs, decoded: l.decodeAll(recs)}
+		l.m.since(stageDecode, t0)
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -232,12 +299,6 @@ func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error
 			l.log.Warn("fetch error", slog.String("topic", t), slog.Int("partition", int(p)), slog.Any("err", err))
 		})
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-		if len(out) == 0 {
-			// Any poll, even one that returned only errors, blocks
-			// rebalances until allowed: with nothing gathered there is
-			// nothing to protect, so let a pending rebalance proceed.
-			cl.AllowRebalance()
-		}
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}
