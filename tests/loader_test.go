@@ -86,14 +86,19 @@ func newMeteredPipeline(t *testing.T, shards []int, withOther bool) *meteredPipe
 	return mp
 }
 
-// startMeteredLoader is startLoader with a registry the test can read.
-func (p *pipeline) startMeteredLoader(ctx context.Context, name string) *prometheus.Registry {
+// startMeteredLoader is startLoader with a registry the test can read and
+// optional changes to the loader's configuration.
+func (p *pipeline) startMeteredLoader(ctx context.Context, name string, mods ...func(*loader.Config)) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	l := loader.New(loader.Config{
+	cfg := loader.Config{
 		Brokers: p.brokers, Group: p.group(), DLQTopic: p.dlqTopic(), Tables: p.tables,
 		BatchRecords: 5000, BatchWait: 50 * time.Millisecond,
 		DuplicateGrace: 3 * time.Second, AnomalyInterval: 200 * time.Millisecond,
-	}, p.store, p.log.With(slog.String("loader", name)), reg)
+	}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	l := loader.New(cfg, p.store, p.log.With(slog.String("loader", name)), reg)
 	p.goRun("loader "+name, func() error { return l.Run(ctx) })
 	return reg
 }

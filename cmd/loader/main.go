@@ -15,6 +15,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/loader"
+	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
 )
@@ -41,6 +42,10 @@ type Config struct {
 	ClickHousePass string
 	BatchRecords   int
 	BatchWait      time.Duration
+	DuplicateGrace time.Duration
+	DedupeKeys     int
+	RingMap        string
+	MisplacedEvery time.Duration
 	MetricsAddr    string
 	LogFormat      string
 	LogLevel       string
@@ -59,6 +64,10 @@ func parse(args []string) (*Config, error) {
 	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	fs.Int(&c.BatchRecords, "batch-records", "TRIBUTARY_LOADER_BATCH_RECORDS", 50000, "maximum records per ClickHouse batch")
 	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "maximum wait to fill a batch after its first record")
+	fs.Duration(&c.DuplicateGrace, "duplicate-grace", "TRIBUTARY_DUPLICATE_GRACE", 5*time.Minute, "how long an id may be live on two shards (a move in flight) before it is an alert, in source time")
+	fs.Int(&c.DedupeKeys, "dedupe-keys", "TRIBUTARY_LOADER_DEDUPE_KEYS", 1<<20, "rows whose newest written version is remembered, to skip redeliveries (memory: ~100 B each)")
+	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "published ring map JSON (e.g. deploy/local/ringmap.json); with it, rows of tables with a shard_key are checked for the shard that owns them (misplaced rows). Restart the loader to apply a new map")
+	fs.Duration(&c.MisplacedEvery, "misplaced-interval", "TRIBUTARY_MISPLACED_INTERVAL", 30*time.Second, "how often misplaced live rows are counted in ClickHouse (a FINAL scan of each table with a shard_key)")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_LOADER_METRICS_ADDR", "127.0.0.1:9101", "address for /metrics and /healthz (empty: off)")
 	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -86,6 +95,15 @@ func (c *Config) Validate() error {
 	if c.BatchWait <= 0 {
 		errs = append(errs, fmt.Errorf("--batch-wait must be > 0, got %s", c.BatchWait))
 	}
+	if c.DuplicateGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--duplicate-grace must be > 0, got %s", c.DuplicateGrace))
+	}
+	if c.DedupeKeys < 2 {
+		errs = append(errs, fmt.Errorf("--dedupe-keys must be >= 2, got %d", c.DedupeKeys))
+	}
+	if c.MisplacedEvery <= 0 {
+		errs = append(errs, fmt.Errorf("--misplaced-interval must be > 0, got %s", c.MisplacedEvery))
+	}
 	return errors.Join(errs...)
 }
 
@@ -100,6 +118,12 @@ func run(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	var rm *ring.Map
+	if cfg.RingMap != "" {
+		if rm, err = ring.Load(cfg.RingMap); err != nil {
+			return err
+		}
+	}
 	store, err := chstore.Open(ctx, chstore.Options{
 		Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDB,
 		Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass,
@@ -112,9 +136,16 @@ func run(ctx context.Context, cfg *Config) error {
 	l := loader.New(loader.Config{
 		Brokers: flagenv.List(cfg.Brokers), Group: cfg.Group, DLQTopic: cfg.DLQTopic,
 		Tables: tcfg, BatchRecords: cfg.BatchRecords, BatchWait: cfg.BatchWait,
+		DuplicateGrace: cfg.DuplicateGrace, DedupeKeys: cfg.DedupeKeys,
+		Ring: rm, MisplacedInterval: cfg.MisplacedEvery,
 	}, store, log, reg)
 
-	log.Info("loader starting", slog.String("group", cfg.Group), slog.Any("topics", tcfg.Topics()))
+	ringVersion := int64(0)
+	if rm != nil {
+		ringVersion = rm.Version()
+	}
+	log.Info("loader starting", slog.String("group", cfg.Group), slog.Any("topics", tcfg.Topics()),
+		slog.String("ring_map", cfg.RingMap), slog.Int64("ring_version", ringVersion))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return l.Run(gctx) })
 	g.Go(func() error { return telemetry.Serve(gctx, cfg.MetricsAddr, reg, nil) })

@@ -78,7 +78,17 @@ for ((i = 0; i < TRIBUTARY_SHARDS; i++)); do
 	TRIBUTARY_PG_DSN=${!dsn_var} start "reader-$i" "$BIN/cdc-reader" --shard "$i" \
 		--metrics-addr "127.0.0.1:$((9110 + i))"
 done
-start loader "$BIN/loader" --metrics-addr 127.0.0.1:9101
+# Workspaces are placed by the published ring map (deploy/local/ringmap.json,
+# version 1: 4 shards x 64 virtual nodes); for another shard count loadgen
+# generates the equivalent map. The loader checks every row against the
+# same map (tributary_misplaced_rows).
+ring_args=()
+loader_ring=()
+if [[ $TRIBUTARY_SHARDS == 4 ]]; then
+	ring_args=(--ring "$REPO/deploy/local/ringmap.json")
+	loader_ring=(--ring-map "$REPO/deploy/local/ringmap.json")
+fi
+start loader "$BIN/loader" --metrics-addr 127.0.0.1:9101 "${loader_ring[@]}"
 start api "$BIN/api" --listen "$API_ADDR"
 
 echo -n "demo: waiting for the API"
@@ -96,13 +106,6 @@ done
 curl -fsS "http://$API_ADDR/readyz" >/dev/null || die "API not ready after 20 s; see $DEMO/api.log"
 
 echo "demo: running traffic for $TRAFFIC at $RATE ops/s"
-# Workspaces are placed by the published ring map (deploy/local/ringmap.json,
-# version 1: 4 shards x 64 virtual nodes); for another shard count loadgen
-# generates the equivalent map.
-ring_args=()
-if [[ $TRIBUTARY_SHARDS == 4 ]]; then
-	ring_args=(--ring "$REPO/deploy/local/ringmap.json")
-fi
 "$BIN/loadgen" --rate "$RATE" --duration "$TRAFFIC" "${ring_args[@]}" | tee "$DEMO/loadgen.out"
 
 for pidf in "$DEMO"/*.pid; do

@@ -88,6 +88,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		conn.Close()
 		return nil, err
 	}
+	if err := s.ensureOwnership(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -331,4 +335,20 @@ func (t *Table) Index(name string) int {
 		return i
 	}
 	return -1
+}
+
+// Lookup returns the layout of an existing table (nil if it does not
+// exist), from the cache or ClickHouse.
+func (s *Store) Lookup(ctx context.Context, name, idColumn string) (*Table, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tables[name]; ok {
+		return t, nil
+	}
+	t, err := s.describe(ctx, name, idColumn)
+	if err != nil || t == nil {
+		return nil, err
+	}
+	s.tables[name] = t
+	return t, nil
 }

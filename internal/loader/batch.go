@@ -337,9 +337,20 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	lifecycleSeen := map[string]bool{}
 	// flush inserts the rows converted so far; a truncate needs them in
 	// ClickHouse before it decides which rows it removes.
+	cfgTable, _ := l.cfg.Tables.ByName(name)
+	var owners []chstore.Ownership // shard-key values to place before the rows
 	flush := func() error {
 		if len(rows) == 0 {
 			return nil
+		}
+		if len(owners) > 0 {
+			err := timed(stageInsert, func() error {
+				return l.retry(ctx, "ownership "+name, func() error { return l.store.WriteOwnership(ctx, owners) })
+			})
+			if err != nil {
+				return err
+			}
+			owners = owners[:0]
 		}
 		start := time.Now()
 		err := timed(stageInsert, func() error {
@@ -437,6 +448,9 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		// Remembered before the insert: an insert is retried until it
 		// succeeds or the loader stops, and a stopped loader forgets.
 		l.versions.Written(dk, uint64(ev.LSN))
+		if o, ok := l.placeRow(cfgTable, ev); ok {
+			owners = append(owners, o)
+		}
 		if ev.Op != envelope.OpUpdate && !lifecycleSeen[ev.ID] {
 			lifecycleSeen[ev.ID] = true
 			lifecycleIDs = append(lifecycleIDs, ev.ID)
@@ -450,7 +464,6 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	// disappear. Only ids that converted are asked about: they parse as the
 	// id type.
 	ids := lifecycleIDs
-	cfgTable, _ := l.cfg.Tables.ByName(name)
 	err := timed(stageDetect, func() error {
 		return l.retry(ctx, "anomalies "+name, func() error { return l.detect(ctx, t, cfgTable, ids, newest) })
 	})

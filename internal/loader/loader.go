@@ -31,6 +31,11 @@
 //	commit_errors_total                failed offset commits (the batch is replayed)
 //	stage_seconds_total{stage}         wall time per stage of the loop: where the time goes
 //
+// With a ring map (see placement.go):
+//
+//	tributary_misplaced_writes_total{table,shard}  live rows written on a shard that does not own them
+//	tributary_misplaced_rows{table,shard}          live rows currently misplaced (global, from ClickHouse)
+//
 // and, without the loader_ infix (they describe the data, not this loader):
 //
 //	tributary_duplicate_ids{table,kind}              ids live on >1 shard past the grace period
@@ -54,6 +59,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/dedupe"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -76,6 +82,11 @@ type Config struct {
 	AnomalyInterval time.Duration
 	// LagInterval is how often consumer lag is sampled.
 	LagInterval time.Duration
+	// Ring is the published ring map (nil: no ownership checks). Tables
+	// with a shard_key are checked against it.
+	Ring *ring.Map
+	// MisplacedInterval is how often misplaced rows are counted.
+	MisplacedInterval time.Duration
 }
 
 // Loader applies change envelopes to ClickHouse.
@@ -89,7 +100,8 @@ type Loader struct {
 	versions *dedupe.Versions
 	decoders []*envelope.Decoder // one per decoding worker; used by the poller
 	forget   atomic.Bool         // set on revoke: forget versions before the next batch
-	stopped  map[string]error    // table -> why it is stopped
+	place    placement
+	stopped  map[string]error // table -> why it is stopped
 }
 
 // New builds a loader; it connects nothing until Run.
@@ -105,6 +117,9 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	}
 	if cfg.LagInterval <= 0 {
 		cfg.LagInterval = 10 * time.Second
+	}
+	if cfg.MisplacedInterval <= 0 {
+		cfg.MisplacedInterval = 30 * time.Second
 	}
 	decoders := make([]*envelope.Decoder, max(1, runtime.GOMAXPROCS(0)))
 	for i := range decoders {
@@ -155,12 +170,20 @@ func (l *Loader) Run(ctx context.Context) error {
 		cl.Close()
 	}()
 
+	if err := l.loadPlacement(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+
 	// The monitors end with Run: they use the client closed above.
 	mctx, stopMonitors := context.WithCancel(ctx)
 	var monitors sync.WaitGroup
-	monitors.Add(2)
+	monitors.Add(3)
 	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
 	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
+	go func() { defer monitors.Done(); l.watchMisplaced(mctx) }()
 	defer func() {
 		stopMonitors()
 		monitors.Wait()

@@ -9,22 +9,24 @@ import (
 // metrics are the loader's Prometheus metrics; see the package doc for the
 // list.
 type metrics struct {
-	records       *prometheus.CounterVec   // topic, kind
-	rowsInserted  *prometheus.CounterVec   // table
-	dropped       *prometheus.CounterVec   // table
-	dlq           *prometheus.CounterVec   // topic, reason
-	insertSeconds *prometheus.HistogramVec // table
-	batchRows     prometheus.Histogram
-	insertErrors  *prometheus.CounterVec // table
-	schemaChanges *prometheus.CounterVec // table
-	tableStopped  *prometheus.GaugeVec   // table
-	watermarkLSN  *prometheus.GaugeVec   // shard
-	lag           *prometheus.GaugeVec   // topic, partition
-	commitErrors  prometheus.Counter
-	dupIDs        *prometheus.GaugeVec   // table, kind
-	dupPending    *prometheus.GaugeVec   // table, kind
-	dupDetections *prometheus.CounterVec // table, kind
-	stageSeconds  *prometheus.CounterVec // stage
+	records         *prometheus.CounterVec   // topic, kind
+	rowsInserted    *prometheus.CounterVec   // table
+	dropped         *prometheus.CounterVec   // table
+	dlq             *prometheus.CounterVec   // topic, reason
+	insertSeconds   *prometheus.HistogramVec // table
+	batchRows       prometheus.Histogram
+	insertErrors    *prometheus.CounterVec // table
+	schemaChanges   *prometheus.CounterVec // table
+	tableStopped    *prometheus.GaugeVec   // table
+	watermarkLSN    *prometheus.GaugeVec   // shard
+	lag             *prometheus.GaugeVec   // topic, partition
+	commitErrors    prometheus.Counter
+	dupIDs          *prometheus.GaugeVec   // table, kind
+	dupPending      *prometheus.GaugeVec   // table, kind
+	dupDetections   *prometheus.CounterVec // table, kind
+	stageSeconds    *prometheus.CounterVec // stage
+	misplacedWrites *prometheus.CounterVec // table, shard
+	misplacedRows   *prometheus.GaugeVec   // table, shard
 }
 
 // Stages of the loader's loop, for tributary_loader_stage_seconds_total.
@@ -93,7 +95,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tributary_loader_stage_seconds_total", Help: "Wall time the loader's loop spent in each stage (poll, decode, convert, read, insert, detect, watermarks, dlq, commit): where the time goes.",
 		}, []string{"stage"}),
 	}
-	reg.MustRegister(m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
+	m.misplacedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_misplaced_writes_total", Help: "Writes of live rows on a shard that does not own their shard-key value under the ring map (a writer routing with a stale map), by table and the shard written to. Counts writes: a replayed row counts again.",
+	}, []string{"table", "shard"})
+	m.misplacedRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tributary_misplaced_rows", Help: "Live rows currently on a shard that does not own their shard-key value under the newest ring map (global, from ClickHouse), by table and shard.",
+	}, []string{"table", "shard"})
+	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
 	return m
 }
