@@ -70,3 +70,68 @@ func TestDuplicateIDs(t *testing.T) {
 	p.exec(ctx, 0, fmt.Sprintf("DELETE FROM %s WHERE id = $1", tbl), stuck)
 	p.waitAnomaly(ctx, stuck, "resolution", func(a chstore.Anomaly, ok bool) bool { return ok && a.Resolved })
 }
+
+// TestAlertCannotUndoResolution: a loader's periodic evaluation marks an
+// open anomaly alerted from a copy it read earlier; meanwhile the loader
+// owning the id's partition resolved it. The stale alert must not reopen it.
+func TestAlertCannotUndoResolution(t *testing.T) {
+	st := loadStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := "e2e_alert_" + randSuffix()
+	store, err := chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
+		store.Close()
+	}()
+	now := time.Now().UTC().Truncate(time.Second)
+	open := chstore.Anomaly{Table: "docs", ID: "42", Kind: chstore.KindDuplicate, Shards: []uint16{0, 1}, FirstSeen: now, LastSeen: now}
+	if err := store.WriteAnomalies(ctx, []chstore.Anomaly{open}); err != nil {
+		t.Fatal(err)
+	}
+	read := func() chstore.Anomaly {
+		got, err := store.Anomalies(ctx, "docs", []string{"42"}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got["42"]
+	}
+	stale := read() // the evaluator's copy
+	resolved := stale
+	resolved.Resolved, resolved.Shards = true, []uint16{1}
+	if err := store.WriteAnomalies(ctx, []chstore.Anomaly{resolved}); err != nil { // the owner
+		t.Fatal(err)
+	}
+	stale.Alerted = true
+	if err := store.MarkAlerted(ctx, []chstore.Anomaly{stale}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); !got.Resolved || got.Alerted {
+		t.Fatalf("after a stale alert: %+v, want resolved and not alerted", got)
+	}
+	// Without a newer state, the alert is stored.
+	open2 := read()
+	open2.ID, open2.Resolved, open2.Ver = "43", false, 0
+	if err := store.WriteAnomalies(ctx, []chstore.Anomaly{open2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Anomalies(ctx, "docs", []string{"43"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := got["43"]
+	a.Alerted = true
+	if err := store.MarkAlerted(ctx, []chstore.Anomaly{a}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = store.Anomalies(ctx, "docs", []string{"43"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got["43"].Alerted || got["43"].Resolved {
+		t.Fatalf("alert not stored: %+v", got["43"])
+	}
+}

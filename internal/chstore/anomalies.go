@@ -36,6 +36,8 @@ type Anomaly struct {
 	// Alerted is set once the anomaly outlived the grace period (counted
 	// once in tributary_duplicate_detections_total).
 	Alerted bool
+	// Ver is the version of the stored state this was read from (0 if new).
+	Ver uint64
 }
 
 const anomaliesTable = "_anomalies"
@@ -156,7 +158,7 @@ func (s *Store) anomalies(ctx context.Context, table string, ids []string, open 
 		}
 		args = append(args, clickhouse.GroupSet{Value: vals})
 	}
-	q := fmt.Sprintf(`SELECT id, kind, shards, first_seen, last_seen, resolved, alerted FROM %s.%s FINAL WHERE %s`,
+	q := fmt.Sprintf(`SELECT id, kind, shards, first_seen, last_seen, resolved, alerted, ver FROM %s.%s FINAL WHERE %s`,
 		quote(s.db), anomaliesTable, strings.Join(where, " AND "))
 	if open {
 		q += " AND resolved = 0"
@@ -170,7 +172,7 @@ func (s *Store) anomalies(ctx context.Context, table string, ids []string, open 
 	for rows.Next() {
 		a := Anomaly{Table: table}
 		var resolved, alerted uint8
-		if err := rows.Scan(&a.ID, &a.Kind, &a.Shards, &a.FirstSeen, &a.LastSeen, &resolved, &alerted); err != nil {
+		if err := rows.Scan(&a.ID, &a.Kind, &a.Shards, &a.FirstSeen, &a.LastSeen, &resolved, &alerted, &a.Ver); err != nil {
 			return nil, fmt.Errorf("read anomalies: %w", err)
 		}
 		a.Resolved, a.Alerted = resolved == 1, alerted == 1
@@ -179,8 +181,23 @@ func (s *Store) anomalies(ctx context.Context, table string, ids []string, open 
 	return out, rows.Err()
 }
 
-// WriteAnomalies stores new states. The newest write per (table, id) wins.
+// WriteAnomalies stores new states, written by the loader that owns the
+// ids' partition. Each gets a version newer than the one it was read at.
 func (s *Store) WriteAnomalies(ctx context.Context, as []Anomaly) error {
+	now := uint64(time.Now().UnixNano())
+	return s.writeAnomalies(ctx, as, func(i int, a Anomaly) uint64 { return max(now+uint64(i), a.Ver+1) })
+}
+
+// MarkAlerted stores the alerted flag of open anomalies, written by any
+// loader's periodic evaluation. Each is written at exactly the version it
+// was read at plus one, so that a state written since by the partition's
+// owner (a resolution, say; its version is newer) is never overwritten by
+// this stale copy.
+func (s *Store) MarkAlerted(ctx context.Context, as []Anomaly) error {
+	return s.writeAnomalies(ctx, as, func(_ int, a Anomaly) uint64 { return a.Ver + 1 })
+}
+
+func (s *Store) writeAnomalies(ctx context.Context, as []Anomaly, version func(int, Anomaly) uint64) error {
 	if len(as) == 0 {
 		return nil
 	}
@@ -190,7 +207,6 @@ func (s *Store) WriteAnomalies(ctx context.Context, as []Anomaly) error {
 		return fmt.Errorf("prepare anomalies: %w", err)
 	}
 	defer b.Abort() //nolint:errcheck // no-op after Send
-	ver := uint64(time.Now().UnixNano())
 	for i, a := range as {
 		var res, al uint8
 		if a.Resolved {
@@ -202,7 +218,7 @@ func (s *Store) WriteAnomalies(ctx context.Context, as []Anomaly) error {
 		if a.Shards == nil {
 			a.Shards = []uint16{}
 		}
-		if err := b.Append(a.Table, a.ID, a.Kind, a.Shards, a.FirstSeen.UTC(), a.LastSeen.UTC(), res, al, ver+uint64(i)); err != nil {
+		if err := b.Append(a.Table, a.ID, a.Kind, a.Shards, a.FirstSeen.UTC(), a.LastSeen.UTC(), res, al, version(i, a)); err != nil {
 			return fmt.Errorf("append anomaly: %w", err)
 		}
 	}

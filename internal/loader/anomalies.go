@@ -134,7 +134,9 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 			l.m.dupIDs.WithLabelValues(tc.Name, kind).Set(float64(counts[kind][0]))
 			l.m.dupPending.WithLabelValues(tc.Name, kind).Set(float64(counts[kind][1]))
 		}
-		if err := l.store.WriteAnomalies(ctx, alerted); err != nil {
+		// Any loader evaluates every open anomaly; MarkAlerted cannot undo
+		// a resolution the owning loader wrote meanwhile.
+		if err := l.store.MarkAlerted(ctx, alerted); err != nil {
 			return err
 		}
 	}
