@@ -22,15 +22,18 @@ port_holder() {
 }
 
 # require_port_free fails clearly when a port we are about to bind is taken,
-# by a listener or by the local end of a connection (TIME-WAIT does not
-# count: every server here binds with SO_REUSEADDR).
+# by a listener or by the local end of a live connection. Closing states do
+# not count: they are what a killed server leaves behind (FIN-WAIT-1/2,
+# CLOSING, LAST-ACK until its clients close their side, then TIME-WAIT),
+# and every server here binds with SO_REUSEADDR, which Linux allows next to
+# sockets that are not listening.
 require_port_free() {
 	local port=$1 what=$2 line
 	if port_open "$port"; then
 		die "port $port, needed by $what, is in use by $(port_holder "$port"); stop it, or if it is an earlier stack under another TRIBUTARY_HOME, run stack.sh down with that TRIBUTARY_HOME"
 	fi
 	command -v ss >/dev/null || return 0
-	line=$(ss -Htanp "( sport = :$port )" 2>/dev/null | grep -v '^TIME-WAIT' | head -n1 || true)
+	line=$(ss -Htanp "( sport = :$port )" 2>/dev/null | grep -Ev '^(TIME-WAIT|FIN-WAIT-1|FIN-WAIT-2|CLOSING|LAST-ACK)' | head -n1 || true)
 	[[ -z $line ]] ||
 		die "port $port, needed by $what, is the local end of a connection: $line; it frees when that connection closes (stack.sh reserves its ports against this from now on)"
 }
