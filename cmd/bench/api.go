@@ -117,7 +117,9 @@ type apiConfig struct {
 	checkIDs   int
 	settle     time.Duration
 	timeout    time.Duration
+	aggBits    int
 	keep       bool
+	check      bool
 	variants   string
 	jsonOut    string
 	// clientsFlag is --clients as given.
@@ -152,6 +154,9 @@ func (c *apiConfig) validate() error {
 			errs = append(errs, fmt.Errorf("--scenarios: unknown %q (%s)", s, strings.Join(apiScenarios, ", ")))
 		}
 	}
+	if c.aggBits < 20 || c.aggBits > 62 {
+		errs = append(errs, errors.New("--agg-block-bits must be in 20..62"))
+	}
 	for _, v := range flagenv.List(c.variants) {
 		if !slices.Contains(apiRevenueVariantNames, v) {
 			errs = append(errs, fmt.Errorf("--variants: unknown %q (%s)", v, strings.Join(apiRevenueVariantNames, ", ")))
@@ -183,6 +188,8 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.Int(&c.checkIDs, "check-ids", "", 2000, "random ids whose answers are checked before timing")
 	fs.Duration(&c.settle, "settle", "", 10*time.Minute, "wait up to this long for ClickHouse's background merges of the load to finish")
 	fs.Duration(&c.timeout, "query-timeout", "", time.Minute, "the in-process API's --query-timeout (the revenue baseline takes seconds at 10M)")
+	fs.Int(&c.aggBits, "agg-block-bits", "", 49, "revenue-agg: an id block is 2^bits ids (seed000: 46 = 2.3 h, 49 = 18.6 h of creation time)")
+	fs.BoolVar(&c.check, "check", true, "check answers against the generated data before timing (every revenue report takes seconds at 10M)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database (and reuse it when it holds the same data)")
 	fs.String(&c.variants, "variants", "", "", "also time revenue on alternative tables: "+strings.Join(apiRevenueVariantNames, ","))
 	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
@@ -241,6 +248,14 @@ func benchAPI(ctx context.Context, args []string) error {
 	if gen.invTable, err = store.EnsureTable(ctx, "invoices", "id", apiInvoiceColumns); err != nil {
 		return err
 	}
+	if loaded {
+		// A kept database must hold the generated data: undo what an
+		// interrupted revenue-agg check changed.
+		w := &apiRowWriter{d: gen, conn: store.Conn(), db: c.db, tab: gen.invTable, table: tInvoices, n: c.invoices, batch: c.batch}
+		if err := gen.repairInvoices(ctx, store.Conn(), w); err != nil {
+			return err
+		}
+	}
 	if err := apiSettle(ctx, store.Conn(), c.db, c.settle); err != nil {
 		return err
 	}
@@ -263,14 +278,16 @@ func benchAPI(ctx context.Context, args []string) error {
 		base = url
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.clients * 2, MaxConnsPerHost: c.clients * 2}, Timeout: c.timeout + 10*time.Second}
-	if err := gen.checkIDs(ctx, client, base, c.checkIDs); err != nil {
-		return err
+	if c.check {
+		if err := gen.checkIDs(ctx, client, base, c.checkIDs); err != nil {
+			return err
+		}
+		if err := gen.checkRevenue(ctx, client, base); err != nil {
+			return err
+		}
+		fmt.Printf("exact: by-id answers of %d random ids and every revenue report equal the generated data\n", c.checkIDs)
+		res["exact"] = true
 	}
-	if err := gen.checkRevenue(ctx, client, base); err != nil {
-		return err
-	}
-	fmt.Printf("exact: by-id answers of %d random ids and every revenue report equal the generated data\n", c.checkIDs)
-	res["exact"] = true
 
 	var results []apiScenarioResult
 	for k, clients := range c.clientList {
@@ -1178,7 +1195,16 @@ func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*ra
 	if ctx.Err() != nil {
 		return apiScenarioResult{}, ctx.Err()
 	}
-	return apiSummarize(name, "http", c.clients, lat, errs, first, wall), nil
+	r := apiSummarize(name, "http", c.clients, lat, errs, first, wall)
+	r.print()
+	return r, nil
+}
+
+// print writes the result as one line as soon as it is known (a shared
+// ClickHouse may be restarted by someone's test before the table is printed).
+func (r apiScenarioResult) print() {
+	fmt.Printf("  -> %s via %s, %d clients: %d requests, %d errors, %.1f req/s, p50 %.2f p90 %.2f p99 %.2f max %.2f ms, load1 %.2f\n",
+		r.Name, r.Via, r.Clients, r.Requests, r.Errors, r.RPS, r.P50, r.P90, r.P99, r.Max, r.Load1)
 }
 
 // apiLoad1 is the 1-minute load average.
@@ -1253,61 +1279,142 @@ func (d *apiData) timeQuery(ctx context.Context, conn driver.Conn, name, sql str
 		}
 		return rows.Err()
 	})
-	return apiSummarize(name, "clickhouse", d.c.clients, lat, errs, first, wall)
+	r := apiSummarize(name, "clickhouse", d.c.clients, lat, errs, first, wall)
+	r.print()
+	return r
 }
 
-// byIDShapes times the by-id lookup in several exact shapes.
+// byIDShapes times the by-id lookup in several exact shapes. The shapes
+// are interleaved (every request picks one at random) so that they share
+// the machine's conditions: on a shared machine, shapes timed one after
+// the other mostly measure what the neighbours did meanwhile.
 func (d *apiData) byIDShapes(ctx context.Context, conn driver.Conn) ([]apiScenarioResult, error) {
 	db := chstore.Quote(d.c.db)
 	randID := func(r *rand.Rand) []any {
 		return []any{d.id(tDocs, d.docLive[r.IntN(len(d.docLive))], d.c.docs)}
 	}
-	shapes := []struct {
-		name, sql string
-		settings  clickhouse.Settings
-	}{
-		{"byid-final", "SELECT * FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0 ORDER BY _shard", nil},
-		{"byid-final-cache", "SELECT * FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0 ORDER BY _shard",
-			clickhouse.Settings{"use_uncompressed_cache": 1}},
-		{"byid-final-1thread", "SELECT * FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0 ORDER BY _shard",
-			clickhouse.Settings{"max_threads": 1}},
-		{"byid-final-cache-1thread", "SELECT * FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0 ORDER BY _shard",
-			clickhouse.Settings{"use_uncompressed_cache": 1, "max_threads": 1}},
+	final := "SELECT * FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0 ORDER BY _shard"
+	prewhere := "SELECT * FROM " + db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0 ORDER BY _shard"
+	small := clickhouse.Settings{"use_uncompressed_cache": 1, "max_threads": 1, "max_block_size": 128}
+	shapes := []apiShape{
+		{"byid-final", final, nil, nil},
+		{"byid-final-cache", final, clickhouse.Settings{"use_uncompressed_cache": 1}, nil},
+		{"byid-final-1thread", final, clickhouse.Settings{"max_threads": 1}, nil},
+		{"byid-final-block128", final, clickhouse.Settings{"max_block_size": 128}, nil},
+		{"byid-final-cache-1thread-block128", final, small, nil},
 		// PREWHERE on the key column is exact: every version of (id,
 		// _shard) has the same id, so FINAL still sees all of them.
-		{"byid-final-prewhere-id", "SELECT * FROM " + db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0 ORDER BY _shard", nil},
+		{"byid-final-prewhere-id", prewhere, nil, nil},
+		{"byid-final-prewhere-id-cache-1thread-block128", prewhere, small, nil},
 		// Newest version per shard without FINAL; tombstones dropped after.
-		{"byid-limit-by", "SELECT * FROM (SELECT * FROM " + db + ".documents WHERE id = ? ORDER BY _shard, _version DESC LIMIT 1 BY _shard) WHERE _deleted = 0", nil},
-		{"byid-final-key-only", "SELECT id, _shard, _version FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0", nil},
+		{"byid-limit-by", "SELECT * FROM (SELECT * FROM " + db + ".documents WHERE id = ? ORDER BY _shard, _version DESC LIMIT 1 BY _shard) WHERE _deleted = 0", nil, nil},
+		{"byid-final-key-only", "SELECT id, _shard, _version FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0", nil, nil},
+		// The floor: a round trip that reads no table.
+		{"select-1", "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0", nil, nil},
 	}
-	var out []apiScenarioResult
-	for _, s := range shapes {
-		// Same answer as the API's shape on a few ids before timing.
+	for i := range shapes {
+		if shapes[i].settings != nil {
+			shapes[i].settings["optimize_move_to_prewhere"] = 0
+		}
+		// The same answer as the API's shape on a few ids before timing.
 		r := rand.New(rand.NewPCG(3, 4))
 		for range 20 {
 			a := randID(r)
 			var n uint64
-			if err := conn.QueryRow(ctx, "SELECT count() FROM ("+s.sql+")", a...).Scan(&n); err != nil {
-				return nil, fmt.Errorf("%s: %w", s.name, err)
+			if err := conn.QueryRow(ctx, "SELECT count() FROM ("+shapes[i].sql+")", a...).Scan(&n); err != nil {
+				return nil, fmt.Errorf("%s: %w", shapes[i].name, err)
 			}
 			if n != 1 {
-				return nil, fmt.Errorf("inexact: %s: %d rows for live id %v", s.name, n, a[0])
+				return nil, fmt.Errorf("inexact: %s: %d rows for live id %v", shapes[i].name, n, a[0])
 			}
 		}
-		qctx := ctx
-		if s.settings != nil {
-			qctx = clickhouse.Context(ctx, clickhouse.WithSettings(s.settings))
-		}
-		out = append(out, d.timeQuery(qctx, conn, s.name, s.sql, randID))
 	}
-	return out, nil
+	return d.timeMixed(ctx, conn, shapes, randID), nil
+}
+
+// apiShape is one query shape of a mixed timing.
+type apiShape struct {
+	name, sql string
+	settings  clickhouse.Settings
+	// args overrides timeMixed's argument source for this shape.
+	args func(*rand.Rand) []any
+}
+
+// timeMixed runs the shapes interleaved: each request picks one at random.
+func (d *apiData) timeMixed(ctx context.Context, conn driver.Conn, shapes []apiShape, args func(*rand.Rand) []any) []apiScenarioResult {
+	fmt.Printf("variants %d shapes interleaved: %d clients, %s (+%s warm-up), load average before %.2f\n",
+		len(shapes), d.c.clients, d.c.duration*time.Duration(len(shapes)), d.c.warmup, apiLoad1())
+	var mu sync.Mutex
+	lat := make([][]time.Duration, len(shapes))
+	errs := make([]int, len(shapes))
+	firsts := make([]error, len(shapes))
+	start := time.Now()
+	measureFrom := start.Add(d.c.warmup)
+	end := measureFrom.Add(d.c.duration * time.Duration(len(shapes)))
+	var wg sync.WaitGroup
+	for c := range d.c.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(d.c.seed), uint64(c)+1000))
+			for {
+				t0 := time.Now()
+				if !t0.Before(end) || ctx.Err() != nil {
+					return
+				}
+				k := r.IntN(len(shapes))
+				qctx := ctx
+				if shapes[k].settings != nil {
+					qctx = clickhouse.Context(ctx, clickhouse.WithSettings(shapes[k].settings))
+				}
+				a := args
+				if shapes[k].args != nil {
+					a = shapes[k].args
+				}
+				err := func() error {
+					rows, err := conn.Query(qctx, shapes[k].sql, a(r)...)
+					if err != nil {
+						return err
+					}
+					defer rows.Close()
+					for rows.Next() {
+					}
+					return rows.Err()
+				}()
+				t1 := time.Now()
+				if t0.Before(measureFrom) {
+					continue
+				}
+				mu.Lock()
+				if err != nil {
+					errs[k]++
+					if firsts[k] == nil {
+						firsts[k] = err
+					}
+				} else {
+					lat[k] = append(lat[k], t1.Sub(t0))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(measureFrom)
+	var out []apiScenarioResult
+	for k, s := range shapes {
+		res := apiSummarize(s.name, "clickhouse, mixed", d.c.clients, lat[k], errs[k], firsts[k], wall)
+		res.print()
+		out = append(out, res)
+	}
+	return out
 }
 
 // ---- revenue-agg: exact pre-aggregates per id block ----
 //
 // apiAggDoc. The invoices table stays as the loader writes it; next to it,
-// one row per id block (ids in [b·W, (b+1)·W), W = 2^46: 2.3 hours of
-// seed000 creation time, ~2,700 invoices of this data set) holds that
+// one row per id block (ids in [b·W, (b+1)·W), W = 2^--agg-block-bits;
+// with seed000 ids 2^49 is 18.6 hours of creation time, ~21,000 invoices
+// of the 10M data set) holds that
 // block's revenue sums by (day, shard, currency, status) in arrays:
 //
 //	invoices_revenue_blocks (block Int64, computed UInt64, day Array(Date),
@@ -1345,9 +1452,8 @@ func (d *apiData) byIDShapes(ctx context.Context, conn driver.Conn) ([]apiScenar
 // generated data once more.
 
 const (
-	aggBlockShift = 46
-	aggTable      = "invoices_revenue_blocks"
-	aggDirty      = "invoices_revenue_dirty"
+	aggTable = "invoices_revenue_blocks"
+	aggDirty = "invoices_revenue_dirty"
 )
 
 func (d *apiData) revenueAgg(ctx context.Context, conn driver.Conn, last bool) ([]apiScenarioResult, error) {
@@ -1358,15 +1464,20 @@ func (d *apiData) revenueAgg(ctx context.Context, conn driver.Conn, last bool) (
 		d.aggReady = true
 	}
 	monthSQL, yearSQL := aggQuery(d.c.db, "day"), aggQuery(d.c.db, "month")
-	out := []apiScenarioResult{
-		d.timeQuery(ctx, conn, "revenue-month-agg", monthSQL, func(r *rand.Rand) []any {
-			from := apiDataStart.AddDate(0, r.IntN(12), 0)
-			return []any{from.Format(time.DateOnly), from.AddDate(0, 1, 0).Format(time.DateOnly)}
-		}),
-		d.timeQuery(ctx, conn, "revenue-year-agg", yearSQL, func(*rand.Rand) []any {
-			return []any{apiDataStart.Format(time.DateOnly), apiDataEnd.Format(time.DateOnly)}
-		}),
+	month := func(r *rand.Rand) []any {
+		from := apiDataStart.AddDate(0, r.IntN(12), 0)
+		return []any{from.Format(time.DateOnly), from.AddDate(0, 1, 0).Format(time.DateOnly)}
 	}
+	year := func(*rand.Rand) []any {
+		return []any{apiDataStart.Format(time.DateOnly), apiDataEnd.Format(time.DateOnly)}
+	}
+	one := clickhouse.Settings{"max_threads": 1}
+	out := d.timeMixed(ctx, conn, []apiShape{
+		{"revenue-month-agg", monthSQL, nil, month},
+		{"revenue-month-agg-1thread", monthSQL, one, month},
+		{"revenue-year-agg", yearSQL, nil, year},
+		{"revenue-year-agg-1thread", yearSQL, one, year},
+	}, nil)
 	if last {
 		if err := d.aggIncremental(ctx, conn); err != nil {
 			return nil, err
@@ -1381,8 +1492,10 @@ func (d *apiData) aggBackfill(ctx context.Context, conn driver.Conn) error {
 	for _, ddl := range []string{
 		"DROP TABLE IF EXISTS " + db + "." + aggTable,
 		"DROP TABLE IF EXISTS " + db + "." + aggDirty,
-		"CREATE TABLE " + db + "." + aggTable + ` (block Int64, computed UInt64, day Array(Date), shard Array(UInt16),
-			currency Array(String), status Array(String), amount Array(Decimal(38, 2)), invoices Array(UInt64))
+		"CREATE TABLE " + db + "." + aggTable + ` (block Int64, computed UInt64,
+			day Array(Date), currency Array(String), status Array(String), amount Array(Decimal(38, 2)), invoices Array(UInt64),
+			s_day Array(Date), s_shard Array(UInt16), s_currency Array(String), s_status Array(String),
+			s_amount Array(Decimal(38, 2)), s_invoices Array(UInt64))
 			ENGINE = ReplacingMergeTree(computed) ORDER BY block`,
 		"CREATE TABLE " + db + "." + aggDirty + ` (shard UInt16, commit_lsn UInt64, block Int64)
 			ENGINE = MergeTree ORDER BY (shard, commit_lsn)`,
@@ -1397,7 +1510,7 @@ func (d *apiData) aggBackfill(ctx context.Context, conn driver.Conn) error {
 	}
 	start := time.Now()
 	var all []int64
-	for b := lo >> aggBlockShift; b <= hi>>aggBlockShift; b++ {
+	for b := lo >> d.c.aggBits; b <= hi>>d.c.aggBits; b++ {
 		all = append(all, b)
 	}
 	for i := 0; i < len(all); i += 500 {
@@ -1434,14 +1547,14 @@ func (d *apiData) aggRecompute(ctx context.Context, conn driver.Conn, blocks []i
 		for j+1 < len(blocks) && blocks[j+1] == blocks[j]+1 {
 			j++
 		}
-		ranges = append(ranges, fmt.Sprintf("(id >= %d AND id < %d)", blocks[i]<<aggBlockShift, (blocks[j]+1)<<aggBlockShift))
+		ranges = append(ranges, fmt.Sprintf("(id >= %d AND id < %d)", blocks[i]<<d.c.aggBits, (blocks[j]+1)<<d.c.aggBits))
 		i = j + 1
 	}
 	sql := fmt.Sprintf(`SELECT intDiv(id, %d) AS b, toDate(toDateTime(assumeNotNull(issued_at), 'UTC')) AS d, _shard,
 		ifNull(upper(currency), '') AS c, assumeNotNull(status) AS s, sum(amount) AS a, count() AS n
 		FROM %s.invoices FINAL
 		WHERE (%s) AND _deleted = 0 AND issued_at IS NOT NULL AND status IN ('paid', 'refunded')
-		GROUP BY b, d, _shard, c, s`, int64(1)<<aggBlockShift, chstore.Quote(d.c.db), strings.Join(ranges, " OR "))
+		GROUP BY b, d, _shard, c, s`, int64(1)<<d.c.aggBits, chstore.Quote(d.c.db), strings.Join(ranges, " OR "))
 	rows, err := conn.Query(ctx, sql)
 	if err != nil {
 		return fmt.Errorf("recompute blocks: %w", err)
@@ -1454,9 +1567,18 @@ func (d *apiData) aggRecompute(ctx context.Context, conn driver.Conn, blocks []i
 		amount []decimal.Decimal
 		n      []uint64
 	}
-	byBlock := map[int64]*arrays{}
+	empty := func() *arrays {
+		return &arrays{day: []time.Time{}, shard: []uint16{}, cur: []string{}, status: []string{}, amount: []decimal.Decimal{}, n: []uint64{}}
+	}
+	type key struct {
+		day     time.Time
+		cur, st string
+	}
+	byBlock := map[int64]*arrays{} // by (day, shard, currency, status)
+	noShard := map[int64]*arrays{} // by (day, currency, status)
+	pos := map[int64]map[key]int{} // index in noShard's arrays
 	for _, b := range blocks {
-		byBlock[b] = &arrays{day: []time.Time{}, shard: []uint16{}, cur: []string{}, status: []string{}, amount: []decimal.Decimal{}, n: []uint64{}}
+		byBlock[b], noShard[b], pos[b] = empty(), empty(), map[key]int{}
 	}
 	for rows.Next() {
 		var b int64
@@ -1478,20 +1600,28 @@ func (d *apiData) aggRecompute(ctx context.Context, conn driver.Conn, blocks []i
 			amt = &decimal.Decimal{}
 		}
 		a.day, a.shard, a.cur, a.status, a.amount, a.n = append(a.day, day), append(a.shard, shard), append(a.cur, cur), append(a.status, st), append(a.amount, *amt), append(a.n, n)
+		ns, k := noShard[b], key{day, cur, st}
+		if i, ok := pos[b][k]; ok {
+			ns.amount[i] = ns.amount[i].Add(*amt)
+			ns.n[i] += n
+		} else {
+			pos[b][k] = len(ns.day)
+			ns.day, ns.cur, ns.status, ns.amount, ns.n = append(ns.day, day), append(ns.cur, cur), append(ns.status, st), append(ns.amount, *amt), append(ns.n, n)
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	batch, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (block, computed, day, shard, currency, status, amount, invoices)",
+	batch, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (block, computed, day, currency, status, amount, invoices, s_day, s_shard, s_currency, s_status, s_amount, s_invoices)",
 		chstore.Quote(d.c.db), aggTable))
 	if err != nil {
 		return err
 	}
 	defer batch.Abort() //nolint:errcheck // no-op after Send
 	for _, b := range blocks {
-		a := byBlock[b]
-		if err := batch.Append(b, computed, a.day, a.shard, a.cur, a.status, a.amount, a.n); err != nil {
+		a, ns := byBlock[b], noShard[b]
+		if err := batch.Append(b, computed, ns.day, ns.cur, ns.status, ns.amount, ns.n, a.day, a.shard, a.cur, a.status, a.amount, a.n); err != nil {
 			return err
 		}
 	}
@@ -1576,6 +1706,7 @@ func (d *apiData) aggIncremental(ctx context.Context, conn driver.Conn) error {
 		}
 		return out, nil
 	}
+	w := &apiRowWriter{d: d, conn: conn, db: d.c.db, tab: d.invTable, table: tInvoices, n: d.c.invoices, batch: d.c.batch}
 	var maxVer uint64
 	if err := conn.QueryRow(ctx, "SELECT max(_version) FROM "+chstore.Quote(d.c.db)+".invoices").Scan(&maxVer); err != nil {
 		return err
@@ -1601,7 +1732,6 @@ func (d *apiData) aggIncremental(ctx context.Context, conn driver.Conn) error {
 	slices.Sort(rowsOf)
 
 	var marks []int
-	w := &apiRowWriter{d: d, conn: conn, db: d.c.db, tab: d.invTable, table: tInvoices, n: d.c.invoices, batch: d.c.batch}
 	ver := maxVer
 	now := time.Now().UTC().Truncate(time.Second)
 	counts := map[string]int{}
@@ -1672,7 +1802,89 @@ func (d *apiData) aggIncremental(ctx context.Context, conn driver.Conn) error {
 	if err := d.aggCheck(ctx, conn, nil, "after restoring vs generated data"); err != nil {
 		return err
 	}
-	return d.aggCheck(ctx, conn, live, "after restoring vs live FINAL")
+	if err := d.aggCheck(ctx, conn, live, "after restoring vs live FINAL"); err != nil {
+		return err
+	}
+	return d.markRepaired(ctx, conn)
+}
+
+// repairInvoices rewrites, with newer versions, the generated final state
+// of every invoice written after the load (by an incremental check that
+// was interrupted, e.g. by a ClickHouse restart), so that a kept database
+// holds the generated data again.
+func (d *apiData) repairInvoices(ctx context.Context, conn driver.Conn, w *apiRowWriter) error {
+	db := chstore.Quote(d.c.db)
+	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT id FROM %s.invoices WHERE _loaded_at > (SELECT max(loaded_at) FROM %s.%s)", db, db, apiMetaTable))
+	if err != nil {
+		return err
+	}
+	var touched []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		touched = append(touched, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(touched) == 0 {
+		return err
+	}
+	var ver uint64
+	if err := conn.QueryRow(ctx, "SELECT max(_version) FROM "+db+".invoices").Scan(&ver); err != nil {
+		return err
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, id := range touched {
+		i, ok := d.rowOf(tInvoices, id, d.c.invoices)
+		if !ok {
+			return fmt.Errorf("repair: id %d is not a generated invoice", id)
+		}
+		u, del := d.updates(tInvoices, i)
+		ver += 16
+		if err := w.addInvoice(ctx, i, ver, now, del, d.invoiceAt(i, u, d.c.invoices)); err != nil {
+			return err
+		}
+	}
+	if err := w.flush(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("restored %d invoices changed after the load (an interrupted revenue-agg check)\n", len(touched))
+	return d.markRepaired(ctx, conn)
+}
+
+// markRepaired records that every row written so far is the generated
+// data again.
+func (d *apiData) markRepaired(ctx context.Context, conn driver.Conn) error {
+	b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (fingerprint, loaded_at)", chstore.Quote(d.c.db), apiMetaTable))
+	if err != nil {
+		return err
+	}
+	if err := b.Append(d.fingerprint(), time.Now().UTC()); err != nil {
+		return err
+	}
+	if err := b.Send(); err != nil {
+		return err
+	}
+	time.Sleep(1100 * time.Millisecond) // _loaded_at has whole seconds: later writes must be later
+	return nil
+}
+
+// rowOf inverts id: the row number of table whose id it is.
+func (d *apiData) rowOf(table byte, id int64, n int) (int, bool) {
+	p, err := d.layout.Split(id)
+	if err != nil {
+		return 0, false
+	}
+	span := apiDataEnd.UnixMilli() - apiDataStart.UnixMilli()
+	est := int((p.UnixMilli - apiDataStart.UnixMilli()) * int64(n) / span)
+	for i := max(0, est-2); i <= min(n-1, est+2); i++ {
+		if d.id(table, i, n) == id {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 func boolInt(b bool) int {
@@ -1691,7 +1903,7 @@ func (d *apiData) aggMarkAndFlush(ctx context.Context, conn driver.Conn, w *apiR
 	}
 	defer b.Abort() //nolint:errcheck // no-op after Send
 	for j := range w.id {
-		if err := b.Append(w.shard[j], w.commitLSN[j], w.id[j]>>aggBlockShift); err != nil {
+		if err := b.Append(w.shard[j], w.commitLSN[j], w.id[j]>>d.c.aggBits); err != nil {
 			return err
 		}
 	}
