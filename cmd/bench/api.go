@@ -90,8 +90,18 @@ average; --json writes them to a file.
 --keep leaves the database in place; a later run with the same --db, data
 flags and --seed reuses it without loading (the data is regenerated in
 memory, not read back). Without --keep the database is dropped at the end.
---variants also times revenue queries run straight on ClickHouse against
-alternative tables the benchmark builds (see docs/benchmarks.md, API).
+A kept database changed by an interrupted revenue-agg check is restored
+to the generated data at the start of the next run.
+
+--variants times, straight on ClickHouse and interleaved (each request picks
+one at random, so all share the machine's conditions):
+  byid-shapes    the by-id read in several exact shapes and settings, and SELECT 1
+  revenue-agg    revenue from exact pre-aggregates per id block (tables the
+                 benchmark builds; design in schema/clickhouse.md), then an
+                 incremental check: 5,000 changes with dirty marks, a
+                 recompute round, answers compared with the live query;
+                 the changes undone, compared with the generated data
+See docs/benchmarks.md (API) for results.
 
 Run against the local stack:
   set -a; . .stack/stack.env; set +a
@@ -158,8 +168,8 @@ func (c *apiConfig) validate() error {
 		errs = append(errs, errors.New("--agg-block-bits must be in 20..62"))
 	}
 	for _, v := range flagenv.List(c.variants) {
-		if !slices.Contains(apiRevenueVariantNames, v) {
-			errs = append(errs, fmt.Errorf("--variants: unknown %q (%s)", v, strings.Join(apiRevenueVariantNames, ", ")))
+		if !slices.Contains(apiVariantNames, v) {
+			errs = append(errs, fmt.Errorf("--variants: unknown %q (%s)", v, strings.Join(apiVariantNames, ", ")))
 		}
 	}
 	return errors.Join(errs...)
@@ -182,7 +192,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.Int(&c.seed, "seed", "", 1, "data seed")
 	fs.Int(&c.batch, "batch", "", 200_000, "rows per INSERT while loading")
 	fs.String(&c.clientsFlag, "clients", "", "8", "concurrent clients; a list (1,4,8) runs every scenario at each")
-	fs.Duration(&c.duration, "duration", "", 20*time.Second, "measured time per scenario")
+	fs.Duration(&c.duration, "duration", "", 20*time.Second, "measured time per scenario (per shape for --variants)")
 	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "unmeasured load before each scenario")
 	fs.String(&c.scenarios, "scenarios", "", strings.Join(apiScenarios, ","), "scenarios to run")
 	fs.Int(&c.checkIDs, "check-ids", "", 2000, "random ids whose answers are checked before timing")
@@ -191,7 +201,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.Int(&c.aggBits, "agg-block-bits", "", 49, "revenue-agg: an id block is 2^bits ids (seed000: 46 = 2.3 h, 49 = 18.6 h of creation time)")
 	fs.BoolVar(&c.check, "check", true, "check answers against the generated data before timing (every revenue report takes seconds at 10M)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database (and reuse it when it holds the same data)")
-	fs.String(&c.variants, "variants", "", "", "also time revenue on alternative tables: "+strings.Join(apiRevenueVariantNames, ","))
+	fs.String(&c.variants, "variants", "", "", "also time alternative query shapes and tables, straight on ClickHouse: "+strings.Join(apiVariantNames, ","))
 	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -1244,7 +1254,7 @@ func apiPrintResults(rs []apiScenarioResult) {
 //	byid-shapes   the by-id query as the API sends it, and alternatives
 //	revenue-agg   revenue from per-id-block pre-aggregates (apiAggDoc)
 
-var apiRevenueVariantNames = []string{"byid-shapes", "revenue-agg"}
+var apiVariantNames = []string{"byid-shapes", "revenue-agg"}
 
 func apiRunVariants(ctx context.Context, d *apiData, conn driver.Conn, names []string, last bool) ([]apiScenarioResult, error) {
 	var out []apiScenarioResult
