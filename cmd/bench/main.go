@@ -32,6 +32,8 @@ func main() {
 		err = benchReader(ctx, os.Args[2:])
 	case "api":
 		err = benchAPI(ctx, os.Args[2:])
+	case "latency":
+		err = benchLatency(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown benchmark %q", os.Args[1])
 	}

@@ -1,0 +1,746 @@
+package main
+
+// bench latency: how long from a COMMIT on a shard until the API answers
+// with the row, measured against a running pipeline (make demo).
+//
+// Each sample inserts one document on a random shard (a workspace the ring
+// map places there), commits, reads pg_current_wal_lsn() in the same
+// session, and from the moment COMMIT returned measures, concurrently:
+//
+//   - read-your-writes: one GET /v1/documents/{id}?after=S:LSN&wait=…, until
+//     its 200 carrying the row (a 503 is a timeout; a 200 or 404 without the
+//     row is a broken promise, counted as "missing");
+//   - plain visibility: GET /v1/documents/{id} without after= every --poll
+//     until a 200 carries the row.
+//
+// Samples start at --rate whatever the earlier ones are doing (open loop),
+// so a slow pipeline shows up as latency, not as a lower sample rate.
+// Failures are counted and listed, never dropped: percentiles are over the
+// successful samples and the table says how many those are.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/loadgen"
+	"github.com/tributary/tributary/internal/ring"
+)
+
+const latUsage = `bench latency — commit on a shard -> visible through the API (a running pipeline: make demo).
+
+Shard DSNs come from the environment as deploy/local/stack.sh writes them
+(TRIBUTARY_SHARDS=N, TRIBUTARY_SHARD_<i>_DSN); a bearer token, if the API
+requires one, from $TRIBUTARY_API_TOKEN. Latencies are from COMMIT returning
+to the API's 200 carrying the row.
+
+Example:
+  set -a; . .stack/stack.env; set +a
+  flock /tmp/tributary-bench.lock go run ./cmd/bench latency --samples 300 --rate 10 --background-rate 200`
+
+// latConfig is the latency benchmark's configuration.
+type latConfig struct {
+	apiURL        string
+	token         string
+	dsns          []string
+	ringFile      string
+	workspaces    int
+	samples       int
+	rate          int
+	wait          time.Duration // wait= of the read-your-writes request
+	timeout       time.Duration // give up plain visibility after this long
+	poll          time.Duration
+	bgRate        int
+	warmup        time.Duration
+	loaderMetrics string
+	readerMetrics string
+	jsonOut       string
+}
+
+func (c *latConfig) validate() error {
+	switch {
+	case c.samples < 1 || c.rate < 1:
+		return errors.New("--samples and --rate must be >= 1")
+	case c.workspaces < 1:
+		return errors.New("--workspaces must be >= 1")
+	case c.wait <= 0 || c.wait > 30*time.Second:
+		return errors.New("--wait must be in (0, 30s] (the API's bound)")
+	case c.timeout <= 0 || c.poll < 0:
+		return errors.New("--timeout must be > 0 and --poll >= 0")
+	case c.bgRate < 0:
+		return errors.New("--background-rate must be >= 0")
+	}
+	u, err := url.Parse(c.apiURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--api %q is not an http(s) URL", c.apiURL)
+	}
+	c.apiURL = strings.TrimRight(c.apiURL, "/")
+	n, err := strconv.Atoi(os.Getenv("TRIBUTARY_SHARDS"))
+	if err != nil || n < 1 {
+		return errors.New("$TRIBUTARY_SHARDS must be the number of shards (source .stack/stack.env)")
+	}
+	for i := 0; i < n; i++ {
+		d := os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", i))
+		if d == "" {
+			return fmt.Errorf("$TRIBUTARY_SHARD_%d_DSN is not set", i)
+		}
+		c.dsns = append(c.dsns, d)
+	}
+	if c.readerMetrics == "" {
+		addrs := make([]string, n)
+		for i := range addrs {
+			addrs[i] = fmt.Sprintf("127.0.0.1:%d", 9110+i) // demo.sh's ports
+		}
+		c.readerMetrics = strings.Join(addrs, ",")
+	}
+	return nil
+}
+
+// latSample is one measured write.
+type latSample struct {
+	Shard     int    `json:"shard"`
+	Workspace int64  `json:"workspace"`
+	ID        int64  `json:"id"`
+	LSN       string `json:"lsn"`
+	// CommitMS is the INSERT + COMMIT round trip, before the clock starts.
+	CommitMS float64 `json:"commit_ms"`
+	// RYW* and Visible*: latency from COMMIT returning, and the outcome
+	// (ok, timeout, missing, error).
+	RYWMS          float64 `json:"ryw_ms"`
+	RYWOutcome     string  `json:"ryw_outcome"`
+	RYWError       string  `json:"ryw_error,omitempty"`
+	VisibleMS      float64 `json:"visible_ms"`
+	VisibleOutcome string  `json:"visible_outcome"`
+	VisibleError   string  `json:"visible_error,omitempty"`
+	VisiblePolls   int     `json:"visible_polls"`
+	Err            string  `json:"write_error,omitempty"`
+}
+
+// latSummary is one row of the table.
+type latSummary struct {
+	Name   string         `json:"name"`
+	N      int            `json:"n"`
+	OK     int            `json:"ok"`
+	Fails  map[string]int `json:"failures"`
+	P50MS  float64        `json:"p50_ms"`
+	P90MS  float64        `json:"p90_ms"`
+	P99MS  float64        `json:"p99_ms"`
+	MaxMS  float64        `json:"max_ms"`
+	MeanMS float64        `json:"mean_ms"`
+}
+
+// latBench holds the connections of one run.
+type latBench struct {
+	cfg    latConfig
+	pools  []*pgxpool.Pool
+	owned  [][]int64 // per shard: workspaces the ring map places there
+	client *http.Client
+}
+
+func benchLatency(ctx context.Context, args []string) error {
+	var c latConfig
+	fs := flagenv.New("bench latency", latUsage)
+	fs.String(&c.apiURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "the running API")
+	fs.Secret(&c.token, "TRIBUTARY_API_TOKEN")
+	fs.String(&c.ringFile, "ring", "TRIBUTARY_RING", "", "ring map JSON (default: generated, N shards x 64 vnodes — equal to deploy/local/ringmap.json for 4)")
+	fs.Int(&c.workspaces, "workspaces", "", 50, "workspaces 1..n to place documents in (as loadgen)")
+	fs.Int(&c.samples, "samples", "", 300, "writes to measure")
+	fs.Int(&c.rate, "rate", "", 10, "samples started per second (open loop)")
+	fs.Duration(&c.wait, "wait", "", 5*time.Second, "wait= of the read-your-writes request (503 after it: a timeout)")
+	fs.Duration(&c.timeout, "timeout", "", 10*time.Second, "give up polling for plain visibility after this long (a timeout)")
+	fs.Duration(&c.poll, "poll", "", 5*time.Millisecond, "pause between plain-visibility polls (0: measure read-your-writes alone, without the polling's load)")
+	fs.Int(&c.bgRate, "background-rate", "", 0, "also run loadgen's traffic in this process at this many ops/s (0: none)")
+	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "background traffic before the first sample")
+	fs.String(&c.loaderMetrics, "loader-metrics", "", "127.0.0.1:9101", "loader /metrics address, for stage times (empty: skip)")
+	fs.String(&c.readerMetrics, "reader-metrics", "", "", "readers' /metrics addresses, comma-separated (default demo.sh's 127.0.0.1:9110+i)")
+	fs.String(&c.jsonOut, "json", "", "", "also write the results (with every sample) as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errUsage
+		}
+		return err
+	}
+	if err := c.validate(); err != nil {
+		return err
+	}
+	b, err := newLatBench(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	return b.run(ctx)
+}
+
+func newLatBench(ctx context.Context, c latConfig) (*latBench, error) {
+	var m *ring.Map
+	var err error
+	if c.ringFile != "" {
+		m, err = ring.Load(c.ringFile)
+	} else {
+		shards := make([]ring.Shard, len(c.dsns))
+		for i := range shards {
+			shards[i] = ring.Shard{ID: i}
+		}
+		m, err = ring.New(1, shards, 64)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b := &latBench{cfg: c, owned: make([][]int64, len(c.dsns)),
+		client: &http.Client{Timeout: c.wait + 10*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	// Workspaces 1..n as loadgen uses them; further ones only for a shard
+	// that owns none of those.
+	for ws := int64(1); ws <= int64(c.workspaces) || slices.ContainsFunc(b.owned, func(l []int64) bool { return len(l) == 0 }); ws++ {
+		s := m.OwnerInt64(ws)
+		if s < 0 || s >= len(c.dsns) {
+			return nil, fmt.Errorf("ring map places workspace %d on shard %d, but only %d DSNs are set", ws, s, len(c.dsns))
+		}
+		if ws <= int64(c.workspaces) || len(b.owned[s]) == 0 {
+			b.owned[s] = append(b.owned[s], ws)
+		}
+		if ws > 100_000 {
+			return nil, errors.New("the ring map leaves a shard without any workspace up to 100000")
+		}
+	}
+	for i, dsn := range c.dsns {
+		pc, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("shard %d dsn: %w", i, err)
+		}
+		pc.MaxConns = 16
+		p, err := pgxpool.NewWithConfig(ctx, pc)
+		if err == nil {
+			err = p.Ping(ctx)
+		}
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		b.pools = append(b.pools, p)
+	}
+	return b, nil
+}
+
+func (b *latBench) close() {
+	for _, p := range b.pools {
+		if p != nil {
+			p.Close()
+		}
+	}
+}
+
+func (b *latBench) run(ctx context.Context) error {
+	c := b.cfg
+	resp, err := b.get(ctx, c.apiURL+"/readyz")
+	if err != nil {
+		return fmt.Errorf("api not reachable (is the demo running? make demo): %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("api %s/readyz: %s", c.apiURL, resp.Status)
+	}
+
+	// Background traffic, in this process, on its own pools.
+	var bg *loadgen.Generator
+	bgDone := make(chan error, 1)
+	bgCtx, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	if c.bgRate > 0 {
+		m, err := b.ringMap()
+		if err != nil {
+			return err
+		}
+		bg, err = loadgen.New(ctx, loadgen.Config{DSNs: c.dsns, Ring: m, Rate: float64(c.bgRate),
+			Workspaces: c.workspaces, BodyBytes: 8192, Workers: 8},
+			slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			return fmt.Errorf("background traffic: %w", err)
+		}
+		defer bg.Close()
+		go func() { bgDone <- bg.Run(bgCtx) }()
+		select {
+		case <-time.After(c.warmup):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+
+	load0 := latLoadAvg()
+	before := b.scrape(ctx)
+	fmt.Printf("latency: %d samples at %d/s over %d shards, api %s, background %d ops/s; load average %s\n",
+		c.samples, c.rate, len(c.dsns), c.apiURL, c.bgRate, load0)
+	samples := make([]latSample, c.samples)
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(c.rate))
+	defer tick.Stop()
+	start := time.Now()
+	rnd := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
+	started := 0
+	for ; started < c.samples; started++ {
+		if started > 0 {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		shard := rnd.IntN(len(c.dsns))
+		ws := b.owned[shard][rnd.IntN(len(b.owned[shard]))]
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			samples[i] = b.sample(ctx, shard, ws, i)
+		}(started)
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	after := b.scrape(ctx)
+	load1 := latLoadAvg()
+	var bgOps, bgErrs int64
+	if bg != nil {
+		stopBG()
+		<-bgDone
+		bgOps, bgErrs = bg.Stats.Ops.Load(), bg.Stats.Errors.Load()
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	samples = samples[:started]
+
+	rows := latSummaries(samples, c.poll > 0)
+	fmt.Printf("\n%-34s %5s %5s  %-22s %8s %8s %8s %8s %8s\n", "from COMMIT returning to", "n", "ok", "failures", "p50", "p90", "p99", "max", "mean")
+	for _, r := range rows {
+		fmt.Printf("%-34s %5d %5d  %-22s %8s %8s %8s %8s %8s\n", r.Name, r.N, r.OK, latFails(r.Fails),
+			latMS(r.P50MS), latMS(r.P90MS), latMS(r.P99MS), latMS(r.MaxMS), latMS(r.MeanMS))
+	}
+	fmt.Println("(percentiles over the ok samples; failures: timeout = 503 not_yet_visible / no row within --timeout, missing = answered without the row, error = anything else, e.g. 503 backend_unavailable)")
+	listed, more := 0, 0
+	for _, s := range samples {
+		for _, e := range []string{s.Err, s.RYWError, s.VisibleError} {
+			switch {
+			case e == "":
+			case listed < 10:
+				listed++
+				fmt.Printf("failed: shard %d id %d lsn %s: %s\n", s.Shard, s.ID, s.LSN, e)
+			default:
+				more++
+			}
+		}
+	}
+	if more > 0 {
+		fmt.Printf("failed: %d more (every sample is in --json)\n", more)
+	}
+	if bg != nil {
+		fmt.Printf("background: %d ops (%d errors) over the run, %.0f ops/s\n", bgOps, bgErrs, float64(bgOps)/(wall+c.warmup).Seconds())
+	}
+	derived := latDerive(before, after, wall)
+	latPrintDerived(derived)
+	fmt.Printf("wall %s; load average before %s, after %s\n", wall.Round(time.Millisecond), load0, load1)
+
+	if c.jsonOut != "" {
+		out := map[string]any{
+			"api": c.apiURL, "shards": len(c.dsns), "samples": c.samples, "rate_per_second": c.rate,
+			"wait": c.wait.String(), "poll": c.poll.String(), "background_rate": c.bgRate,
+			"background_ops": bgOps, "background_errors": bgErrs, "wall_seconds": wall.Seconds(),
+			"load_average_before": load0, "load_average_after": load1, "results": rows,
+			"pipeline_metrics": derived, "raw": samples,
+		}
+		js, _ := json.MarshalIndent(out, "", "  ")
+		if err := os.WriteFile(c.jsonOut, js, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *latBench) ringMap() (*ring.Map, error) {
+	if b.cfg.ringFile != "" {
+		return ring.Load(b.cfg.ringFile)
+	}
+	shards := make([]ring.Shard, len(b.cfg.dsns))
+	for i := range shards {
+		shards[i] = ring.Shard{ID: i}
+	}
+	return ring.New(1, shards, 64)
+}
+
+// sample writes one document and measures both latencies.
+func (b *latBench) sample(ctx context.Context, shard int, ws int64, i int) latSample {
+	s := latSample{Shard: shard, Workspace: ws}
+	t0 := time.Now()
+	committed, err := b.write(ctx, &s, i)
+	s.CommitMS = latMSOf(committed.Sub(t0))
+	if err != nil {
+		s.Err = err.Error()
+		s.RYWOutcome, s.VisibleOutcome = "error", "error"
+		return s
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { b.readYourWrites(ctx, &s, committed) })
+	if b.cfg.poll > 0 {
+		wg.Go(func() { b.visible(ctx, &s, committed) })
+	} else {
+		s.VisibleOutcome = "skipped"
+	}
+	wg.Wait()
+	return s
+}
+
+// write inserts and commits one document, then reads the WAL position in
+// the same session; it returns when COMMIT returned.
+func (b *latBench) write(ctx context.Context, s *latSample, i int) (time.Time, error) {
+	conn, err := b.pools[s.Shard].Acquire(ctx)
+	if err != nil {
+		return time.Now(), fmt.Errorf("shard %d: %w", s.Shard, err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return time.Now(), fmt.Errorf("shard %d begin: %w", s.Shard, err)
+	}
+	err = tx.QueryRow(ctx, `INSERT INTO documents (workspace_id, title, body) VALUES ($1, $2, $3) RETURNING id`,
+		s.Workspace, fmt.Sprintf("bench latency %d", i), "bench latency sample").Scan(&s.ID)
+	if err != nil {
+		tx.Rollback(ctx) //nolint:errcheck
+		return time.Now(), fmt.Errorf("shard %d insert: %w", s.Shard, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return time.Now(), fmt.Errorf("shard %d commit: %w", s.Shard, err)
+	}
+	committed := time.Now()
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&s.LSN); err != nil {
+		return committed, fmt.Errorf("shard %d wal position: %w", s.Shard, err)
+	}
+	return committed, nil
+}
+
+// readYourWrites is one after= request: 200 with the row is ok.
+func (b *latBench) readYourWrites(ctx context.Context, s *latSample, committed time.Time) {
+	u := fmt.Sprintf("%s/v1/documents/%d?after=%d:%s&wait=%s", b.cfg.apiURL, s.ID, s.Shard, s.LSN, b.cfg.wait)
+	found, status, code, err := b.lookup(ctx, u, s.Shard)
+	s.RYWMS = latMSOf(time.Since(committed))
+	switch {
+	case err != nil:
+		s.RYWOutcome, s.RYWError = "error", "read-your-writes: "+err.Error()
+	case found:
+		s.RYWOutcome = "ok"
+	case status == http.StatusServiceUnavailable && code == "not_yet_visible":
+		s.RYWOutcome, s.RYWError = "timeout", fmt.Sprintf("read-your-writes: 503 not_yet_visible after %.0f ms", s.RYWMS)
+	case status == http.StatusOK || status == http.StatusNotFound:
+		// The API said the shard was past the LSN, yet the row is absent.
+		s.RYWOutcome, s.RYWError = "missing", fmt.Sprintf("read-your-writes: %d %s without the row", status, code)
+	default:
+		s.RYWOutcome, s.RYWError = "error", fmt.Sprintf("read-your-writes: %d %s after %.0f ms", status, code, s.RYWMS)
+	}
+}
+
+// visible polls without after= until a 200 carries the row.
+func (b *latBench) visible(ctx context.Context, s *latSample, committed time.Time) {
+	u := fmt.Sprintf("%s/v1/documents/%d", b.cfg.apiURL, s.ID)
+	for {
+		s.VisiblePolls++
+		found, status, code, err := b.lookup(ctx, u, s.Shard)
+		el := time.Since(committed)
+		s.VisibleMS = latMSOf(el)
+		switch {
+		case err != nil:
+			s.VisibleOutcome, s.VisibleError = "error", "visible: "+err.Error()
+			return
+		case found:
+			s.VisibleOutcome = "ok"
+			return
+		case status != http.StatusNotFound && status != http.StatusOK:
+			s.VisibleOutcome, s.VisibleError = "error", fmt.Sprintf("visible: %d %s after %s", status, code, el.Round(time.Millisecond))
+			return
+		case el >= b.cfg.timeout:
+			s.VisibleOutcome, s.VisibleError = "timeout", fmt.Sprintf("visible: not visible after %s", el.Round(time.Millisecond))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.VisibleOutcome, s.VisibleError = "error", "visible: "+ctx.Err().Error()
+			return
+		case <-time.After(b.cfg.poll):
+		}
+	}
+}
+
+func (b *latBench) get(ctx context.Context, u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if b.cfg.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.cfg.token)
+	}
+	return b.client.Do(req)
+}
+
+// lookup GETs a document URL and reports whether the answer holds a copy
+// of the row on shard; for other answers, the status and the error code
+// (not_found, not_yet_visible, backend_unavailable, ...).
+func (b *latBench) lookup(ctx context.Context, u string, shard int) (found bool, status int, code string, err error) {
+	resp, err := b.get(ctx, u)
+	if err != nil {
+		return false, 0, "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e) //nolint:errcheck // the status alone is enough
+		io.Copy(io.Discard, resp.Body)                               //nolint:errcheck
+		return false, resp.StatusCode, e.Error, nil
+	}
+	var doc struct {
+		Copies []struct {
+			Shard int `json:"shard"`
+		} `json:"copies"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return false, resp.StatusCode, "", fmt.Errorf("decode answer: %w", err)
+	}
+	return slices.ContainsFunc(doc.Copies, func(c struct {
+		Shard int `json:"shard"`
+	}) bool {
+		return c.Shard == shard
+	}), resp.StatusCode, "", nil
+}
+
+// latSummaries builds the table's rows.
+func latSummaries(samples []latSample, visible bool) []latSummary {
+	row := func(name string, get func(latSample) (float64, string)) latSummary {
+		r := latSummary{Name: name, N: len(samples), Fails: map[string]int{}}
+		var ok []float64
+		for _, s := range samples {
+			v, outcome := get(s)
+			if outcome == "ok" {
+				ok = append(ok, v)
+			} else {
+				r.Fails[outcome]++
+			}
+		}
+		r.OK = len(ok)
+		if len(ok) > 0 {
+			slices.Sort(ok)
+			var sum float64
+			for _, v := range ok {
+				sum += v
+			}
+			r.P50MS, r.P90MS, r.P99MS = latQuantile(ok, 0.50), latQuantile(ok, 0.90), latQuantile(ok, 0.99)
+			r.MaxMS, r.MeanMS = ok[len(ok)-1], sum/float64(len(ok))
+		}
+		return r
+	}
+	ryw := row("read-your-writes (after=, 1 GET)", func(s latSample) (float64, string) { return s.RYWMS, s.RYWOutcome })
+	commit := row("(INSERT+COMMIT round trip)", func(s latSample) (float64, string) {
+		if s.Err != "" {
+			return 0, "error"
+		}
+		return s.CommitMS, "ok"
+	})
+	if !visible {
+		return []latSummary{ryw, commit}
+	}
+	return []latSummary{
+		ryw,
+		row("visible (GET without after=, poll)", func(s latSample) (float64, string) { return s.VisibleMS, s.VisibleOutcome }),
+		row("  difference, same sample", func(s latSample) (float64, string) {
+			if s.RYWOutcome != "ok" || s.VisibleOutcome != "ok" {
+				return 0, "either failed"
+			}
+			return s.RYWMS - s.VisibleMS, "ok"
+		}),
+		commit,
+	}
+}
+
+// latQuantile is the nearest-rank quantile of sorted values.
+func latQuantile(sorted []float64, q float64) float64 {
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func latMSOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func latMS(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }
+
+func latFails(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// latLoadAvg is /proc/loadavg's 1, 5 and 15 minute averages.
+func latLoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// latScrape is the sum of every scraped sample by metric name and label
+// filter key (see latKey).
+type latScrape map[string]float64
+
+// latKey names a series: the metric and, optionally, one label's value.
+func latKey(metric, label, value string) string { return metric + "|" + label + "=" + value }
+
+// scrape reads the pipeline's /metrics endpoints (loader, readers, API);
+// an endpoint that does not answer is left out.
+func (b *latBench) scrape(ctx context.Context) latScrape {
+	out := latScrape{}
+	var targets []string
+	if b.cfg.loaderMetrics != "" {
+		targets = append(targets, "http://"+b.cfg.loaderMetrics+"/metrics")
+	}
+	for _, a := range flagenv.List(b.cfg.readerMetrics) {
+		targets = append(targets, "http://"+a+"/metrics")
+	}
+	targets = append(targets, b.cfg.apiURL+"/metrics")
+	for _, t := range targets {
+		resp, err := b.get(ctx, t)
+		if err != nil {
+			continue
+		}
+		latParseMetrics(resp.Body, out)
+		resp.Body.Close()
+	}
+	return out
+}
+
+// latParseMetrics adds the Prometheus text format samples of r to out:
+// per metric name (summed over all series) and per name and label value.
+func latParseMetrics(r io.Reader, out latScrape) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		series := line[:sp]
+		name, labels, _ := strings.Cut(series, "{")
+		out[name] += v
+		for _, l := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
+			k, val, ok := strings.Cut(l, "=")
+			if ok {
+				out[latKey(name, k, strings.Trim(val, `"`))] += v
+			}
+		}
+	}
+}
+
+// latDerived is what the pipeline's own metrics say about the run.
+type latDerived struct {
+	LoaderBatches         float64            `json:"loader_batches"`
+	LoaderRecordsPerBatch float64            `json:"loader_records_per_batch"`
+	LoaderStageMSPerBatch map[string]float64 `json:"loader_stage_ms_per_batch"`
+	LoaderInsertMS        float64            `json:"loader_insert_ms_mean"`
+	ReaderProduceMS       float64            `json:"reader_produce_ack_ms_mean"`
+	ReaderWatermarkEvery  float64            `json:"reader_watermark_interval_ms"`
+	APIWaitMS             float64            `json:"api_after_wait_ms_mean"`
+	APIDocumentMS         float64            `json:"api_document_request_ms_mean"`
+	APIDocumentRequests   float64            `json:"api_document_requests"`
+}
+
+func latDerive(a, b latScrape, wall time.Duration) latDerived {
+	d := func(k string) float64 { return b[k] - a[k] }
+	ratio := func(x, y float64) float64 {
+		if y <= 0 {
+			return 0
+		}
+		return x / y
+	}
+	var out latDerived
+	out.LoaderBatches = d("tributary_loader_batch_records_count")
+	out.LoaderRecordsPerBatch = ratio(d("tributary_loader_batch_records_sum"), out.LoaderBatches)
+	out.LoaderStageMSPerBatch = map[string]float64{}
+	for k := range b {
+		if st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage="); ok {
+			out.LoaderStageMSPerBatch[st] = 1000 * ratio(d(k), out.LoaderBatches)
+		}
+	}
+	out.LoaderInsertMS = 1000 * ratio(d("tributary_loader_insert_seconds_sum"), d("tributary_loader_insert_seconds_count"))
+	out.ReaderProduceMS = 1000 * ratio(d("tributary_reader_produce_seconds_sum"), d("tributary_reader_produce_seconds_count"))
+	// Watermark rounds summed over the readers: per reader, the interval.
+	if wm := d("tributary_reader_watermarks_total"); wm > 0 {
+		readers := 0
+		for k := range b {
+			if strings.HasPrefix(k, "tributary_reader_watermarks_total|shard=") {
+				readers++
+			}
+		}
+		out.ReaderWatermarkEvery = 1000 * wall.Seconds() * float64(readers) / wm
+	}
+	out.APIWaitMS = 1000 * ratio(d(latKey("tributary_api_read_wait_seconds_sum", "outcome", "visible")),
+		d(latKey("tributary_api_read_wait_seconds_count", "outcome", "visible")))
+	route := "GET /v1/documents/{id}"
+	out.APIDocumentRequests = d(latKey("tributary_api_request_seconds_count", "route", route))
+	out.APIDocumentMS = 1000 * ratio(d(latKey("tributary_api_request_seconds_sum", "route", route)), out.APIDocumentRequests)
+	return out
+}
+
+func latPrintDerived(d latDerived) {
+	if d.LoaderBatches == 0 && d.APIDocumentRequests == 0 {
+		fmt.Println("pipeline metrics: none scraped (--loader-metrics, --reader-metrics)")
+		return
+	}
+	fmt.Printf("loader: %.0f batches, %.0f records/batch, mean insert %.1f ms; per batch (ms):", d.LoaderBatches, d.LoaderRecordsPerBatch, d.LoaderInsertMS)
+	stages := make([]string, 0, len(d.LoaderStageMSPerBatch))
+	for st := range d.LoaderStageMSPerBatch {
+		stages = append(stages, st)
+	}
+	slices.Sort(stages)
+	for _, st := range stages {
+		fmt.Printf(" %s %.1f", st, d.LoaderStageMSPerBatch[st])
+	}
+	fmt.Println()
+	fmt.Printf("readers: mean produce ack %.1f ms, a watermark every %.0f ms per reader\n", d.ReaderProduceMS, d.ReaderWatermarkEvery)
+	fmt.Printf("api: %.0f document requests, mean %.1f ms each; after= requests waited %.1f ms on average for the watermark\n",
+		d.APIDocumentRequests, d.APIDocumentMS, d.APIWaitMS)
+}
