@@ -142,7 +142,10 @@ func TestKillNineAnywhere(t *testing.T) {
 	procs = append(procs, &supervised{name: "loader", log: logf, done: make(chan struct{}),
 		args: []string{bin + "/loader", "--tables", tablesFile, "--kafka-brokers", brokers, "--group", "e2e_" + p.suffix,
 			"--dlq-topic", "e2e_" + p.suffix + ".dlq", "--clickhouse-addr", p.stack.ClickHouseAddr, "--clickhouse-db", p.chDB,
-			"--metrics-addr", "", "--batch-records", "500", "--batch-wait", "50ms", "--log-level", "warn"}})
+			"--metrics-addr", "", "--batch-records", "500", "--batch-wait", "50ms", "--log-level", "info",
+			// A restarted loader takes its place in the group at once,
+			// instead of waiting for the killed one's session to expire.
+			"--instance-id", "chaos-loader"}})
 	for _, pr := range procs {
 		go pr.run()
 	}
@@ -150,7 +153,7 @@ func TestKillNineAnywhere(t *testing.T) {
 		for _, pr := range procs {
 			pr.stop()
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("TRIBUTARY_TEST_LOG") != "" {
 			b, _ := os.ReadFile(logf.Name())
 			t.Logf("process logs:\n%s", b)
 		}

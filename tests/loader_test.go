@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -385,7 +386,7 @@ func TestLoaderPoisonRecord(t *testing.T) {
 	first, bad, second := ids[0], ids[1], ids[2]
 
 	v2 := p.changeEnv(cols, envelope.OpInsert, bad, lsn("0/110"), docRow(bad, "1", "from the future", "b"))
-	v2.V = 2
+	v2.V = envelope.Version + 1 // a format this build does not know
 	v2JSON, err := json.Marshal(v2)
 	if err != nil {
 		t.Fatal(err)
@@ -698,8 +699,11 @@ func TestLoaderRebalance(t *testing.T) {
 		p.waitDoc(ctx, id, "warm-up row", func(st int, _ docAnswer) bool { return st == http.StatusOK })
 	}
 
-	const total, joinAt, leaveAt = 2000, 400, 1400
-	var issued, done atomic.Int64
+	// The workers pause 400 changes after the second loader got partitions
+	// (however long the rebalance took on a loaded machine) until it left.
+	const total, joinAt, afterJoin = 2600, 400, 400
+	var issued, done, pause atomic.Int64
+	pause.Store(math.MaxInt64)
 	leave := make(chan struct{}) // closed once the second loader has left
 	errs := make(chan error, len(p.shards))
 	var wg sync.WaitGroup
@@ -707,7 +711,7 @@ func TestLoaderRebalance(t *testing.T) {
 		wg.Add(1)
 		go func(shard int) {
 			defer wg.Done()
-			errs <- churnCounted(ctx, p.stack.ShardDSNs[shard], tbl, shard, &issued, &done, total, leaveAt, leave)
+			errs <- churnCounted(ctx, p.stack.ShardDSNs[shard], tbl, shard, &issued, &done, total, &pause, leave)
 		}(s)
 	}
 
@@ -730,8 +734,16 @@ func TestLoaderRebalance(t *testing.T) {
 	defer l2cancel()
 	l2 := p.startMeteredLoader(l2ctx, "l2")
 	p.waitFor(ctx, 60*time.Second, "two loaders with partitions", func() bool { n, err := members(); return err == nil && n == 2 })
-	t.Logf("second loader has partitions after %d changes", done.Load())
-	p.waitFor(ctx, 120*time.Second, fmt.Sprintf("%d changes", leaveAt), func() bool { return done.Load() >= leaveAt })
+	joined := done.Load()
+	pause.Store(joined + afterJoin)
+	t.Logf("second loader has partitions after %d changes", joined)
+	p.waitFor(ctx, 120*time.Second, fmt.Sprintf("%d changes", min(joined+afterJoin, total)), func() bool {
+		return done.Load() >= min(joined+afterJoin, total)
+	})
+	p.waitFor(ctx, 60*time.Second, "the second loader applied rows", func() bool {
+		v, _ := metricOf(t, l2, "tributary_loader_rows_inserted_total", map[string]string{"table": tbl})
+		return v > 0
+	})
 	l2cancel()
 	close(leave)
 	p.waitFor(ctx, 60*time.Second, "one loader with every partition", func() bool { n, err := members(); return err == nil && n == 1 })
@@ -763,7 +775,7 @@ func TestLoaderRebalance(t *testing.T) {
 // (some keeping the TOASTed body) and deletes on one shard, sharing a
 // budget of total changes with the other workers; change number pause and
 // later wait until leave is closed. Errors are returned, never fatal.
-func churnCounted(ctx context.Context, dsn, tbl string, shard int, issued, done *atomic.Int64, total, pause int64, leave <-chan struct{}) error {
+func churnCounted(ctx context.Context, dsn, tbl string, shard int, issued, done *atomic.Int64, total int64, pause *atomic.Int64, leave <-chan struct{}) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -776,7 +788,7 @@ func churnCounted(ctx context.Context, dsn, tbl string, shard int, issued, done 
 		if n > total {
 			return nil
 		}
-		if n > pause {
+		if n > pause.Load() {
 			select {
 			case <-leave:
 			case <-ctx.Done():

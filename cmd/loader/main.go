@@ -46,6 +46,8 @@ type Config struct {
 	DedupeKeys     int
 	RingMap        string
 	MisplacedEvery time.Duration
+	InstanceID     string
+	SessionTimeout time.Duration
 	MetricsAddr    string
 	LogFormat      string
 	LogLevel       string
@@ -68,6 +70,8 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&c.DedupeKeys, "dedupe-keys", "TRIBUTARY_LOADER_DEDUPE_KEYS", 1<<20, "rows whose newest written version is remembered, to skip redeliveries (memory: ~100 B each)")
 	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "published ring map JSON (e.g. deploy/local/ringmap.json); with it, rows of tables with a shard_key are checked for the shard that owns them (misplaced rows). Restart the loader to apply a new map")
 	fs.Duration(&c.MisplacedEvery, "misplaced-interval", "TRIBUTARY_MISPLACED_INTERVAL", 30*time.Second, "how often misplaced live rows are counted in ClickHouse (a FINAL scan of each table with a shard_key)")
+	fs.String(&c.InstanceID, "instance-id", "TRIBUTARY_LOADER_INSTANCE_ID", "", "static group membership: a stable id unique to this loader replica (e.g. the pod name); restarted under it, the loader takes its partitions back at once")
+	fs.Duration(&c.SessionTimeout, "session-timeout", "TRIBUTARY_LOADER_SESSION_TIMEOUT", 15*time.Second, "how long the group waits for a silent loader before moving its partitions (Kafka broker bounds: 6s..5m by default)")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_LOADER_METRICS_ADDR", "127.0.0.1:9101", "address for /metrics and /healthz (empty: off)")
 	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -100,6 +104,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DedupeKeys < 2 {
 		errs = append(errs, fmt.Errorf("--dedupe-keys must be >= 2, got %d", c.DedupeKeys))
+	}
+	if c.SessionTimeout < 6*time.Second {
+		errs = append(errs, fmt.Errorf("--session-timeout must be >= 6s (the broker's group.min.session.timeout.ms), got %s", c.SessionTimeout))
 	}
 	if c.MisplacedEvery <= 0 {
 		errs = append(errs, fmt.Errorf("--misplaced-interval must be > 0, got %s", c.MisplacedEvery))
@@ -138,6 +145,7 @@ func run(ctx context.Context, cfg *Config) error {
 		Tables: tcfg, BatchRecords: cfg.BatchRecords, BatchWait: cfg.BatchWait,
 		DuplicateGrace: cfg.DuplicateGrace, DedupeKeys: cfg.DedupeKeys,
 		Ring: rm, MisplacedInterval: cfg.MisplacedEvery,
+		InstanceID: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
 	}, store, log, reg)
 
 	ringVersion := int64(0)

@@ -24,7 +24,7 @@ type encodedColumns struct {
 // Append appends e's JSON to dst; decoding it gives what json.Marshal's
 // output gives. Map keys are written in column order when Columns is set.
 func (enc *Encoder) Append(dst []byte, e *Event) []byte {
-	e.V = Version
+	e.V = e.version()
 	dst = append(dst, `{"v":`...)
 	dst = strconv.AppendInt(dst, int64(e.V), 10)
 	dst = append(dst, `,"kind":`...)
@@ -77,6 +77,10 @@ func (enc *Encoder) Append(dst []byte, e *Event) []byte {
 	if e.Partitions != 0 {
 		dst = append(dst, `,"partitions":`...)
 		dst = strconv.AppendInt(dst, int64(e.Partitions), 10)
+	}
+	if e.Epoch != 0 {
+		dst = append(dst, `,"epoch":`...)
+		dst = strconv.AppendUint(dst, uint64(e.Epoch), 10)
 	}
 	if len(e.Unchanged) > 0 {
 		dst = append(dst, `,"unchanged":[`...)

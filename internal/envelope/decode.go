@@ -38,8 +38,8 @@ func (d *Decoder) Decode(b []byte) (*Event, error) {
 	if err := p.event(&e); err != nil {
 		return nil, fmt.Errorf("decode envelope: %w", err)
 	}
-	if e.V != Version {
-		return nil, fmt.Errorf("%w: %d (this build reads %d)", ErrUnsupportedVersion, e.V, Version)
+	if e.V < 1 || e.V > Version {
+		return nil, fmt.Errorf("%w: %d (this build reads 1 to %d)", ErrUnsupportedVersion, e.V, Version)
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -354,7 +354,7 @@ func field(key []byte, names ...string) string {
 }
 
 var eventFields = []string{"v", "kind", "shard", "schema", "table", "op", "id", "lsn", "commit_lsn",
-	"seq", "xid", "commit_ts", "columns", "after", "before", "partitions", "unchanged"}
+	"seq", "xid", "commit_ts", "columns", "after", "before", "partitions", "unchanged", "epoch"}
 
 func (p *parser) event(e *Event) error {
 	if p.null() {
@@ -396,6 +396,8 @@ func (p *parser) event(e *Event) error {
 			return p.integer(math.MinInt32, math.MaxInt32, func(v int64) { e.Partitions = int32(v) })
 		case "unchanged":
 			return p.strings(&e.Unchanged)
+		case "epoch":
+			return p.integer(0, math.MaxUint16, func(v int64) { e.Epoch = uint16(v) })
 		}
 		return p.skip(1)
 	})

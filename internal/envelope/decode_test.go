@@ -13,7 +13,7 @@ func decodeReflect(b []byte) (*Event, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, err
 	}
-	if e.V != Version {
+	if e.V < 1 || e.V > Version {
 		return nil, ErrUnsupportedVersion
 	}
 	if err := e.Validate(); err != nil {
@@ -47,9 +47,13 @@ func decoderCorpus() [][]byte {
 	upd := sample()
 	upd.Op, upd.Unchanged = OpUpdate, []string{"title"}
 	delete(upd.After, "title")
+	epoch := sample()
+	epoch.Epoch = 3
+	end := &Event{Kind: KindChange, Shard: 1, Table: "t", Op: OpSnapshotEnd, CommitLSN: 0x10, Partitions: 4, Epoch: 3,
+		CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	wm := &Event{Kind: KindWatermark, Shard: 3, CommitLSN: 0x16B374D848, CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), Partitions: 4}
-	out := [][]byte{enc.Append(nil, e), enc.Append(nil, del), enc.Append(nil, upd), enc.Append(nil, wm)}
-	for _, ev := range []*Event{e, del, upd, wm} {
+	out := [][]byte{enc.Append(nil, e), enc.Append(nil, del), enc.Append(nil, upd), enc.Append(nil, wm), enc.Append(nil, epoch), enc.Append(nil, end)}
+	for _, ev := range []*Event{e, del, upd, wm, epoch, end} {
 		b, _ := Encode(ev)
 		out = append(out, b)
 	}
@@ -64,6 +68,9 @@ func decoderCorpus() [][]byte {
 		[]byte(`{"v":1,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"0/1","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","columns":[{"name":"a","type":"text","oid":25}],"after":{"a":"b"}`),
 		[]byte(`{"v":1,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"0/1","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","columns":[{"name":"a","type":"text","oid":-1}],"after":{"a":"b"}}`),
 		[]byte(`{"v":1,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"0/1","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","columns":[{"name":"a","type":"text","oid":25}],"after":{"a":"b"},"ſhard":5}`),
+		[]byte(`{"v":3,"kind":"watermark","commit_lsn":"0/1","shard":1}`),
+		[]byte(`{"v":2,"kind":"change","shard":0,"table":"t","op":"s","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","partitions":2}`),
+		[]byte(`{"v":2,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"10000/0","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","after":{},"epoch":70000}`),
 		[]byte(`null`), []byte(``), []byte(`{}`), []byte(`[]`), []byte(`{"v":1,"kind":"watermark","commit_lsn":"0/1","shard":-1}`),
 	)
 	return out

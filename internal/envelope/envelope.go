@@ -18,9 +18,34 @@ import (
 	"time"
 )
 
-// Version is the envelope format version written by this build. Readers of
-// the envelope refuse versions they do not know.
-const Version = 1
+// Version is the newest envelope format version this build reads and
+// writes. Readers refuse versions they do not know. Version 2 adds Epoch and
+// the snapshot-end op; a record without them is still written as version 1,
+// so version-1 consumers keep reading everything they can read correctly.
+const Version = 2
+
+// MaxLSN is the largest LSN a change can carry: a row's version is
+// Epoch<<48 | LSN (see RowVersion). 2^48 bytes is 256 TiB of WAL.
+const MaxLSN LSN = 1<<48 - 1
+
+// version is the format version e needs.
+func (e *Event) version() int {
+	if e.Epoch > 0 || e.Op == OpSnapshotEnd {
+		return 2
+	}
+	return 1
+}
+
+// RowVersion is the version a change gives its row in the store: the
+// snapshot epoch in the top 16 bits, the change's LSN below (Validate keeps
+// the LSN within MaxLSN). A new epoch — the tables copied again after the
+// slot lost changes — therefore beats every row written before it, while
+// within an epoch the LSN orders changes, and a snapshot read (LSN 0) loses
+// to every streamed change of its epoch. For a snapshot end it is the
+// epoch's lowest version: the cut below which rows were not copied again.
+func (e *Event) RowVersion() uint64 {
+	return uint64(e.Epoch)<<48 | uint64(e.LSN)
+}
 
 // Kind tells a change from a control record.
 type Kind string
@@ -44,6 +69,11 @@ const (
 	OpUpdate   Op = "u"
 	OpDelete   Op = "d"
 	OpTruncate Op = "t" // the whole table on this shard; ID is empty
+	// OpSnapshotEnd closes a snapshot taken again (Epoch > 0): every row of
+	// this table and shard with a version of an earlier epoch was not copied
+	// again, so it no longer exists at the source. Like a truncate, one is
+	// sent to every partition (Partitions set); ID and LSN are empty.
+	OpSnapshotEnd Op = "s"
 )
 
 // Column describes one column of the source relation, as PostgreSQL's
@@ -102,6 +132,11 @@ type Event struct {
 	// partitions of the topic when the reader wrote one record into each.
 	Partitions int32 `json:"partitions,omitempty"`
 
+	// Epoch counts the snapshots of this shard's slot: 0 for the first, one
+	// more each time the slot lost changes and the tables were copied
+	// again. Omitted when 0 (version 1 records). See RowVersion.
+	Epoch uint16 `json:"epoch,omitempty"`
+
 	// Unchanged lists TOASTed columns whose value did not change and was not
 	// sent (pgoutput 'u'). They are absent from After; the consumer keeps
 	// the previous value. Never read them as NULL.
@@ -112,9 +147,9 @@ type Event struct {
 // build understands.
 var ErrUnsupportedVersion = errors.New("unsupported envelope version")
 
-// Encode marshals e as JSON, stamping the current Version.
+// Encode marshals e as JSON, stamping the format version it needs.
 func Encode(e *Event) ([]byte, error) {
-	e.V = Version
+	e.V = e.version()
 	return json.Marshal(e)
 }
 
@@ -124,8 +159,8 @@ func Decode(b []byte) (*Event, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, fmt.Errorf("decode envelope: %w", err)
 	}
-	if e.V != Version {
-		return nil, fmt.Errorf("%w: %d (this build reads %d)", ErrUnsupportedVersion, e.V, Version)
+	if e.V < 1 || e.V > Version {
+		return nil, fmt.Errorf("%w: %d (this build reads 1 to %d)", ErrUnsupportedVersion, e.V, Version)
 	}
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -164,11 +199,22 @@ func (e *Event) Validate() error {
 			return errors.New("envelope: delete without id")
 		}
 	case OpTruncate:
+	case OpSnapshotEnd:
+		if e.Epoch == 0 || e.Partitions <= 0 {
+			return errors.New("envelope: snapshot end without epoch or partitions")
+		}
 	default:
 		return fmt.Errorf("envelope: unknown op %q", e.Op)
 	}
-	if e.Op != OpRead && e.LSN == 0 {
+	switch {
+	case e.Op == OpSnapshotEnd:
+		if e.LSN != 0 {
+			return errors.New("envelope: snapshot end with an lsn")
+		}
+	case e.Op != OpRead && e.LSN == 0:
 		return fmt.Errorf("envelope: %s without lsn", e.Op)
+	case e.LSN > MaxLSN:
+		return fmt.Errorf("envelope: lsn %s beyond %s, the largest a row version holds", e.LSN, MaxLSN)
 	}
 	return nil
 }

@@ -104,3 +104,32 @@ func FuzzDecode(f *testing.F) {
 }
 
 func ptr(s string) *string { return &s }
+
+func TestRowVersionAndEpochFormat(t *testing.T) {
+	e := &Event{Kind: KindChange, Table: "t", Op: OpUpdate, ID: "1", LSN: 0x16B374D848, CommitLSN: 0x16B374D900, After: map[string]*string{}}
+	if got, want := e.RowVersion(), uint64(0x16B374D848); got != want {
+		t.Fatalf("epoch 0: %x, want %x", got, want)
+	}
+	b, _ := Encode(e)
+	if e.V != 1 {
+		t.Fatalf("a record without epoch is written as version %d, want 1: %s", e.V, b)
+	}
+	e.Epoch = 2
+	if e.RowVersion() <= (&Event{LSN: MaxLSN}).RowVersion() {
+		t.Fatal("epoch 2 does not beat every epoch-0 version")
+	}
+	if _, err := Encode(e); err != nil || e.V != 2 {
+		t.Fatalf("epoch record: version %d, err %v", e.V, err)
+	}
+	e.LSN = MaxLSN + 1
+	if err := e.Validate(); err == nil {
+		t.Fatal("an LSN beyond MaxLSN validated")
+	}
+	end := &Event{Kind: KindChange, Table: "t", Op: OpSnapshotEnd, Epoch: 1, Partitions: 2}
+	if err := end.Validate(); err != nil {
+		t.Fatalf("snapshot end: %v", err)
+	}
+	if end.Epoch = 0; end.Validate() == nil {
+		t.Fatal("snapshot end without epoch validated")
+	}
+}

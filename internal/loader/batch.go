@@ -147,7 +147,7 @@ func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now 
 	parallel(len(cs), len(l.decoders), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			ev := cs[i].ev
-			if ev.Op == envelope.OpTruncate || len(ev.Unchanged) > 0 {
+			if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd || len(ev.Unchanged) > 0 {
 				continue
 			}
 			out[i].vals, out[i].err = t.Convert(sourceRow(ev, idColumn), now)
@@ -161,7 +161,7 @@ func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now 
 // old one (at least the id) marked deleted.
 func sourceRow(ev *envelope.Event, idColumn string) *chstore.Row {
 	row := &chstore.Row{
-		Shard: uint16(ev.Shard), Version: uint64(ev.LSN), CommitLSN: uint64(ev.CommitLSN),
+		Shard: uint16(ev.Shard), Version: ev.RowVersion(), CommitLSN: uint64(ev.CommitLSN),
 		CommitTS: ev.CommitTime, Values: ev.After,
 	}
 	if ev.Op == envelope.OpDelete {
@@ -371,20 +371,24 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		if ev.CommitTime.After(newest) {
 			newest = ev.CommitTime
 		}
-		if ev.Op == envelope.OpTruncate {
+		if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd {
 			if err := flush(); err != nil {
 				return nil, err
 			}
 			var n int
 			err := timed(stageRead, func() error {
 				var err error
-				n, err = l.truncate(ctx, t, c)
+				n, err = l.tombstoneOlder(ctx, t, c)
 				return err
 			})
 			if err != nil {
 				return nil, err
 			}
-			l.log.Info("truncate applied", slog.String("table", name), slog.Int("shard", ev.Shard),
+			what := "truncate applied"
+			if ev.Op == envelope.OpSnapshotEnd {
+				what = "snapshot end applied: rows the new copy did not contain are deleted"
+			}
+			l.log.Info(what, slog.String("table", name), slog.Int("shard", ev.Shard), slog.Int("epoch", int(ev.Epoch)),
 				slog.Int("partition", int(c.rec.Partition)), slog.Int("rows", n))
 			clear(latest)
 			clear(batchVersion)
@@ -392,10 +396,11 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		k := chstore.RowKey{ID: ev.ID, Shard: uint16(ev.Shard)}
 		dk := dedupe.Key{Table: name, ID: ev.ID, Shard: ev.Shard}
-		stale := l.versions.Stale(dk, uint64(ev.LSN))
+		ver := ev.RowVersion()
+		stale := l.versions.Stale(dk, ver)
 		if needBase && !stale {
 			v, ok := batchVersion[k]
-			stale = ok && uint64(ev.LSN) <= v
+			stale = ok && ver <= v
 		}
 		if stale {
 			// A redelivery or an older version (earlier in this batch or
@@ -442,12 +447,12 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		if needBase {
 			latest[k] = len(rows)
-			batchVersion[k] = uint64(ev.LSN)
+			batchVersion[k] = ver
 		}
 		rows = append(rows, vals)
 		// Remembered before the insert: an insert is retried until it
 		// succeeds or the loader stops, and a stopped loader forgets.
-		l.versions.Written(dk, uint64(ev.LSN))
+		l.versions.Written(dk, ver)
 		if o, ok := l.placeRow(cfgTable, ev); ok {
 			owners = append(owners, o)
 		}
@@ -528,20 +533,24 @@ func (l *Loader) sendDead(ctx context.Context, cl *kgo.Client, dead []deadLetter
 // which rows a partition holds.
 var kafkaPartitioner = kgo.StickyKeyPartitioner(nil).ForTopic("")
 
-// truncate applies a TRUNCATE record: every live row of its shard that this
-// partition holds and that is older than the truncate gets a tombstone at
-// the truncate's version. The reader sent one such record to every
-// partition, so each partition's loader removes exactly its own rows, in
-// order with the rows before and after it.
-func (l *Loader) truncate(ctx context.Context, t *chstore.Table, c change) (int, error) {
+// tombstoneOlder applies a TRUNCATE or a snapshot end: every live row of
+// its shard that this partition holds and whose version is below the
+// record's row version gets a tombstone at that version. For a truncate
+// that is every row older than it; for a snapshot end (version: the new
+// epoch's lowest) every row the new copy did not contain — deleted at the
+// source while the slot was not streaming. The reader sent one such record
+// to every partition, so each partition's loader removes exactly its own
+// rows, in order with the rows before and after it.
+func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change) (int, error) {
 	ev := c.ev
 	if ev.Partitions <= 0 {
-		return 0, fmt.Errorf("truncate of %s from shard %d without a partition count", t.Name, ev.Shard)
+		return 0, fmt.Errorf("%s of %s from shard %d without a partition count", ev.Op, t.Name, ev.Shard)
 	}
+	cut := ev.RowVersion()
 	var ids []string
 	err := l.retry(ctx, "truncate "+t.Name, func() error {
 		var err error
-		ids, err = l.store.LiveIDs(ctx, t, uint16(ev.Shard), uint64(ev.LSN))
+		ids, err = l.store.LiveIDs(ctx, t, uint16(ev.Shard), cut)
 		return err
 	})
 	if err != nil {
@@ -554,7 +563,7 @@ func (l *Loader) truncate(ctx context.Context, t *chstore.Table, c change) (int,
 			continue
 		}
 		idv := id
-		vals, err := t.Convert(&chstore.Row{Shard: uint16(ev.Shard), Version: uint64(ev.LSN), Deleted: true,
+		vals, err := t.Convert(&chstore.Row{Shard: uint16(ev.Shard), Version: cut, Deleted: true,
 			CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: map[string]*string{t.IDColumn: &idv}}, now)
 		if err != nil {
 			return 0, err

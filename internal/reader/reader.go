@@ -121,6 +121,9 @@ type Reader struct {
 	// snapshot's copy ended (no watermark below it), carried in every
 	// state saved. Set before the streaming goroutines start.
 	snapCP, snapEnd envelope.LSN
+	// epoch is the snapshot epoch stamped on every record (see
+	// envelope.Event.Epoch). Set before anything is produced.
+	epoch uint16
 }
 
 // New builds a Reader; nothing connects until Run.
@@ -198,6 +201,8 @@ func (r *Reader) Run(ctx context.Context) error {
 		return fmt.Errorf("slot %s exists with plugin %q, not pgoutput: choose another --slot", r.cfg.Slot, slot.plugin)
 	}
 	action, why := decideStart(slot, stored)
+	r.epoch = startEpoch(action, stored)
+	r.state.epoch = r.epoch
 	var start envelope.LSN
 	switch action {
 	case actionResume:
@@ -215,10 +220,11 @@ func (r *Reader) Run(ctx context.Context) error {
 			return r.snapshotStopped(ctx, fmt.Errorf("initial snapshot (resumed): %w", err))
 		}
 	case actionRecreate:
-		// Rows deleted at the source while the slot was not trustworthy
-		// stay in ClickHouse until reconciled (the verifier reports them);
-		// everything else is repaired by the new snapshot.
-		r.log.Warn("start: dropping the slot and taking a new snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why))
+		// The new copy is a new epoch: its rows beat every row written
+		// before, and its snapshot-end records delete the rows it no longer
+		// contains (deleted at the source while changes were lost).
+		r.log.Warn("start: dropping the slot and taking a new snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why),
+			slog.Int("epoch", int(r.epoch)))
 		if _, err := sqlConn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", r.cfg.Slot); err != nil {
 			return fmt.Errorf("drop slot %s (is another reader using it?): %w", r.cfg.Slot, err)
 		}
@@ -507,6 +513,7 @@ func (r *Reader) produce(ctx context.Context, st *txnState, topic string, ev *en
 func (r *Reader) produceTo(ctx context.Context, cl *kgo.Client, st *txnState, topic string, partition int32, ev *envelope.Event) error {
 	// The reflection-free encoder: about 8x cheaper than json.Marshal here,
 	// the reader's largest cost (docs/benchmarks.md).
+	ev.Epoch = r.epoch
 	b := r.enc.Append(make([]byte, 0, r.lastSize+64), ev)
 	r.lastSize = len(b)
 	rec := &kgo.Record{Topic: topic, Value: b}

@@ -370,6 +370,9 @@ func (r *Reader) copySnapshot(ctx context.Context, conn *pgx.Conn, st *readerSta
 	if end, err = envelope.ParseLSN(endText); err != nil {
 		return err
 	}
+	if err := r.endEpoch(ctx, st.ConsistentPoint); err != nil {
+		return err
+	}
 	done := readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: st.ConsistentPoint,
 		ConsistentPoint: st.ConsistentPoint, SnapshotEnd: end}
 	if err := r.state.save(ctx, done); err != nil {
@@ -477,7 +480,7 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 			ev := envelope.Event{
 				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name,
 				Op: envelope.OpRead, ID: id, CommitLSN: cp, CommitTime: now,
-				Columns: tab.cols, After: after,
+				Columns: tab.cols, After: after, Epoch: r.epoch,
 			}
 			b := enc.Append(make([]byte, 0, size+64), &ev)
 			size = len(b)
@@ -582,5 +585,37 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 		case <-time.After(d):
 		}
 	}
+	return nil
+}
+
+// endEpoch closes a copy taken again (epoch > 0): one snapshot-end record
+// per partition of every table topic, acknowledged before the snapshot is
+// recorded as done (a crash before that repeats it, harmlessly). Each
+// partition's loader then deletes the rows of this shard it holds from
+// earlier epochs that the copy did not contain again.
+func (r *Reader) endEpoch(ctx context.Context, cp envelope.LSN) error {
+	if r.epoch == 0 {
+		return nil
+	}
+	var recs []*kgo.Record
+	now := time.Now().UTC()
+	for _, t := range r.cfg.Tables.Tables {
+		n := r.parts[t.Topic]
+		for p := int32(0); p < n; p++ {
+			b, err := envelope.Encode(&envelope.Event{
+				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpSnapshotEnd,
+				CommitLSN: cp, CommitTime: now, Partitions: n, Epoch: r.epoch,
+			})
+			if err != nil {
+				return err
+			}
+			recs = append(recs, &kgo.Record{Topic: t.Topic, Partition: p, Value: b})
+		}
+	}
+	if err := r.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return fmt.Errorf("snapshot end records: %w", err)
+	}
+	r.log.Info("snapshot end sent: rows of earlier epochs the copy did not contain will be deleted",
+		slog.Int("epoch", int(r.epoch)), slog.Int("records", len(recs)))
 	return nil
 }

@@ -37,6 +37,10 @@ type readerState struct {
 	// below it (see snapshot.go), so a shard is never called complete at a
 	// position its copied rows are ahead of.
 	SnapshotEnd envelope.LSN `json:"snapshot_end,omitempty"`
+	// Epoch is the snapshot epoch of this slot's data (see
+	// envelope.Event.Epoch): 0 for the first copy, one more per copy taken
+	// again after changes were lost.
+	Epoch uint16 `json:"epoch,omitempty"`
 	// Snapshot is the progress of an unfinished snapshot (nil once done).
 	Snapshot  *snapshotState `json:"snapshot,omitempty"`
 	UpdatedAt time.Time      `json:"updated_at"`
@@ -46,6 +50,7 @@ type readerState struct {
 type stateStore struct {
 	cl    *kgo.Client
 	topic string
+	epoch uint16 // stamped on every state saved
 }
 
 func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string) error {
@@ -125,6 +130,7 @@ func (s *stateStore) load(ctx context.Context, brokers []string, slot string) (*
 // save stores st synchronously.
 func (s *stateStore) save(ctx context.Context, st readerState) error {
 	st.UpdatedAt = time.Now().UTC()
+	st.Epoch = s.epoch
 	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
@@ -133,6 +139,25 @@ func (s *stateStore) save(ctx context.Context, st readerState) error {
 		return fmt.Errorf("save state: %w", err)
 	}
 	return nil
+}
+
+// startEpoch is the snapshot epoch a start runs in. Continuing keeps the
+// stored epoch. A new copy over data that an earlier copy or stream may
+// have written — the slot was lost, dropped or recreated while state was
+// stored — is the next epoch, so that its rows beat the stale ones and its
+// snapshot end removes rows deleted in the gap. A first start is epoch 0.
+func startEpoch(action startAction, stored *readerState) uint16 {
+	switch {
+	case action == actionResume || action == actionResumeSnapshot:
+		return stored.Epoch
+	case stored != nil:
+		return stored.Epoch + 1
+	case action == actionRecreate:
+		// A slot exists but no state was stored: something ran before;
+		// be newer than an unknown first copy.
+		return 1
+	}
+	return 0
 }
 
 // startAction is what a reader does with its slot at start-up.

@@ -33,3 +33,25 @@ func TestDecideStart(t *testing.T) {
 		}
 	}
 }
+
+func TestStartEpoch(t *testing.T) {
+	done := &readerState{SnapshotDone: true, Epoch: 2}
+	cases := []struct {
+		action startAction
+		stored *readerState
+		want   uint16
+	}{
+		{actionCreate, nil, 0},              // first start
+		{actionResume, done, 2},             // continuing keeps the epoch
+		{actionResumeSnapshot, done, 2},     // so does a resumed copy
+		{actionCreate, done, 3},             // slot dropped, state kept: changes lost
+		{actionRecreate, done, 3},           // slot lost or behind
+		{actionRecreate, nil, 1},            // a slot without state: newer than an unknown first copy
+		{actionRecreate, &readerState{}, 1}, // first copy never finished
+	}
+	for _, c := range cases {
+		if got := startEpoch(c.action, c.stored); got != c.want {
+			t.Errorf("startEpoch(%v, %+v) = %d, want %d", c.action, c.stored, got, c.want)
+		}
+	}
+}
