@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 )
 
 // Row is one version of one source row, ready to be written.
@@ -124,34 +126,45 @@ type RowKey struct {
 }
 
 // Current reads the newest stored version of the given rows (deleted or
-// not), as typed values by column name, with their _version and _deleted.
-// It is used to keep unchanged TOAST values.
-func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey) (map[RowKey]Stored, error) {
-	return inChunks(keys, func(part []RowKey) (map[RowKey]Stored, error) { return s.current(ctx, t, part) })
-}
-
-func (s *Store) current(ctx context.Context, t *Table, keys []RowKey) (map[RowKey]Stored, error) {
+// not) — only the columns asked for, as typed values by column name — with
+// their _version and _deleted. It is used to keep unchanged TOAST values,
+// so cols are usually just the large ones. The ids travel as an external
+// table: one query however many keys.
+func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []string) (map[RowKey]Stored, error) {
 	out := map[RowKey]Stored{}
 	if len(keys) == 0 {
 		return out, nil
 	}
 	idc := t.Columns[t.byName[t.IDColumn]]
-	ids := make([]any, 0, len(keys))
+	ids, err := ext.NewTable("_ids", ext.Column("id", column.Type(idc.typ.ch)))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
 	for _, k := range keys {
+		if seen[k.ID] {
+			continue
+		}
+		seen[k.ID] = true
 		v, err := idc.typ.convert(k.ID)
 		if err != nil {
 			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: k.ID, Err: err}
 		}
-		ids = append(ids, v)
+		if err := ids.Append(v); err != nil {
+			return nil, fmt.Errorf("read current %s: %w", t.Name, err)
+		}
 	}
-	sel := make([]string, 0, len(t.Columns)+2)
-	for _, c := range t.Columns {
-		sel = append(sel, quote(c.Name))
+	sel := []string{"toString(" + quote(t.IDColumn) + ")", "_shard", "_version", "_deleted"}
+	var names []string
+	for _, c := range cols {
+		if _, ok := t.byName[c]; ok {
+			sel = append(sel, quote(c))
+			names = append(names, c)
+		}
 	}
-	sel = append(sel, "_shard", "_version", "_deleted")
-	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s IN ?",
+	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s IN _ids",
 		strings.Join(sel, ", "), quote(s.db), quote(t.Name), quote(t.IDColumn))
-	rows, err := s.conn.Query(ctx, q, clickhouse.GroupSet{Value: ids})
+	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(ids)), q)
 	if err != nil {
 		return nil, fmt.Errorf("read current %s: %w", t.Name, err)
 	}
@@ -165,19 +178,11 @@ func (s *Store) current(ctx context.Context, t *Table, keys []RowKey) (map[RowKe
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read current %s: %w", t.Name, err)
 		}
-		st := Stored{Values: map[string]any{}}
-		var key RowKey
-		for i, c := range t.Columns {
-			v := reflect.ValueOf(dest[i]).Elem().Interface()
-			st.Values[c.Name] = v
-			if c.Name == t.IDColumn {
-				key.ID = fmt.Sprint(v)
-			}
+		key := RowKey{ID: *(dest[0].(*string)), Shard: *(dest[1].(*uint16))}
+		st := Stored{Values: make(map[string]any, len(names)), Version: *(dest[2].(*uint64)), Deleted: *(dest[3].(*uint8)) == 1}
+		for i, name := range names {
+			st.Values[name] = reflect.ValueOf(dest[4+i]).Elem().Interface()
 		}
-		n := len(t.Columns)
-		key.Shard = *(dest[n].(*uint16))
-		st.Version = *(dest[n+1].(*uint64))
-		st.Deleted = *(dest[n+2].(*uint8)) == 1
 		out[key] = st
 	}
 	return out, rows.Err()

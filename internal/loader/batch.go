@@ -302,10 +302,16 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	if needBase {
 		seen := map[chstore.RowKey]bool{}
 		var lookup []chstore.RowKey
+		var cols []string // the unchanged columns, the only ones read
 		for _, c := range cs {
 			k := chstore.RowKey{ID: c.ev.ID, Shard: uint16(c.ev.Shard)}
 			if len(c.ev.Unchanged) > 0 && !seen[k] {
 				lookup = append(lookup, k)
+				for _, col := range c.ev.Unchanged {
+					if !slices.Contains(cols, col) {
+						cols = append(cols, col)
+					}
+				}
 			}
 			seen[k] = true
 		}
@@ -313,7 +319,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			err := timed(stageRead, func() error {
 				return l.retry(ctx, "read "+name, func() error {
 					var err error
-					stored, err = l.store.Current(ctx, t, lookup)
+					stored, err = l.store.Current(ctx, t, lookup, cols)
 					return err
 				})
 			})
