@@ -81,9 +81,10 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		}
 	}
 
+	var detects []func() error // duplicate checks, run once the watermarks are out
 	for _, name := range order {
 		t, _ := l.cfg.Tables.ByName(name)
-		bad, err := l.applyTable(ctx, name, t.IDColumn, byTable[name])
+		bad, detect, err := l.applyTable(ctx, name, t.IDColumn, byTable[name])
 		var stop *stopError
 		switch {
 		case errors.As(err, &stop):
@@ -93,6 +94,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 			return nil, err
 		}
 		dead = append(dead, bad...)
+		detects = append(detects, detect)
 		for _, c := range byTable[name] {
 			commit = append(commit, c.rec)
 		}
@@ -128,7 +130,17 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	if err := l.sendDead(ctx, cl, dead); err != nil {
 		return nil, err
 	}
-	l.m.since(stageDLQ, t1)
+	t1 = l.m.since(stageDLQ, t1)
+	// The duplicate check reads what the inserts wrote; it is not part of
+	// what the watermarks promise, so readers waiting on a watermark
+	// (read-your-writes) do not wait for it. It still precedes the commit:
+	// a crash re-checks.
+	for _, detect := range detects {
+		if err := detect(); err != nil {
+			return nil, err
+		}
+	}
+	l.m.since(stageDetect, t1)
 	return commit, nil
 }
 
@@ -233,7 +245,7 @@ func (l *Loader) stopTable(cl *kgo.Client, table, topic string, err error) {
 
 // applyTable writes the changes of one table, in partition order. Records
 // that cannot be converted are returned as dead letters.
-func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []change) ([]deadLetter, error) {
+func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []change) ([]deadLetter, func() error, error) {
 	// Time not spent reading, inserting or detecting is conversion.
 	begin, waited := time.Now(), time.Duration(0)
 	defer func() {
@@ -269,10 +281,10 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			return err
 		})
 		if schemaErr != nil {
-			return nil, &stopError{schemaErr}
+			return nil, nil, &stopError{schemaErr}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("ensure table %s: %w", name, err)
+			return nil, nil, fmt.Errorf("ensure table %s: %w", name, err)
 		}
 		if before == nil || len(before.Columns) != len(t.Columns) {
 			l.m.schemaChanges.WithLabelValues(name).Inc()
@@ -284,7 +296,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		for _, c := range cs {
 			dead = append(dead, deadLetter{c.rec, "no_columns", fmt.Errorf("change of %s without column list", name)})
 		}
-		return dead, nil
+		return dead, func() error { return nil }, nil
 	}
 
 	var dead []deadLetter
@@ -324,7 +336,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 				})
 			})
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
@@ -379,7 +391,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd {
 			if err := flush(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			var n int
 			err := timed(stageRead, func() error {
@@ -388,7 +400,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 				return err
 			})
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			what := "truncate applied"
 			if ev.Op == envelope.OpSnapshotEnd {
@@ -468,20 +480,17 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 	}
 	if err := flush(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// Uniqueness is monitored: check every id this batch made appear or
 	// disappear. Only ids that converted are asked about: they parse as the
 	// id type.
 	ids := lifecycleIDs
-	err := timed(stageDetect, func() error {
+	detect := func() error {
 		return l.retry(ctx, "anomalies "+name, func() error { return l.detect(ctx, t, cfgTable, ids, newest) })
-	})
-	if err != nil {
-		return nil, err
 	}
-	return dead, nil
+	return dead, detect, nil
 }
 
 // retry runs f until it succeeds or ctx ends, backing off up to 5 s. The
