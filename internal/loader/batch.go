@@ -312,20 +312,26 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	}
 	var stored map[chstore.RowKey]chstore.Stored
 	if needBase {
+		// Every such row is looked up, even when the batch holds an earlier
+		// change of it: that change may turn out stale (a redelivery after
+		// a reader restart) and never become a base.
 		seen := map[chstore.RowKey]bool{}
 		var lookup []chstore.RowKey
 		var cols []string // the unchanged columns, the only ones read
 		for _, c := range cs {
+			if len(c.ev.Unchanged) == 0 {
+				continue
+			}
 			k := chstore.RowKey{ID: c.ev.ID, Shard: uint16(c.ev.Shard)}
-			if len(c.ev.Unchanged) > 0 && !seen[k] {
+			if !seen[k] {
+				seen[k] = true
 				lookup = append(lookup, k)
-				for _, col := range c.ev.Unchanged {
-					if !slices.Contains(cols, col) {
-						cols = append(cols, col)
-					}
+			}
+			for _, col := range c.ev.Unchanged {
+				if !slices.Contains(cols, col) {
+					cols = append(cols, col)
 				}
 			}
-			seen[k] = true
 		}
 		if len(lookup) > 0 {
 			err := timed(stageRead, func() error {
@@ -434,8 +440,13 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		} else {
 			row := sourceRow(ev, idColumn)
 			if len(ev.Unchanged) > 0 {
+				// The base is the newest earlier version: this batch's
+				// image or the stored row, whichever is newer (the version
+				// map may have forgotten a newer stored one). A newest
+				// version that is a tombstone is no base.
 				var base func(col string) any
-				if j, ok := latest[k]; ok {
+				st, haveStored := stored[k]
+				if j, ok := latest[k]; ok && (!haveStored || batchVersion[k] >= st.Version) {
 					img := rows[j]
 					base = func(col string) any {
 						if ci := t.Index(col); ci >= 0 {
@@ -443,7 +454,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 						}
 						return nil
 					}
-				} else if st, ok := stored[k]; ok && !st.Deleted {
+				} else if haveStored && !st.Deleted {
 					base = func(col string) any { return st.Values[col] }
 				}
 				if base == nil {
