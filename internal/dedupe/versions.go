@@ -8,6 +8,8 @@
 // redundant insert.
 package dedupe
 
+import "strings"
+
 // Key identifies one source row: table, global id, shard.
 type Key struct {
 	Table string
@@ -55,8 +57,13 @@ func (v *Versions) Written(k Key, version uint64) {
 	if x, ok := v.get(k); ok && x > version {
 		version = x
 	}
-	if _, ok := v.cur[k]; !ok && len(v.cur) >= v.half {
-		v.old, v.cur = v.cur, make(map[Key]uint64, v.half)
+	if _, ok := v.cur[k]; !ok {
+		if len(v.cur) >= v.half {
+			v.old, v.cur = v.cur, make(map[Key]uint64, v.half)
+		}
+		// The id may be a slice of a whole decoded record (the envelope
+		// decoder shares one string per record): keep only the id.
+		k.ID = strings.Clone(k.ID)
 	}
 	v.cur[k] = version
 }

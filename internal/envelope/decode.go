@@ -18,7 +18,9 @@ import (
 // same Event (a differential fuzz test holds it to that).
 //
 // Events from one Decoder share their Columns slice with other events: treat
-// it as read-only. Not safe for concurrent use; use one Decoder per
+// it as read-only. An event's strings are slices of one copy of its record:
+// a string kept long after the event (a map key, say) keeps the whole
+// record alive unless cloned (strings.Clone). Not safe for concurrent use; use one Decoder per
 // goroutine.
 type Decoder struct {
 	colsRaw []byte

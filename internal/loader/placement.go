@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tributary/tributary/internal/chstore"
@@ -94,7 +95,7 @@ func (l *Loader) placeRow(tc *tables.Table, ev *envelope.Event) (chstore.Ownersh
 	if known[*v] >= o.RingVersion {
 		return chstore.Ownership{}, false
 	}
-	known[*v] = o.RingVersion
+	known[strings.Clone(*v)] = o.RingVersion // not the whole record the value is a slice of
 	return o, true
 }
 
