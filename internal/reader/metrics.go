@@ -21,6 +21,7 @@ type metrics struct {
 	snapshotResumes   prometheus.Counter
 	heartbeats        prometheus.Counter
 	watermarks        prometheus.Counter
+	unrouted          *prometheus.CounterVec // relation
 }
 
 func newMetrics(reg prometheus.Registerer, shard string) *metrics {
@@ -62,7 +63,10 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 		watermarks: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_watermarks_total",
 			Help: "Watermark rounds published (one record per partition per table topic).", ConstLabels: l}),
 	}
-	reg.MustRegister(m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
+	m.unrouted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_unrouted_changes_total",
+		Help:        "Changes of published relations that no configured table names (skipped). A table renamed at the source shows here: its changes are not replicated until the table config names it.",
+		ConstLabels: l}, []string{"relation"})
+	reg.MustRegister(m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
 		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks,
 		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes)
 	return m

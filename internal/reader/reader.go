@@ -29,7 +29,9 @@
 // confirmed_lsn, slot_retained_wal_bytes, slot_wal_status{status},
 // snapshot_rows_total{table}, snapshot_chunks_total{table},
 // snapshot_estimated_rows{table}, snapshot_progress_ratio{table},
-// snapshot_resumes_total, heartbeats_total, watermarks_total.
+// snapshot_resumes_total, heartbeats_total, watermarks_total,
+// unrouted_changes_total{relation} (published relations no configured
+// table names, e.g. a table renamed at the source: skipped, and logged once).
 package reader
 
 import (
@@ -124,6 +126,8 @@ type Reader struct {
 	// epoch is the snapshot epoch stamped on every record (see
 	// envelope.Event.Epoch). Set before anything is produced.
 	epoch uint16
+	// warnedUnrouted: relations already reported as not configured.
+	warnedUnrouted map[string]bool
 }
 
 // New builds a Reader; nothing connects until Run.
@@ -442,7 +446,22 @@ func (r *Reader) change(ctx context.Context, at envelope.LSN, msg decode.Message
 		return fmt.Errorf("at %s: %w", at, err)
 	}
 	if t == nil {
-		return nil // a relation we do not replicate
+		// A published relation no configured table names: the
+		// publication may hold more tables, or a configured one was
+		// renamed. Counted, and said once per relation.
+		if rel, ok := r.rels.Get(relationID(msg)); ok {
+			name := rel.Schema + "." + rel.Name
+			r.m.unrouted.WithLabelValues(name).Inc()
+			if !r.warnedUnrouted[name] {
+				if r.warnedUnrouted == nil {
+					r.warnedUnrouted = map[string]bool{}
+				}
+				r.warnedUnrouted[name] = true
+				r.log.Warn("changes of a published relation that no configured table names are skipped (renamed at the source? name it in the table config)",
+					slog.String("relation", name))
+			}
+		}
+		return nil
 	}
 	ev.Kind, ev.Shard = envelope.KindChange, r.cfg.Shard
 	ev.LSN, ev.CommitLSN = at, r.begin.FinalLSN
