@@ -1179,7 +1179,7 @@ func apiSummarize(name, via string, clients int, lat []time.Duration, errs int, 
 		return float64(lat[i].Microseconds()) / 1000
 	}
 	r := apiScenarioResult{Name: name, Via: via, Clients: clients, Requests: len(lat), Errors: errs, RPS: float64(len(lat)) / wall.Seconds(),
-		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Load1: apiLoad1()}
+		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Load1: loadAvg1()}
 	if len(lat) > 0 {
 		r.Max = float64(lat[len(lat)-1].Microseconds()) / 1000
 	}
@@ -1190,7 +1190,7 @@ func apiSummarize(name, via string, clients int, lat []time.Duration, errs int, 
 }
 
 func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*rand.Rand) (string, int), client *http.Client) (apiScenarioResult, error) {
-	fmt.Printf("scenario %s: %d clients, %s (+%s warm-up), load average before %.2f\n", name, c.clients, c.duration, c.warmup, apiLoad1())
+	fmt.Printf("scenario %s: %d clients, %s (+%s warm-up), load average before %.2f\n", name, c.clients, c.duration, c.warmup, loadAvg1())
 	lat, errs, first, wall := apiRunLoad(ctx, c.clients, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, r *rand.Rand) error {
 		url, want := next(r)
 		code, err := apiGetJSON(ctx, client, url, nil)
@@ -1215,20 +1215,6 @@ func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*ra
 func (r apiScenarioResult) print() {
 	fmt.Printf("  -> %s via %s, %d clients: %d requests, %d errors, %.1f req/s, p50 %.2f p90 %.2f p99 %.2f max %.2f ms, load1 %.2f\n",
 		r.Name, r.Via, r.Clients, r.Requests, r.Errors, r.RPS, r.P50, r.P90, r.P99, r.Max, r.Load1)
-}
-
-// apiLoad1 is the 1-minute load average.
-func apiLoad1() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(f[0], 64)
-	return v
 }
 
 func apiPrintResults(rs []apiScenarioResult) {
@@ -1278,7 +1264,7 @@ func apiRunVariants(ctx context.Context, d *apiData, conn driver.Conn, names []s
 // timeQuery runs one query per call of args with the benchmark's clients
 // and duration, reading every row.
 func (d *apiData) timeQuery(ctx context.Context, conn driver.Conn, name, sql string, args func(r *rand.Rand) []any) apiScenarioResult {
-	fmt.Printf("variant %s: %d clients, %s (+%s warm-up), load average before %.2f\n", name, d.c.clients, d.c.duration, d.c.warmup, apiLoad1())
+	fmt.Printf("variant %s: %d clients, %s (+%s warm-up), load average before %.2f\n", name, d.c.clients, d.c.duration, d.c.warmup, loadAvg1())
 	lat, errs, first, wall := apiRunLoad(ctx, d.c.clients, d.c.warmup, d.c.duration, uint64(d.c.seed), func(ctx context.Context, r *rand.Rand) error {
 		rows, err := conn.Query(ctx, sql, args(r)...)
 		if err != nil {
@@ -1353,7 +1339,7 @@ type apiShape struct {
 // timeMixed runs the shapes interleaved: each request picks one at random.
 func (d *apiData) timeMixed(ctx context.Context, conn driver.Conn, shapes []apiShape, args func(*rand.Rand) []any) []apiScenarioResult {
 	fmt.Printf("variants %d shapes interleaved: %d clients, %s (+%s warm-up), load average before %.2f\n",
-		len(shapes), d.c.clients, d.c.duration*time.Duration(len(shapes)), d.c.warmup, apiLoad1())
+		len(shapes), d.c.clients, d.c.duration*time.Duration(len(shapes)), d.c.warmup, loadAvg1())
 	var mu sync.Mutex
 	lat := make([][]time.Duration, len(shapes))
 	errs := make([]int, len(shapes))

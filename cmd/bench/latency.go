@@ -283,7 +283,7 @@ func (b *latBench) run(ctx context.Context) error {
 		}
 	}
 
-	load0 := latLoadAvg()
+	load0 := loadAvg()
 	before := b.scrape(ctx)
 	fmt.Printf("latency: %d samples at %d/s over %d shards, api %s, background %d ops/s; load average %s\n",
 		c.samples, c.rate, len(c.dsns), c.apiURL, c.bgRate, load0)
@@ -315,7 +315,7 @@ func (b *latBench) run(ctx context.Context) error {
 	wg.Wait()
 	wall := time.Since(start)
 	after := b.scrape(ctx)
-	load1 := latLoadAvg()
+	load1 := loadAvg()
 	var bgOps, bgErrs int64
 	if bg != nil {
 		stopBG()
@@ -600,19 +600,6 @@ func latFails(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// latLoadAvg is /proc/loadavg's 1, 5 and 15 minute averages.
-func latLoadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // latScrape is the sum of every scraped sample by metric name and label

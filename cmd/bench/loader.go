@@ -156,7 +156,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0) //nolint:errcheck
 	chPID := clickhousePID()
-	chCPU0 := processCPU(chPID)
+	chCPU0 := chCPUOf(chPID)
 	group := "bench_" + run
 	var logOut io.Writer = io.Discard
 	if os.Getenv("TRIBUTARY_BENCH_LOG") != "" {
@@ -216,7 +216,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	cancel()
 	<-errc
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-	chCPU := processCPU(chPID) - chCPU0
+	chCPU := chCPUOf(chPID) - chCPU0
 	hwm := loadPeak
 
 	var gotLive, gotTitles uint64
@@ -291,6 +291,14 @@ func decimalEqual(a, b string) bool {
 	return norm(a) == norm(b)
 }
 
+// chCPUOf is procCPU for a pid that may be unknown (0).
+func chCPUOf(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	return procCPU(pid)
+}
+
 // clickhousePID reads the local stack's ClickHouse pid (0 if unknown).
 func clickhousePID() int {
 	home := os.Getenv("TRIBUTARY_HOME")
@@ -303,27 +311,6 @@ func clickhousePID() int {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
-}
-
-// processCPU is the user+system CPU time of a process so far (0 if unknown).
-func processCPU(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the parenthesised command name; utime and stime are
-	// fields 14 and 15 of the whole line, in clock ticks (100 per second).
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // stageSeconds reads tributary_loader_stage_seconds_total by stage.
