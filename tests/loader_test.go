@@ -325,6 +325,18 @@ func (p *pipeline) queryID(ctx context.Context, shard int, sql string, args ...a
 	return id
 }
 
+// craftedIDs prepares records written by hand: it waits for a row from the
+// reader (so the table exists in ClickHouse with the topic's columns) and
+// returns those columns, that row's partition and k unused ids in it.
+func (p *pipeline) craftedIDs(ctx context.Context, k int) ([]envelope.Column, int32, []int64) {
+	p.t.Helper()
+	seed := p.insert(ctx, 0, 1, "from the reader", "b")
+	p.waitDoc(ctx, seed, "reader row", func(s int, _ docAnswer) bool { return s == http.StatusOK })
+	n := p.partitions(ctx)
+	part := partitionOf(seed, n)
+	return p.topicColumns(ctx), part, idsIn(part, n, k)
+}
+
 // changeEnv builds a change envelope of the pipeline's table on shard 0.
 func (p *pipeline) changeEnv(cols []envelope.Column, op envelope.Op, id int64, lsn envelope.LSN, after map[string]*string) *envelope.Event {
 	ev := &envelope.Event{
@@ -377,12 +389,7 @@ func TestLoaderPoisonRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	seed := p.insert(ctx, 0, 1, "from the reader", "b")
-	p.waitDoc(ctx, seed, "reader row", func(s int, _ docAnswer) bool { return s == http.StatusOK })
-	cols := p.topicColumns(ctx)
-	n := p.partitions(ctx)
-	part := partitionOf(seed, n)
-	ids := idsIn(part, n, 3)
+	cols, part, ids := p.craftedIDs(ctx, 3)
 	first, bad, second := ids[0], ids[1], ids[2]
 
 	v2 := p.changeEnv(cols, envelope.OpInsert, bad, lsn("0/110"), docRow(bad, "1", "from the future", "b"))
@@ -481,12 +488,7 @@ func TestLoaderOutOfOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	seed := p.insert(ctx, 0, 1, "from the reader", "b")
-	p.waitDoc(ctx, seed, "reader row", func(s int, _ docAnswer) bool { return s == http.StatusOK })
-	cols := p.topicColumns(ctx)
-	n := p.partitions(ctx)
-	part := partitionOf(seed, n)
-	ids := idsIn(part, n, 5)
+	cols, part, ids := p.craftedIDs(ctx, 5)
 	a, b, sentinel1, sentinel2, c := ids[0], ids[1], ids[2], ids[3], ids[4]
 
 	batch := []*kgo.Record{
@@ -664,12 +666,8 @@ func TestLoaderStopCommitsNothingPast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	seed := p.insert(ctx, 0, 1, "from the reader", "b")
-	p.waitDoc(ctx, seed, "reader row", func(s int, _ docAnswer) bool { return s == http.StatusOK })
-	cols := p.topicColumns(ctx)
-	n := p.partitions(ctx)
-	part := partitionOf(seed, n)
-	id := idsIn(part, n, 1)[0]
+	cols, part, ids := p.craftedIDs(ctx, 1)
+	id := ids[0]
 
 	changed := make([]envelope.Column, len(cols))
 	copy(changed, cols)
@@ -680,7 +678,7 @@ func TestLoaderStopCommitsNothingPast(t *testing.T) {
 	}
 	const ghostShard = 9 // no reader writes watermarks for it
 	wm, err := envelope.Encode(&envelope.Event{Kind: envelope.KindWatermark, Shard: ghostShard,
-		CommitLSN: lsn("0/FFFF0000"), CommitTime: time.Now().UTC(), Partitions: int32(n)})
+		CommitLSN: lsn("0/FFFF0000"), CommitTime: time.Now().UTC(), Partitions: int32(p.partitions(ctx))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,19 +63,9 @@ func (s *Store) MultiShardIDs(ctx context.Context, t *Table, ids []string) ([]st
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	idc := t.Columns[t.byName[t.IDColumn]]
-	ids2, err := ext.NewTable("_ids", ext.Column("id", column.Type(idc.typ.ch)))
+	ids2, err := idTable(t, ids)
 	if err != nil {
 		return nil, err
-	}
-	for _, id := range ids {
-		v, err := idc.typ.convert(id)
-		if err != nil {
-			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: id, Err: err}
-		}
-		if err := ids2.Append(v); err != nil {
-			return nil, fmt.Errorf("multi-shard ids %s: %w", t.Name, err)
-		}
 	}
 	q := fmt.Sprintf(`SELECT toString(%[1]s) FROM %[2]s.%[3]s WHERE %[1]s IN _ids GROUP BY %[1]s HAVING min(_shard) != max(_shard)`,
 		quote(t.IDColumn), quote(s.db), quote(t.Name))
@@ -93,6 +83,31 @@ func (s *Store) MultiShardIDs(ctx context.Context, t *Table, ids []string) ([]st
 		out = append(out, id)
 	}
 	return out, rows.Err()
+}
+
+// idTable is ids, distinct, as the external table _ids(id) of t's id type:
+// a whole batch of ids in one query, whatever max_query_size says.
+func idTable(t *Table, ids []string) (*ext.Table, error) {
+	idc := t.Columns[t.byName[t.IDColumn]]
+	tbl, err := ext.NewTable("_ids", ext.Column("id", column.Type(idc.typ.ch)))
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		v, err := idc.typ.convert(id)
+		if err != nil {
+			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: id, Err: err}
+		}
+		if err := tbl.Append(v); err != nil {
+			return nil, fmt.Errorf("ids of %s: %w", t.Name, err)
+		}
+	}
+	return tbl, nil
 }
 
 // LiveCopies returns, for each of ids that is live on more than one shard,

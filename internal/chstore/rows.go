@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 )
 
 // Row is one version of one source row, ready to be written.
@@ -135,24 +133,13 @@ func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []str
 	if len(keys) == 0 {
 		return out, nil
 	}
-	idc := t.Columns[t.byName[t.IDColumn]]
-	ids, err := ext.NewTable("_ids", ext.Column("id", column.Type(idc.typ.ch)))
+	idList := make([]string, len(keys))
+	for i, k := range keys {
+		idList[i] = k.ID
+	}
+	ids, err := idTable(t, idList)
 	if err != nil {
 		return nil, err
-	}
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if seen[k.ID] {
-			continue
-		}
-		seen[k.ID] = true
-		v, err := idc.typ.convert(k.ID)
-		if err != nil {
-			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: k.ID, Err: err}
-		}
-		if err := ids.Append(v); err != nil {
-			return nil, fmt.Errorf("read current %s: %w", t.Name, err)
-		}
 	}
 	sel := []string{"toString(" + quote(t.IDColumn) + ")", "_shard", "_version", "_deleted"}
 	var names []string
