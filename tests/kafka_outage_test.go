@@ -360,22 +360,8 @@ func kafkaOutage(t *testing.T, crash bool) {
 	defer cancel()
 	tbl := p.table()
 
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	var writes atomic.Int64
-	var wg sync.WaitGroup
-	var writeErrs sync.Map
-	for _, s := range p.shards {
-		wg.Add(1)
-		go func(shard int) {
-			defer wg.Done()
-			if err := steadyWrites(wctx, p.stack.ShardDSNs[shard], tbl, shard, &writes); err != nil && wctx.Err() == nil {
-				writeErrs.Store(shard, err)
-			}
-		}(s)
-	}
-	p.waitFor(ctx, 30*time.Second, "the first rows in ClickHouse", func() bool { return p.chLive(ctx) > 0 })
-	time.Sleep(time.Second)
+	writes, stopWrites := p.startSteadyWrites(ctx, tbl)
+	defer stopWrites()
 	before := p.slotPositions(ctx)
 
 	// The outage. The slots are sampled all along.
@@ -414,9 +400,7 @@ func kafkaOutage(t *testing.T, crash bool) {
 	}
 
 	time.Sleep(3 * time.Second) // writes go on after the broker is back
-	wcancel()
-	wg.Wait()
-	writeErrs.Range(func(k, v any) bool { t.Errorf("writes on shard %v: %v", k, v); return true })
+	stopWrites()
 
 	convStart := time.Now()
 	var diff string
@@ -587,6 +571,37 @@ func readTopic(ctx context.Context, brokers []string, topic string) ([]*kgo.Reco
 		})
 	}
 	return out, nil
+}
+
+// startSteadyWrites runs steadyWrites on every shard of the pipeline until
+// the returned stop (idempotent), which waits for them and reports their
+// errors; it returns once the first rows are in ClickHouse.
+func (p *pipeline) startSteadyWrites(ctx context.Context, tbl string) (*atomic.Int64, func()) {
+	p.t.Helper()
+	wctx, wcancel := context.WithCancel(ctx)
+	writes := new(atomic.Int64)
+	var wg sync.WaitGroup
+	var writeErrs sync.Map
+	for _, s := range p.shards {
+		wg.Add(1)
+		go func(shard int) {
+			defer wg.Done()
+			if err := steadyWrites(wctx, p.stack.ShardDSNs[shard], tbl, shard, writes); err != nil && wctx.Err() == nil {
+				writeErrs.Store(shard, err)
+			}
+		}(s)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			wcancel()
+			wg.Wait()
+			writeErrs.Range(func(k, v any) bool { p.t.Errorf("writes on shard %v: %v", k, v); return true })
+		})
+	}
+	p.waitFor(ctx, 30*time.Second, "the first rows in ClickHouse", func() bool { return p.chLive(ctx) > 0 })
+	time.Sleep(time.Second)
+	return writes, stop
 }
 
 // steadyWrites inserts (some TOASTed bodies, some 20-row transactions),

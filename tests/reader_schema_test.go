@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,22 +62,8 @@ func TestReaderSchemaChanges(t *testing.T) {
 		p.exec(ctx, s, fmt.Sprintf(`INSERT INTO %s (workspace_id, title, body, amount)
 			SELECT %d, 'seed', 'b', g + 0.37 FROM generate_series(1, 30) g`, q, s))
 	}
-	wctx, wcancel := context.WithCancel(ctx)
-	defer wcancel()
-	var writes atomic.Int64
-	var wg sync.WaitGroup
-	var writeErrs sync.Map
-	for _, s := range p.shards {
-		wg.Add(1)
-		go func(shard int) {
-			defer wg.Done()
-			if err := steadyWrites(wctx, p.stack.ShardDSNs[shard], tbl, shard, &writes); err != nil && wctx.Err() == nil {
-				writeErrs.Store(shard, err)
-			}
-		}(s)
-	}
-	p.waitFor(ctx, 30*time.Second, "the first rows in ClickHouse", func() bool { return p.chLive(ctx) > 0 })
-	time.Sleep(time.Second)
+	writes, stopWrites := p.startSteadyWrites(ctx, tbl)
+	defer stopWrites()
 
 	steps := map[int][]schemaStep{}
 	add := func(cols []envelope.Column, more ...envelope.Column) []envelope.Column {
@@ -159,9 +143,7 @@ func TestReaderSchemaChanges(t *testing.T) {
 		}})
 	}
 	time.Sleep(2 * time.Second)
-	wcancel()
-	wg.Wait()
-	writeErrs.Range(func(k, v any) bool { t.Errorf("writes on shard %v: %v", k, v); return true })
+	stopWrites()
 	t.Logf("%d writes; ALTER positions %+v %+v", writes.Load(), *at[0], *at[1])
 
 	positions := map[int][4]envelope.LSN{}
