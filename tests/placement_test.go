@@ -95,7 +95,7 @@ func TestMisplacedRows(t *testing.T) {
 	if err != nil || lt == nil {
 		t.Fatalf("table layout: %v", err)
 	}
-	rows, err := p.store.MisplacedRows(ctx, lt, "workspace_id", "", 100)
+	rows, err := p.store.MisplacedRows(ctx, lt, "workspace_id", nil, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestMisplacedRows(t *testing.T) {
 		v, _ := metricOf(t, reg2, "tributary_misplaced_rows", map[string]string{"table": tbl, "shard": "1"})
 		return v == 2
 	})
-	rows, err = p.store.MisplacedRows(ctx, lt, "workspace_id", "", 100)
+	rows, err = p.store.MisplacedRows(ctx, lt, "workspace_id", nil, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

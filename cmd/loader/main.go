@@ -68,7 +68,7 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "maximum wait to fill a batch after its first record")
 	fs.Duration(&c.DuplicateGrace, "duplicate-grace", "TRIBUTARY_DUPLICATE_GRACE", 5*time.Minute, "how long an id may be live on two shards (a move in flight) before it is an alert, in source time")
 	fs.Int(&c.DedupeKeys, "dedupe-keys", "TRIBUTARY_LOADER_DEDUPE_KEYS", 1<<20, "rows whose newest written version is remembered, to skip redeliveries (memory: ~100 B each)")
-	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "published ring map JSON (e.g. deploy/local/ringmap.json); with it, rows of tables with a shard_key are checked for the shard that owns them (misplaced rows). Restart the loader to apply a new map")
+	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "published ring map JSON (e.g. deploy/local/ringmap.json); with it, rows of tables with a shard_key are checked for the shard that owns them (misplaced rows). The file is read again every 5 s: a newer version, or a newly staged \"next\" map, is applied without a restart; an older map is refused and the one in force stays")
 	fs.Duration(&c.MisplacedEvery, "misplaced-interval", "TRIBUTARY_MISPLACED_INTERVAL", 30*time.Second, "how often misplaced live rows are counted in ClickHouse (a FINAL scan of each table with a shard_key)")
 	fs.String(&c.InstanceID, "instance-id", "TRIBUTARY_LOADER_INSTANCE_ID", "", "static group membership: a stable id unique to this loader replica (e.g. the pod name); restarted under it, the loader takes its partitions back at once")
 	fs.Duration(&c.SessionTimeout, "session-timeout", "TRIBUTARY_LOADER_SESSION_TIMEOUT", 15*time.Second, "how long the group waits for a silent loader before moving its partitions (Kafka broker bounds: 6s..5m by default)")
@@ -144,7 +144,7 @@ func run(ctx context.Context, cfg *Config) error {
 		Brokers: flagenv.List(cfg.Brokers), Group: cfg.Group, DLQTopic: cfg.DLQTopic,
 		Tables: tcfg, BatchRecords: cfg.BatchRecords, BatchWait: cfg.BatchWait,
 		DuplicateGrace: cfg.DuplicateGrace, DedupeKeys: cfg.DedupeKeys,
-		Ring: rm, MisplacedInterval: cfg.MisplacedEvery,
+		Ring: rm, RingPath: cfg.RingMap, MisplacedInterval: cfg.MisplacedEvery,
 		InstanceID: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
 	}, store, log, reg)
 

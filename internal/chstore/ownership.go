@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Ownership is which shard owns one shard-key value of one table under a
@@ -17,7 +18,13 @@ type Ownership struct {
 	RingVersion int64
 }
 
-const ownershipTable = "_ownership"
+// The tables that hold placement.
+const (
+	ownershipTable = "_ownership"
+	// nextTable holds the staged ring map's owner of every key whose owner
+	// changes under it: where a planned arc move copies rows before cutover.
+	nextTable = "_ownership_next"
+)
 
 // The newest ring version wins per (table, key): a loader still running an
 // older ring map (the 2 a.m. stale pod) cannot turn ownership back.
@@ -28,16 +35,32 @@ func (s *Store) ensureOwnership(ctx context.Context) error {
 	if err := s.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("create ownership table: %w", err)
 	}
+	q = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+		source_table String, key String, next_owner UInt16, next_version Int64
+	) ENGINE = ReplacingMergeTree(next_version) ORDER BY (source_table, key)`, quote(s.db), nextTable)
+	if err := s.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create staged ownership table: %w", err)
+	}
 	return nil
 }
 
 // WriteOwnership stores owners.
 func (s *Store) WriteOwnership(ctx context.Context, os []Ownership) error {
+	return s.writeOwners(ctx, ownershipTable, "owner, ring_version", os)
+}
+
+// WriteNextOwnership stores owners under a staged ring map (RingVersion is
+// the staged map's version).
+func (s *Store) WriteNextOwnership(ctx context.Context, os []Ownership) error {
+	return s.writeOwners(ctx, nextTable, "next_owner, next_version", os)
+}
+
+func (s *Store) writeOwners(ctx context.Context, table, cols string, os []Ownership) error {
 	if len(os) == 0 {
 		return nil
 	}
 	b, err := s.conn.PrepareBatch(ctx, fmt.Sprintf(
-		"INSERT INTO %s.%s (source_table, key, owner, ring_version)", quote(s.db), ownershipTable))
+		"INSERT INTO %s.%s (source_table, key, %s)", quote(s.db), table, cols))
 	if err != nil {
 		return fmt.Errorf("prepare ownership: %w", err)
 	}
@@ -74,26 +97,73 @@ func (s *Store) OwnershipVersions(ctx context.Context, table string) (map[string
 	return out, rows.Err()
 }
 
-// misplacedWhere selects live rows whose shard is not the owner of their
-// shard-key value under the newest ring version stored; its two
-// placeholders both take the table name. Rows whose value has no ownership
-// yet are not counted (the loader stores ownership before the rows). NULL
-// shard keys have no owner and are never misplaced.
-func (s *Store) misplacedWhere(shardKey string) string {
-	return fmt.Sprintf(`_deleted = 0 AND %[1]s IS NOT NULL
-		AND (toString(assumeNotNull(%[1]s)), _shard) NOT IN (
-			SELECT key, argMax(owner, ring_version) FROM %[2]s.%[3]s WHERE source_table = ? GROUP BY key)
-		AND toString(assumeNotNull(%[1]s)) IN (SELECT key FROM %[2]s.%[3]s WHERE source_table = ?)`,
-		quote(shardKey), quote(s.db), ownershipTable)
+// Placement rules, as SQL over a replicated table's live rows (FINAL, not
+// deleted), given its shard-key column. Shard-key values are compared as
+// text (toString), the form the loader stores them in. Each rule's
+// placeholders all take the source table's name; PlacementArgs fills them.
+//
+//   - owned: the row is on the owner of its key under the newest ring
+//     version stored for the key, or its key has no stored owner (no ring
+//     map, a NULL key, or not placed yet): the row counts. Each row of a
+//     key under a planned arc move, or left behind on the old owner after
+//     cutover, is counted once, from the owner.
+//   - moving: not owned, and on the key's owner under a staged ring map
+//     newer than every version in force: a planned move's copy.
+//   - misplaced: neither — seed 003's 2 a.m. failure.
+
+// OwnedWhere is the owned rule; it has 2 placeholders.
+func OwnedWhere(db, shardKey string) string {
+	k := keyText(shardKey)
+	return fmt.Sprintf(`(%[1]s IS NULL OR %[2]s NOT IN (SELECT key FROM %[3]s.%[4]s WHERE source_table = ?)
+		OR (%[2]s, _shard) IN (SELECT key, argMax(owner, ring_version) FROM %[3]s.%[4]s WHERE source_table = ? GROUP BY key))`,
+		quote(shardKey), k, quote(db), ownershipTable)
 }
+
+// movingWhere is the moving rule without "not owned"; it has 2 placeholders.
+func movingWhere(db, shardKey string) string {
+	return fmt.Sprintf(`(%[1]s, _shard) IN (SELECT key, argMax(next_owner, next_version) FROM %[2]s.%[3]s
+		WHERE source_table = ? AND next_version > (SELECT max(ring_version) FROM %[2]s.%[4]s WHERE source_table = ?) GROUP BY key)`,
+		keyText(shardKey), quote(db), nextTable, ownershipTable)
+}
+
+// MisplacedWhere is the misplaced rule (over live rows); it has 4
+// placeholders.
+func MisplacedWhere(db, shardKey string) string {
+	return fmt.Sprintf("_deleted = 0 AND NOT %s AND NOT %s", OwnedWhere(db, shardKey), movingWhere(db, shardKey))
+}
+
+// MovingWhere is the moving rule (over live rows); it has 4 placeholders.
+func MovingWhere(db, shardKey string) string {
+	return fmt.Sprintf("_deleted = 0 AND NOT %s AND %s", OwnedWhere(db, shardKey), movingWhere(db, shardKey))
+}
+
+// PlacementArgs returns the arguments of n placeholders of a rule.
+func PlacementArgs(table string, n int) []any {
+	args := make([]any, n)
+	for i := range args {
+		args[i] = table
+	}
+	return args
+}
+
+func keyText(shardKey string) string { return fmt.Sprintf("toString(assumeNotNull(%s))", quote(shardKey)) }
 
 // MisplacedCounts counts live misplaced rows of t by the shard they are on.
 func (s *Store) MisplacedCounts(ctx context.Context, t *Table, shardKey string) (map[uint16]uint64, error) {
-	q := fmt.Sprintf("SELECT _shard, count() FROM %s.%s FINAL WHERE %s GROUP BY _shard",
-		quote(s.db), quote(t.Name), s.misplacedWhere(shardKey))
-	rows, err := s.conn.Query(ctx, q, t.Name, t.Name)
+	return s.countBy(ctx, t, MisplacedWhere(s.db, shardKey))
+}
+
+// MovingCounts counts the live copies of a planned arc move by the shard
+// they are on.
+func (s *Store) MovingCounts(ctx context.Context, t *Table, shardKey string) (map[uint16]uint64, error) {
+	return s.countBy(ctx, t, MovingWhere(s.db, shardKey))
+}
+
+func (s *Store) countBy(ctx context.Context, t *Table, where string) (map[uint16]uint64, error) {
+	q := fmt.Sprintf("SELECT _shard, count() FROM %s.%s FINAL WHERE %s GROUP BY _shard", quote(s.db), quote(t.Name), where)
+	rows, err := s.conn.Query(ctx, q, PlacementArgs(t.Name, 4)...)
 	if err != nil {
-		return nil, fmt.Errorf("misplaced rows %s: %w", t.Name, err)
+		return nil, fmt.Errorf("placement of %s: %w", t.Name, err)
 	}
 	defer rows.Close()
 	out := map[uint16]uint64{}
@@ -101,7 +171,7 @@ func (s *Store) MisplacedCounts(ctx context.Context, t *Table, shardKey string) 
 		var sh uint16
 		var n uint64
 		if err := rows.Scan(&sh, &n); err != nil {
-			return nil, fmt.Errorf("misplaced rows %s: %w", t.Name, err)
+			return nil, fmt.Errorf("placement of %s: %w", t.Name, err)
 		}
 		out[sh] = n
 	}
@@ -117,33 +187,52 @@ type Misplaced struct {
 	CommitTS time.Time
 }
 
-// MisplacedRows lists misplaced rows of t in id-text order, after the
-// cursor (an id text; empty: from the start), at most limit.
-func (s *Store) MisplacedRows(ctx context.Context, t *Table, shardKey, after string, limit int) ([]Misplaced, error) {
-	q := fmt.Sprintf(`SELECT toString(%[1]s) AS id_text, _shard, toString(assumeNotNull(%[2]s)), _commit_ts FROM %[3]s.%[4]s FINAL
-		WHERE %[5]s AND toString(%[1]s) > ? ORDER BY id_text, _shard LIMIT %[6]d`,
-		quote(t.IDColumn), quote(shardKey), quote(s.db), quote(t.Name), s.misplacedWhere(shardKey), limit)
-	rows, err := s.conn.Query(ctx, q, t.Name, t.Name, after)
+// MisplacedKey is a position in the misplaced listing: by id text, then
+// shard.
+type MisplacedKey struct {
+	ID    string
+	Shard uint16
+}
+
+// MisplacedRows lists misplaced rows of t after the position (nil: from the
+// start), at most limit.
+func (s *Store) MisplacedRows(ctx context.Context, t *Table, shardKey string, after *MisplacedKey, limit int) ([]Misplaced, error) {
+	return ListMisplaced(ctx, s.conn, s.db, t.Name, t.IDColumn, shardKey, after, limit)
+}
+
+// ListMisplaced lists misplaced rows of one table in (id text, shard)
+// order, after the position (nil: from the start), at most limit, with the
+// owner of each row's key. The API lists through it too.
+func ListMisplaced(ctx context.Context, conn driver.Conn, db, table, idColumn, shardKey string, after *MisplacedKey, limit int) ([]Misplaced, error) {
+	where, args := MisplacedWhere(db, shardKey), PlacementArgs(table, 4)
+	if after != nil {
+		where += fmt.Sprintf(" AND (toString(%[1]s) > ? OR (toString(%[1]s) = ? AND _shard > ?))", quote(idColumn))
+		args = append(args, after.ID, after.ID, after.Shard)
+	}
+	q := fmt.Sprintf(`SELECT toString(%[1]s) AS id_text, _shard, %[2]s, _commit_ts FROM %[3]s.%[4]s FINAL
+		WHERE %[5]s ORDER BY id_text, _shard LIMIT %[6]d`,
+		quote(idColumn), keyText(shardKey), quote(db), quote(table), where, limit)
+	rows, err := conn.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("misplaced rows %s: %w", t.Name, err)
+		return nil, fmt.Errorf("misplaced rows %s: %w", table, err)
 	}
 	defer rows.Close()
 	var out []Misplaced
 	for rows.Next() {
 		var m Misplaced
 		if err := rows.Scan(&m.ID, &m.Shard, &m.Key, &m.CommitTS); err != nil {
-			return nil, fmt.Errorf("misplaced rows %s: %w", t.Name, err)
+			return nil, fmt.Errorf("misplaced rows %s: %w", table, err)
 		}
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	return out, s.fillOwners(ctx, t.Name, out)
+	return out, fillOwners(ctx, conn, db, table, out)
 }
 
 // fillOwners sets the owner of each listed row's shard-key value.
-func (s *Store) fillOwners(ctx context.Context, table string, ms []Misplaced) error {
+func fillOwners(ctx context.Context, conn driver.Conn, db, table string, ms []Misplaced) error {
 	if len(ms) == 0 {
 		return nil
 	}
@@ -151,9 +240,9 @@ func (s *Store) fillOwners(ctx context.Context, table string, ms []Misplaced) er
 	for _, m := range ms {
 		keys = append(keys, m.Key)
 	}
-	rows, err := s.conn.Query(ctx, fmt.Sprintf(
+	rows, err := conn.Query(ctx, fmt.Sprintf(
 		"SELECT key, argMax(owner, ring_version) FROM %s.%s WHERE source_table = ? AND key IN ? GROUP BY key",
-		quote(s.db), ownershipTable), table, clickhouse.GroupSet{Value: keys})
+		quote(db), ownershipTable), table, clickhouse.GroupSet{Value: keys})
 	if err != nil {
 		return fmt.Errorf("owners: %w", err)
 	}
@@ -171,4 +260,14 @@ func (s *Store) fillOwners(ctx context.Context, table string, ms []Misplaced) er
 		ms[i].Owner = owner[ms[i].Key]
 	}
 	return rows.Err()
+}
+
+// RingVersion is the newest ring version stored for table (0: none).
+func RingVersion(ctx context.Context, conn driver.Conn, db, table string) (int64, error) {
+	var v int64
+	err := conn.QueryRow(ctx, fmt.Sprintf("SELECT max(ring_version) FROM %s.%s WHERE source_table = ?", quote(db), ownershipTable), table).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("ring version of %s: %w", table, err)
+	}
+	return v, nil
 }

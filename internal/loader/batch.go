@@ -362,14 +362,14 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	// flush inserts the rows converted so far; a truncate needs them in
 	// ClickHouse before it decides which rows it removes.
 	cfgTable, _ := l.cfg.Tables.ByName(name)
-	var owners []chstore.Ownership // shard-key values to place before the rows
+	var owners []placed // shard-key values to place before the rows
 	flush := func() error {
 		if len(rows) == 0 {
 			return nil
 		}
 		if len(owners) > 0 {
 			err := timed(stageInsert, func() error {
-				return l.retry(ctx, "ownership "+name, func() error { return l.store.WriteOwnership(ctx, owners) })
+				return l.retry(ctx, "ownership "+name, func() error { return l.writePlaced(ctx, owners) })
 			})
 			if err != nil {
 				return err
@@ -482,9 +482,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		// Remembered before the insert: an insert is retried until it
 		// succeeds or the loader stops, and a stopped loader forgets.
 		l.versions.Written(dk, ver)
-		if o, ok := l.placeRow(cfgTable, ev); ok {
-			owners = append(owners, o)
-		}
+		owners = append(owners, l.placeRow(cfgTable, ev)...)
 		if ev.Op != envelope.OpUpdate && !lifecycleSeen[ev.ID] {
 			lifecycleSeen[ev.ID] = true
 			lifecycleIDs = append(lifecycleIDs, ev.ID)

@@ -85,6 +85,10 @@ type Config struct {
 	// Ring is the published ring map (nil: no ownership checks). Tables
 	// with a shard_key are checked against it.
 	Ring *ring.Map
+	// RingPath, if set, is the file Ring was read from: it is read again
+	// every RingReloadInterval (default 5 s) and a newer map applied.
+	RingPath           string
+	RingReloadInterval time.Duration
 	// MisplacedInterval is how often misplaced rows are counted.
 	MisplacedInterval time.Duration
 	// InstanceID, if set, makes this loader a static member of the group

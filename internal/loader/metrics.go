@@ -27,6 +27,10 @@ type metrics struct {
 	stageSeconds    *prometheus.CounterVec // stage
 	misplacedWrites *prometheus.CounterVec // table, shard
 	misplacedRows   *prometheus.GaugeVec   // table, shard
+	movingWrites    *prometheus.CounterVec // table, shard
+	movingRows      *prometheus.GaugeVec   // table, shard
+	ringVersion     prometheus.Gauge
+	ringReloads     *prometheus.CounterVec // outcome
 }
 
 // Stages of the loader's loop, for tributary_loader_stage_seconds_total.
@@ -101,6 +105,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.misplacedRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tributary_misplaced_rows", Help: "Live rows currently on a shard that does not own their shard-key value under the newest ring map (global, from ClickHouse), by table and shard.",
 	}, []string{"table", "shard"})
+	m.movingWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_moving_writes_total", Help: "Writes of live rows on the owner of their shard-key value under the staged ring map, not the map in force: a planned arc move's copies (not misplaced), by table and shard.",
+	}, []string{"table", "shard"})
+	m.movingRows = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tributary_moving_rows", Help: "Live rows of a planned arc move: on the staged owner of their shard-key value, not the owner in force (global, from ClickHouse), by table and shard. Not counted by queries until cutover.",
+	}, []string{"table", "shard"})
+	m.ringVersion = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tributary_ring_map_version", Help: "Version of the ring map this loader places rows under (0: none).",
+	})
+	m.ringReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_ring_map_reloads_total", Help: "Ring map file reloads by outcome: applied (a newer map or newly staged move), refused (unreadable, invalid, older, or changed under the same version; the map in force stays).",
+	}, []string{"outcome"})
+	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
 	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
 	return m

@@ -21,11 +21,19 @@ import (
 //
 // Positions are unsigned 64-bit integers written as JSON numbers; readers in
 // languages whose JSON numbers are doubles must parse them exactly.
+//
+// "next", optional, is a staged map: the layout a planned arc move is
+// copying rows towards (seed 003's rollout, step 3). It routes nothing; it
+// tells Tributary that a row on the staged owner of its key is a move's
+// copy, not a misplaced row. Its version must be above the map's. Cutover
+// publishes it as the map itself (versions only go forward: to abandon a
+// staged move, publish the current layout under a new version).
 type File struct {
 	Version int64   `json:"version"`
 	VNodes  int     `json:"vnodes,omitempty"`
 	Shards  []Shard `json:"shards"`
 	Points  []Point `json:"points,omitempty"`
+	Next    *File   `json:"next,omitempty"`
 }
 
 // Parse decodes and validates a ring map file. Unknown fields and trailing
@@ -43,8 +51,28 @@ func Parse(data []byte) (*Map, error) {
 	return f.Map()
 }
 
-// Map validates f and builds the ring.
+// Map validates f and builds the ring, with its staged next map if any.
 func (f File) Map() (*Map, error) {
+	m, err := f.ring()
+	if err != nil || f.Next == nil {
+		return m, err
+	}
+	switch {
+	case f.Next.Next != nil:
+		return nil, fmt.Errorf("ring map: a staged map cannot have its own next: %w", ErrInvalid)
+	case f.Next.Version <= f.Version:
+		return nil, fmt.Errorf("ring map: staged version %d is not above version %d: %w", f.Next.Version, f.Version, ErrInvalid)
+	}
+	next, err := f.Next.ring()
+	if err != nil {
+		return nil, fmt.Errorf("staged map: %w", err)
+	}
+	m.next = next
+	return m, nil
+}
+
+// ring builds f's own ring (not its next).
+func (f File) ring() (*Map, error) {
 	switch {
 	case len(f.Points) > 0 && f.VNodes != 0:
 		return nil, fmt.Errorf("ring map: both vnodes and points given: %w", ErrInvalid)
@@ -77,6 +105,10 @@ func (m *Map) File() File {
 		f.VNodes = m.vnodes
 	} else {
 		f.Points = m.Points()
+	}
+	if m.next != nil {
+		n := m.next.File()
+		f.Next = &n
 	}
 	return f
 }

@@ -76,7 +76,11 @@ type Map struct {
 	vnodes  int // > 0 for a generated ring, 0 for explicit points
 	shards  []Shard
 	points  []Point
+	next    *Map // staged map of a planned arc move, or nil
 }
+
+// Next is the staged map of a planned arc move (see File), or nil.
+func (m *Map) Next() *Map { return m.next }
 
 // New generates a ring: every shard gets vnodes points at VNodePosition.
 func New(version int64, shards []Shard, vnodes int) (*Map, error) {

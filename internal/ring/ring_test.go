@@ -299,6 +299,30 @@ func TestParseRoundTrip(t *testing.T) {
 	}
 }
 
+// TestStagedNext: a map with a staged next map keeps both, and writes both
+// back.
+func TestStagedNext(t *testing.T) {
+	m, err := Parse([]byte(`{"version": 4, "vnodes": 16, "shards": [{"id": 0}, {"id": 1}],
+		"next": {"version": 5, "vnodes": 16, "shards": [{"id": 0}, {"id": 1}, {"id": 2}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Version() != 4 || m.Next() == nil || m.Next().Version() != 5 || len(m.Next().Shards()) != 3 || m.Next().Next() != nil {
+		t.Fatalf("parsed %+v, want version 4 with a staged 3-shard version 5", m.File())
+	}
+	if Diff(m, m.Next()) == 0 {
+		t.Error("the staged map moves no key")
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(data)
+	if err != nil || back.Next() == nil || back.Next().Version() != 5 || Diff(back.Next(), m.Next()) != 0 {
+		t.Fatalf("round trip of %s lost the staged map: %v", data, err)
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	tests := []struct {
 		name string
@@ -319,6 +343,9 @@ func TestParseRefuses(t *testing.T) {
 		{"duplicate position", `{"version": 1, "shards": [{"id": 0}, {"id": 1}], "points": [{"position": 5, "shard": 0}, {"position": 5, "shard": 1}]}`},
 		{"negative position", `{"version": 1, "shards": [{"id": 0}], "points": [{"position": -5, "shard": 0}]}`},
 		{"position beyond 64 bits", `{"version": 1, "shards": [{"id": 0}], "points": [{"position": 18446744073709551616, "shard": 0}]}`},
+		{"staged version not above", `{"version": 2, "vnodes": 4, "shards": [{"id": 0}], "next": {"version": 2, "vnodes": 4, "shards": [{"id": 0}, {"id": 1}]}}`},
+		{"staged map invalid", `{"version": 1, "vnodes": 4, "shards": [{"id": 0}], "next": {"version": 2, "shards": [{"id": 0}]}}`},
+		{"staged map with a next", `{"version": 1, "vnodes": 4, "shards": [{"id": 0}], "next": {"version": 2, "vnodes": 4, "shards": [{"id": 0}], "next": {"version": 3, "vnodes": 4, "shards": [{"id": 0}]}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
