@@ -93,6 +93,7 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 	s.route("GET /v1/documents/{id}", ScopeDocumentsRead, s.document)
 	s.route("GET /v1/tables/{table}/rows/{id}", ScopeDocumentsRead, s.tableRow)
 	s.route("GET /v1/anomalies/duplicates", ScopeDocumentsRead, s.duplicates)
+	s.route("GET /v1/anomalies/misplaced", ScopeDocumentsRead, s.misplaced)
 	s.route("GET /v1/shards", accessToken, s.shards)
 	s.route("GET /v1/revenue", ScopeRevenueRead, s.revenue)
 	s.route("GET /v1/openapi.json", accessOpen, s.openapi)

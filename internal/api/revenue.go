@@ -301,6 +301,7 @@ func (s *Server) revenue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p.req.ShardKey = t.ShardKey
 	rep, err := s.q.Revenue(r.Context(), cfg, p.req)
 	switch {
 	case errors.Is(err, query.ErrUnknownTable):

@@ -38,6 +38,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/shopspring/decimal"
 
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -93,6 +94,12 @@ type RevenueRequest struct {
 	Statuses   []string
 	// MaxRows bounds the number of groups (0: DefaultMaxRevenueRows).
 	MaxRows int
+	// ShardKey is the table's shard-key column when rows are placed by a
+	// ring map: each row then counts only from the owner of its key
+	// (chstore.OwnedWhere), so a planned arc move's copies and the
+	// leftovers of a finished one are not counted twice. Empty: every live
+	// row counts.
+	ShardKey string
 }
 
 // RevenueRow is one group of the report.
@@ -303,6 +310,10 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan
 	if len(req.Currencies) > 0 && cfg.CurrencyColumn != "" {
 		where = append(where, "upper("+quote(cfg.CurrencyColumn)+") IN ?")
 		whereArgs = append(whereArgs, groupSet(req.Currencies))
+	}
+	if req.ShardKey != "" {
+		where = append(where, chstore.OwnedWhere(db, req.ShardKey))
+		whereArgs = append(whereArgs, chstore.PlacementArgs(cfg.Table, 2)...)
 	}
 	sel = append(sel,
 		fmt.Sprintf("sumIf(%s, NOT (%s)) AS %skept", amount, isRefund, aliasPrefix),
