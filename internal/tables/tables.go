@@ -3,7 +3,9 @@
 // the row's id, which id layout that id uses, and which column is the shard
 // key; optionally, which table and columns GET /v1/revenue reads (the
 // `revenue` section, see Revenue) and how GET /v1/documents searches a
-// table (a table's `search` section, see Search). It is loaded from a JSON file the
+// table (a table's `search` section, see Search); optionally, which table
+// is the move log of a saga moving rows between shards (the `moves`
+// section, see Moves). It is loaded from a JSON file the
 // operators publish (see deploy/local/tables.json for the demo) and
 // validated before anything connects.
 package tables
@@ -47,6 +49,9 @@ type Config struct {
 	// Revenue configures GET /v1/revenue; nil when the API serves no
 	// revenue report.
 	Revenue *Revenue `json:"revenue,omitempty"`
+	// Moves names the move log of a saga that moves rows between shards
+	// (see Moves); nil when there is none.
+	Moves *Moves `json:"moves,omitempty"`
 }
 
 // Revenue says which replicated table holds money and how to read it. Every
@@ -224,6 +229,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Revenue != nil {
 		if err := c.Revenue.validate(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Moves != nil {
+		if err := c.Moves.validate(c); err != nil {
 			errs = append(errs, err)
 		}
 	}

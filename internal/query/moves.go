@@ -1,0 +1,296 @@
+package query
+
+// Moves: the move log of a saga that moves rows (documents) between shards
+// (tables.Moves). A move starts on the source shard's log, copies the row
+// to the target shard, deletes it at the source and finishes; a half-done
+// move leaves the row live on both shards, a broken one on neither.
+//
+// The by-id read asks the log for the document's newest move (LatestMove)
+// and PickCurrent chooses the copy to show. The listing (MoveAnomalies)
+// finds what went wrong, entirely in ClickHouse:
+//   - stuck: the newest state of the move is in progress and it started
+//     more than the grace period ago;
+//   - lost: the move is done, finished more than the grace period ago, the
+//     target shard has no row with the id at all (neither live nor a delete
+//     tombstone: a tombstone means it arrived and was deleted or moved on
+//     later), and the source has no live row either.
+// The log is read with FINAL and a plain WHERE like every replicated table.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// MoveLog is a validated move-log configuration with the tables it names.
+type MoveLog struct {
+	Moves *tables.Moves
+	// Log and Documents are the move log and the moved rows' table.
+	Log, Documents *tables.Table
+}
+
+// MoveLogOf resolves the move log of documents; false when there is none.
+func MoveLogOf(c *tables.Config, documents string) (*MoveLog, bool) {
+	m, ok := c.MovesOf(documents)
+	if !ok {
+		return nil, false
+	}
+	logT, ok1 := c.ByName(m.Table)
+	docT, ok2 := c.ByName(m.DocumentsTable)
+	if !ok1 || !ok2 {
+		return nil, false // Validate refuses this; be safe anyway
+	}
+	return &MoveLog{Moves: m, Log: logT, Documents: docT}, true
+}
+
+// Move is one move of a document, as its log row says (newest version).
+type Move struct {
+	MoveID        string     `json:"move_id"`
+	DocumentID    string     `json:"document_id"`
+	FromShard     int        `json:"from_shard"`
+	ToShard       int        `json:"to_shard"`
+	FromWorkspace string     `json:"from_workspace,omitempty"`
+	ToWorkspace   string     `json:"to_workspace,omitempty"`
+	State         string     `json:"state"`
+	StartedAt     time.Time  `json:"started_at"`
+	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+}
+
+// Move anomaly kinds.
+const (
+	// MoveStuck: in progress for longer than the grace period (the row is
+	// live on both shards, or still only at the source).
+	MoveStuck = "stuck"
+	// MoveLost: done, but the row is on neither shard.
+	MoveLost = "lost"
+)
+
+// MoveAnomaly is a move that went wrong.
+type MoveAnomaly struct {
+	Kind  string `json:"kind"`
+	Table string `json:"table"`
+	Move
+}
+
+// MoveAnomaliesRequest is a validated listing request.
+type MoveAnomaliesRequest struct {
+	// Kinds to list: MoveStuck, MoveLost or both.
+	Kinds []string
+	// Cutoff: moves that started (stuck) or finished (lost) before it are
+	// past the grace period; normally now minus the grace.
+	Cutoff time.Time
+	// After, when set, keeps moves strictly after it in the order
+	// (started_at, move id) descending.
+	After *MoveKey
+	Limit int
+}
+
+// MoveKey is a move's position in the listing order.
+type MoveKey struct {
+	StartedAt time.Time
+	MoveID    string
+}
+
+// Key is a's position in the listing order.
+func (a MoveAnomaly) Key() MoveKey { return MoveKey{StartedAt: a.StartedAt, MoveID: a.MoveID} }
+
+// MoveAnomaliesPage is one page of the listing.
+type MoveAnomaliesPage struct {
+	Anomalies []MoveAnomaly
+	More      bool
+}
+
+// moveColumns are the SELECT expressions of a Move, in scanMove's order;
+// typed so that the scan does not depend on the source column types.
+func (l *MoveLog) moveColumns() string {
+	m := l.Moves
+	ws := func(col string) string {
+		if col == "" {
+			return "''"
+		}
+		return "toString(" + quote(col) + ")"
+	}
+	finished := "toUInt32(0)"
+	if m.FinishedColumn != "" {
+		finished = "ifNull(toUInt32(" + quote(m.FinishedColumn) + "), 0)"
+	}
+	return strings.Join([]string{
+		"toString(" + quote(l.Log.IDColumn) + ")", "toString(" + quote(m.DocumentColumn) + ")",
+		"toInt64(" + quote(m.FromShardColumn) + ")", "toInt64(" + quote(m.ToShardColumn) + ")",
+		ws(m.FromWorkspaceColumn), ws(m.ToWorkspaceColumn), "toString(" + quote(m.StateColumn) + ")",
+		"toUInt32(" + quote(m.StartedColumn) + ")", finished,
+	}, ", ")
+}
+
+// scanner is what scanMove reads from (driver.Rows or driver.Row).
+type scanner interface{ Scan(dest ...any) error }
+
+func scanMove(r scanner, extra ...any) (Move, error) {
+	var m Move
+	var from, to int64
+	var started, finished uint32
+	dest := append([]any{&m.MoveID, &m.DocumentID, &from, &to, &m.FromWorkspace, &m.ToWorkspace, &m.State, &started, &finished}, extra...)
+	if err := r.Scan(dest...); err != nil {
+		return m, err
+	}
+	m.FromShard, m.ToShard = int(from), int(to)
+	m.StartedAt = time.Unix(int64(started), 0).UTC()
+	if finished > 0 {
+		f := time.Unix(int64(finished), 0).UTC()
+		m.FinishedAt = &f
+	}
+	return m, nil
+}
+
+// stateSet is a state list as a bound IN set.
+func stateSet(states []string) clickhouse.GroupSet {
+	v := make([]any, len(states))
+	for i, s := range states {
+		v[i] = s
+	}
+	return clickhouse.GroupSet{Value: v}
+}
+
+var plainWhere = clickhouse.Settings{"optimize_move_to_prewhere": 0}
+
+// LatestMove returns the newest move of the document with id (its text
+// form), or nil when the log has none (or does not exist in ClickHouse
+// yet). The log is small next to the documents and keyed by move id, so
+// this reads the whole log's FINAL state; see docs/benchmarks.md.
+func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id string) (*Move, error) {
+	sql := fmt.Sprintf(`SELECT %s FROM %s.%s FINAL WHERE _deleted = 0 AND toString(%s) = ?
+		ORDER BY %s DESC, toString(%s) DESC LIMIT 1`,
+		l.moveColumns(), quote(q.db), quote(l.Log.Name), quote(l.Moves.DocumentColumn),
+		quote(l.Moves.StartedColumn), quote(l.Log.IDColumn))
+	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(plainWhere)), sql, id)
+	if err != nil {
+		if isUnknownTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read move log: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	m, err := scanMove(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read move log: %w", err)
+	}
+	return &m, rows.Err()
+}
+
+// planMoveAnomalies builds the condition selecting stuck and lost moves
+// (see the file comment) and its arguments.
+func planMoveAnomalies(db string, l *MoveLog, kinds []string, cutoff time.Time) (string, []any) {
+	m := l.Moves
+	state, started := quote(m.StateColumn), quote(m.StartedColumn)
+	finished := started
+	if m.FinishedColumn != "" {
+		finished = fmt.Sprintf("ifNull(%s, %s)", quote(m.FinishedColumn), started)
+	}
+	var conds []string
+	var args []any
+	for _, k := range kinds {
+		switch k {
+		case MoveStuck:
+			conds = append(conds, fmt.Sprintf("(%s IN ? AND %s < ?)", state, started))
+			args = append(args, stateSet(m.InProgressStates), cutoff.UTC())
+		case MoveLost:
+			doc, docID := quote(m.DocumentColumn), quote(l.Documents.IDColumn)
+			docs := quote(db) + "." + quote(l.Documents.Name)
+			doneIDs := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE _deleted = 0 AND %s IN ?",
+				doc, quote(db), quote(l.Log.Name), state)
+			conds = append(conds, fmt.Sprintf(`(%[1]s IN ? AND %[2]s < ?
+				AND (%[3]s, toInt64(%[4]s)) NOT IN (SELECT %[5]s, toInt64(_shard) FROM %[6]s FINAL WHERE %[5]s IN (%[7]s))
+				AND (%[3]s, toInt64(%[8]s)) NOT IN (SELECT %[5]s, toInt64(_shard) FROM %[6]s FINAL WHERE %[5]s IN (%[7]s) AND _deleted = 0))`,
+				state, finished, doc, quote(m.ToShardColumn), docID, docs, doneIDs, quote(m.FromShardColumn)))
+			args = append(args, stateSet(m.DoneStates), cutoff.UTC(), stateSet(m.DoneStates), stateSet(m.DoneStates))
+		}
+	}
+	return "(" + strings.Join(conds, " OR ") + ")", args
+}
+
+// kindExpr says which kind a selected move is.
+func kindExpr(l *MoveLog) (string, []any) {
+	return fmt.Sprintf("if(%s IN ?, '%s', '%s')", quote(l.Moves.StateColumn), MoveStuck, MoveLost),
+		[]any{stateSet(l.Moves.InProgressStates)}
+}
+
+// MoveAnomalies lists stuck and lost moves, newest first, a page at a time.
+// Before the loader has created the move log, the list is empty.
+func (q *Queries) MoveAnomalies(ctx context.Context, l *MoveLog, req MoveAnomaliesRequest) (*MoveAnomaliesPage, error) {
+	page := &MoveAnomaliesPage{Anomalies: []MoveAnomaly{}}
+	if len(req.Kinds) == 0 {
+		return page, nil
+	}
+	kind, args := kindExpr(l)
+	cond, condArgs := planMoveAnomalies(q.db, l, req.Kinds, req.Cutoff)
+	args = append(args, condArgs...)
+	started, moveID := quote(l.Moves.StartedColumn), "toString("+quote(l.Log.IDColumn)+")"
+	if a := req.After; a != nil {
+		cond += fmt.Sprintf(" AND (%[1]s < ? OR (%[1]s = ? AND %[2]s < ?))", started, moveID)
+		args = append(args, a.StartedAt.UTC(), a.StartedAt.UTC(), a.MoveID)
+	}
+	limit := min(max(req.Limit, 1), MaxAnomalyLimit)
+	sql := fmt.Sprintf(`SELECT %s, %s FROM %s.%s FINAL WHERE _deleted = 0 AND %s ORDER BY %s DESC, %s DESC LIMIT %d`,
+		l.moveColumns(), kind, quote(q.db), quote(l.Log.Name), cond, started, moveID, limit+1)
+	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(plainWhere)), sql, args...)
+	if err != nil {
+		if isUnknownTable(err) {
+			return page, nil
+		}
+		return nil, fmt.Errorf("read move anomalies: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if len(page.Anomalies) == limit {
+			page.More = true
+			break
+		}
+		a := MoveAnomaly{Table: l.Documents.Name}
+		if a.Move, err = scanMove(rows, &a.Kind); err != nil {
+			return nil, fmt.Errorf("read move anomalies: %w", err)
+		}
+		page.Anomalies = append(page.Anomalies, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read move anomalies: %w", err)
+	}
+	return page, nil
+}
+
+// MoveAnomalyCounts counts stuck and lost moves (for metrics).
+func (q *Queries) MoveAnomalyCounts(ctx context.Context, l *MoveLog, cutoff time.Time) (stuck, lost int64, err error) {
+	kind, args := kindExpr(l)
+	cond, condArgs := planMoveAnomalies(q.db, l, []string{MoveStuck, MoveLost}, cutoff)
+	args = append(args, condArgs...)
+	sql := fmt.Sprintf(`SELECT %s AS kind, count() FROM %s.%s FINAL WHERE _deleted = 0 AND %s GROUP BY kind`,
+		kind, quote(q.db), quote(l.Log.Name), cond)
+	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(plainWhere)), sql, args...)
+	if err != nil {
+		if isUnknownTable(err) {
+			return 0, 0, nil
+		}
+		return 0, 0, fmt.Errorf("count move anomalies: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var n uint64
+		if err := rows.Scan(&k, &n); err != nil {
+			return 0, 0, fmt.Errorf("count move anomalies: %w", err)
+		}
+		if k == MoveStuck {
+			stuck = int64(n)
+		} else {
+			lost = int64(n)
+		}
+	}
+	return stuck, lost, rows.Err()
+}
