@@ -88,11 +88,13 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 		Help:    "Time after= requests waited for the named shards' watermarks, by outcome (visible, not_yet_visible).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"outcome"})
 	reg.MustRegister(s.requests, s.latency, s.waited)
+	s.registerMoveMetrics(reg)
 
 	s.route("GET /v1/documents", ScopeDocumentsRead, s.search)
 	s.route("GET /v1/documents/{id}", ScopeDocumentsRead, s.document)
 	s.route("GET /v1/tables/{table}/rows/{id}", ScopeDocumentsRead, s.tableRow)
 	s.route("GET /v1/anomalies/duplicates", ScopeDocumentsRead, s.duplicates)
+	s.route("GET /v1/anomalies/moves", ScopeDocumentsRead, s.moveAnomalies)
 	s.route("GET /v1/anomalies/misplaced", ScopeDocumentsRead, s.misplaced)
 	s.route("GET /v1/shards", accessToken, s.shards)
 	s.route("GET /v1/revenue", ScopeRevenueRead, s.revenue)
@@ -222,13 +224,19 @@ type rowResponse struct {
 	Table string `json:"table"`
 	ID    string `json:"id"`
 	// DecodedID is what the id says per the table's id layout.
-	DecodedID *idInfo                `json:"decoded_id"`
-	Copies    []query.Copy           `json:"copies"`
-	Duplicate bool                   `json:"duplicate"`
+	DecodedID *idInfo      `json:"decoded_id"`
+	Copies    []query.Copy `json:"copies"`
+	Duplicate bool         `json:"duplicate"`
+	// Move is the document's newest move (GET /v1/documents/{id} with a
+	// move log configured); Anomaly says what is wrong with it, if anything.
+	Move      *moveStatus            `json:"move,omitempty"`
+	Anomaly   *rowAnomaly            `json:"anomaly,omitempty"`
 	Freshness []query.ShardFreshness `json:"freshness"`
 }
 
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText string) error {
+// lookup answers a by-id read of table. With moves, copies are narrowed to
+// the current one per the move log (see moves.go).
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText string, moves *query.MoveLog) error {
 	t, ok := s.cfg.Tables.ByName(table)
 	if !ok {
 		return &Error{Status: http.StatusNotFound, Code: "unknown_table", Message: fmt.Sprintf("table %q is not replicated", table)}
@@ -243,7 +251,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	}
 	l := s.layouts[t.Name]
 	decoded := decodeID(t.IDLayout, l.layout, l.err, canonicalID(id))
-	copies, err := s.q.Row(r.Context(), t.Name, t.IDColumn, id)
+	copies, move, anomaly, err := s.readCopies(r.Context(), t, id, moves)
 	if errors.Is(err, query.ErrUnknownTable) {
 		copies, err = nil, nil // nothing loaded yet: a plain 404 with freshness
 	}
@@ -253,19 +261,21 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	if len(copies) == 0 {
 		return &Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("no live row with id %s in %s as of the freshness below", idText, table),
-			Detail:  map[string]any{"freshness": fresh, "decoded_id": decoded}}
+			Detail:  map[string]any{"freshness": fresh, "decoded_id": decoded, "move": move, "anomaly": anomaly}}
 	}
 	return writeJSON(w, http.StatusOK, rowResponse{
-		Table: table, ID: idText, DecodedID: decoded, Copies: copies, Duplicate: len(copies) > 1, Freshness: fresh,
+		Table: table, ID: idText, DecodedID: decoded, Copies: copies, Duplicate: len(copies) > 1,
+		Move: move, Anomaly: anomaly, Freshness: fresh,
 	})
 }
 
 func (s *Server) document(w http.ResponseWriter, r *http.Request) error {
-	return s.lookup(w, r, s.cfg.DocumentsTable, r.PathValue("id"))
+	moves, _ := query.MoveLogOf(s.cfg.Tables, s.cfg.DocumentsTable)
+	return s.lookup(w, r, s.cfg.DocumentsTable, r.PathValue("id"), moves)
 }
 
 func (s *Server) tableRow(w http.ResponseWriter, r *http.Request) error {
-	return s.lookup(w, r, r.PathValue("table"), r.PathValue("id"))
+	return s.lookup(w, r, r.PathValue("table"), r.PathValue("id"), nil)
 }
 
 func (s *Server) shards(w http.ResponseWriter, r *http.Request) error {

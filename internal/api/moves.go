@@ -1,0 +1,203 @@
+package api
+
+// Moves (the table config's `moves` section): GET /v1/documents/{id} shows
+// a document that a saga is moving between shards once — the copy the move
+// log says is current — and says the move is in progress; a move half-done
+// past the grace period, and a document the log says moved but that is on
+// neither shard, are flagged in the answer and listed by
+// GET /v1/anomalies/moves. GET /v1/tables/{table}/rows/{id} stays the raw
+// view: every live copy, one per shard.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Move statuses in a by-id answer.
+const (
+	statusMoveInProgress = "move in progress"
+	statusMoved          = "moved"
+)
+
+// moveStatus is the `move` block of a by-id answer: the document's newest
+// move, when the log has one.
+type moveStatus struct {
+	Status string `json:"status"`
+	query.Move
+	// Since is when the move started (in progress) or finished (moved).
+	Since time.Time `json:"since"`
+	// PastGrace: in progress (or finished without arriving) for longer
+	// than the configured grace period.
+	PastGrace bool `json:"past_grace"`
+	// HiddenShards are shards with a live copy that is not the current one
+	// (the source, or the target not yet switched to).
+	HiddenShards []int `json:"hidden_copies_on_shards,omitempty"`
+}
+
+// rowAnomaly flags what is wrong with the document in a by-id answer.
+type rowAnomaly struct {
+	Kind    string `json:"kind"` // query.MoveStuck or query.MoveLost
+	Message string `json:"message"`
+}
+
+// readCopies reads the live copies of id in t and, when moves is set, the
+// document's newest move at the same time, and keeps the current copy. The
+// move log is the only rule today; PickCurrent takes more (e.g. ring-map
+// ownership) in order.
+func (s *Server) readCopies(ctx context.Context, t *tables.Table, id any, moves *query.MoveLog) ([]query.Copy, *moveStatus, *rowAnomaly, error) {
+	var copies []query.Copy
+	var move *query.Move
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		copies, err = s.q.Row(gctx, t.Name, t.IDColumn, id)
+		return err
+	})
+	if moves != nil {
+		g.Go(func() (err error) {
+			move, err = s.q.LatestMove(gctx, moves, canonicalID(id))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil || move == nil {
+		return copies, nil, nil, err
+	}
+	current, _ := query.PickCurrent(copies, query.MoveRule(move, moves.Moves.InProgress))
+	st, anomaly := describeMove(move, moves.Moves, copies, current, time.Now())
+	return current, st, anomaly, nil
+}
+
+// describeMove builds the move block and the anomaly, if any, at now.
+func describeMove(m *query.Move, cfg *tables.Moves, all, current []query.Copy, now time.Time) (*moveStatus, *rowAnomaly) {
+	st := &moveStatus{Move: *m, Since: m.StartedAt}
+	for _, c := range all {
+		if !containsShard(current, c.Shard) {
+			st.HiddenShards = append(st.HiddenShards, c.Shard)
+		}
+	}
+	grace := cfg.GraceDuration()
+	switch {
+	case cfg.InProgress(m.State):
+		st.Status = statusMoveInProgress
+		st.PastGrace = now.Sub(m.StartedAt) > grace
+		if st.PastGrace {
+			return st, &rowAnomaly{Kind: query.MoveStuck, Message: fmt.Sprintf(
+				"move %s from shard %d to shard %d has been %s since %s, longer than the grace period of %s",
+				m.MoveID, m.FromShard, m.ToShard, m.State, m.StartedAt.Format(time.RFC3339), grace)}
+		}
+	case cfg.Done(m.State):
+		st.Status = statusMoved
+		if m.FinishedAt != nil {
+			st.Since = *m.FinishedAt
+		}
+		st.PastGrace = len(current) == 0 && now.Sub(st.Since) > grace
+		if st.PastGrace {
+			return st, &rowAnomaly{Kind: query.MoveLost, Message: fmt.Sprintf(
+				"move %s from shard %d to shard %d is done, but the document is on neither shard",
+				m.MoveID, m.FromShard, m.ToShard)}
+		}
+	default:
+		st.Status = m.State // e.g. failed: the copies are shown as they are
+	}
+	return st, nil
+}
+
+func containsShard(cs []query.Copy, shard int) bool {
+	for _, c := range cs {
+		if c.Shard == shard {
+			return true
+		}
+	}
+	return false
+}
+
+// parseMovesQuery validates GET /v1/anomalies/moves's query string.
+func parseMovesQuery(raw string, l *query.MoveLog, now time.Time) (query.MoveAnomaliesRequest, [8]byte, error) {
+	req := query.MoveAnomaliesRequest{Kinds: []string{query.MoveStuck, query.MoveLost}, Limit: defaultAnomalyLimit,
+		Cutoff: now.Add(-l.Moves.GraceDuration())}
+	var filters [8]byte
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return req, filters, badRequest("bad_query", "the query string is malformed: %v", err)
+	}
+	known := map[string]bool{"kind": true, "limit": true, "cursor": true, "after": true, "wait": true}
+	for k, vals := range v {
+		if !known[k] {
+			return req, filters, badRequest("unknown_parameter", "unknown parameter %q; use kind, limit, cursor, after, wait", k)
+		}
+		if k != "after" && len(vals) > 1 {
+			return req, filters, badRequest("bad_"+k, "%s may be given once", k)
+		}
+	}
+	kind := v.Get("kind")
+	switch kind {
+	case "", "all":
+		kind = "all"
+	case query.MoveStuck, query.MoveLost:
+		req.Kinds = []string{kind}
+	default:
+		return req, filters, badRequest("bad_kind", "kind %q is not one of stuck, lost, all", clip(kind))
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxAnomalyLimit {
+			return req, filters, badRequest("bad_limit", "limit %q is not a number in 1..%d", clip(s), maxAnomalyLimit)
+		}
+		req.Limit = n
+	}
+	filters = filterPrint("moves", kind)
+	c, err := cursorParam(v.Get("cursor"), cursorAnomalies, filters)
+	if err != nil {
+		return req, filters, err
+	}
+	if c != nil {
+		if c.table != l.Log.Name || c.id == "" || c.from != 0 || c.shard != 0 {
+			return req, filters, badRequest("bad_cursor", "cursor is not one this API returned; start again without it")
+		}
+		req.After = &query.MoveKey{StartedAt: time.Unix(c.time, 0).UTC(), MoveID: c.id}
+	}
+	return req, filters, nil
+}
+
+// movesResponse is the answer of GET /v1/anomalies/moves.
+type movesResponse struct {
+	GraceSeconds float64                `json:"grace_seconds"`
+	Anomalies    []query.MoveAnomaly    `json:"anomalies"`
+	Next         string                 `json:"next_cursor,omitempty"`
+	Freshness    []query.ShardFreshness `json:"freshness"`
+}
+
+// moveAnomalies serves GET /v1/anomalies/moves.
+func (s *Server) moveAnomalies(w http.ResponseWriter, r *http.Request) error {
+	l, ok := query.MoveLogOf(s.cfg.Tables, s.cfg.DocumentsTable)
+	if !ok {
+		return &Error{Status: http.StatusNotFound, Code: "no_move_log",
+			Message: "no move log is configured for the documents table (the table config's moves section)"}
+	}
+	req, filters, err := parseMovesQuery(r.URL.RawQuery, l, time.Now())
+	if err != nil {
+		return err
+	}
+	fresh, err := s.freshness(w, r, []string{l.Log.Topic, l.Documents.Topic})
+	if err != nil {
+		return err
+	}
+	page, err := s.q.MoveAnomalies(r.Context(), l, req)
+	if err != nil {
+		return err
+	}
+	resp := movesResponse{GraceSeconds: l.Moves.GraceDuration().Seconds(), Anomalies: page.Anomalies, Freshness: fresh}
+	if page.More && len(page.Anomalies) > 0 {
+		k := page.Anomalies[len(page.Anomalies)-1].Key()
+		resp.Next = cursor{kind: cursorAnomalies, filters: filters, time: k.StartedAt.Unix(), table: l.Log.Name, id: k.MoveID}.encode()
+	}
+	return writeJSON(w, http.StatusOK, resp)
+}
