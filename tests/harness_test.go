@@ -41,6 +41,9 @@ type pipeline struct {
 	store   *chstore.Store
 	api     *httptest.Server
 	log     *slog.Logger
+	// owned, when set, is the revenue oracle's ownership: the accounts
+	// (workspaces) whose rows count on a shard, as under a ring map.
+	owned func(shard int) []int64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -70,6 +73,20 @@ const docsDDL = `CREATE TABLE %s (
 // as processes it can kill).
 func setupPipeline(t *testing.T, shards []int, brokers []string, external bool) *pipeline {
 	t.Helper()
+	return setupPipelineWith(t, shards, brokers, external, "docs_",
+		`{"topic_prefix":"e2e_%[1]s.","tables":[{"name":%[2]q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"}]}`,
+		docsDDL,
+		// Out of line and uncompressed, so that a large body is always
+		// TOASTed and an update that keeps it sends "unchanged".
+		"ALTER TABLE %s ALTER COLUMN body SET STORAGE EXTERNAL")
+}
+
+// setupPipelineWith is setupPipeline for any table: its name is prefix and
+// the test's suffix, cfgJSON its table configuration (%[1]s: the suffix,
+// %[2]q: the table name), ddl the statements that create it on each shard
+// (%s: the table name).
+func setupPipelineWith(t *testing.T, shards []int, brokers []string, external bool, prefix, cfgJSON string, ddl ...string) *pipeline {
+	t.Helper()
 	st := loadStack(t)
 	if brokers == nil {
 		brokers = st.KafkaBrokers
@@ -80,8 +97,8 @@ func setupPipeline(t *testing.T, shards []int, brokers []string, external bool) 
 		level = slog.LevelDebug
 	}
 	p.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
-	table := "docs_" + p.suffix
-	cfg, err := tables.Parse([]byte(fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"}]}`, p.suffix, table)))
+	table := prefix + p.suffix
+	cfg, err := tables.Parse([]byte(fmt.Sprintf(cfgJSON, p.suffix, table)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +106,9 @@ func setupPipeline(t *testing.T, shards []int, brokers []string, external bool) 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, s := range shards {
-		p.exec(ctx, s, fmt.Sprintf(docsDDL, table))
-		// Out of line and uncompressed, so that a large body is always
-		// TOASTed and an update that keeps it sends "unchanged".
-		p.exec(ctx, s, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN body SET STORAGE EXTERNAL", table))
+		for _, stmt := range ddl {
+			p.exec(ctx, s, fmt.Sprintf(stmt, table))
+		}
 	}
 	t.Cleanup(p.cleanup)
 

@@ -6,12 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -19,13 +16,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
 
 	"github.com/tributary/tributary/internal/api"
-	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/envelope"
-	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -44,43 +38,18 @@ const revOrdersDDL = `CREATE TABLE %s (
 // and a revenue section over it.
 func newRevenuePipeline(t *testing.T, shards []int) (*pipeline, *tables.Revenue) {
 	t.Helper()
-	st := loadStack(t)
-	p := &pipeline{t: t, stack: st, suffix: randSuffix(), shards: shards, brokers: st.KafkaBrokers}
-	level := slog.LevelWarn
-	if os.Getenv("TRIBUTARY_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	p.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
-	table := "orders_" + p.suffix
-	cfg, err := tables.Parse([]byte(fmt.Sprintf(`{"topic_prefix":"e2e_%s.",
-		"tables":[{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"account_id"}],
+	p := setupRevenuePipeline(t, shards, false)
+	return p, p.tables.Revenue
+}
+
+// setupRevenuePipeline is setupPipeline with the orders table.
+func setupRevenuePipeline(t *testing.T, shards []int, external bool) *pipeline {
+	t.Helper()
+	return setupPipelineWith(t, shards, nil, external, "orders_", `{"topic_prefix":"e2e_%[1]s.",
+		"tables":[{"name":%[2]q,"id_column":"id","id_layout":"seed000","shard_key":"account_id"}],
 		"revenue":{"table":%[2]q,"amount_column":"total","currency_column":"currency_code","time_column":"placed_at",
 		  "status_column":"state","workspace_column":"account_id","count_statuses":["paid"],"refund_statuses":["refunded"]}}`,
-		p.suffix, table)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.tables = cfg
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, s := range shards {
-		p.exec(ctx, s, fmt.Sprintf(revOrdersDDL, table))
-	}
-	t.Cleanup(p.cleanup)
-	p.chDB = "e2e_" + p.suffix
-	p.store, err = chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: p.chDB})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, runCancel := context.WithCancel(context.Background())
-	p.cancel = runCancel
-	p.api = httptest.NewServer(api.New(api.Config{Tables: cfg, DocumentsTable: table, QueryTimeout: 10 * time.Second},
-		query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
-	for _, s := range shards {
-		p.startReader(runCtx, s)
-	}
-	p.startLoader(runCtx, "l1")
-	return p, cfg.Revenue
+		revOrdersDDL)
 }
 
 // revenueAnswer is GET /v1/revenue's JSON.
@@ -311,7 +280,7 @@ func (p *pipeline) revenueOracle(ctx context.Context, cfg *tables.Revenue, from,
 		}
 	}
 	amount, st := pgx.Identifier{cfg.AmountColumn}.Sanitize(), pgx.Identifier{cfg.StatusColumn}.Sanitize()
-	where := fmt.Sprintf("%[1]s >= $1 AND %[1]s < $2 AND %[2]s = ANY($3) AND ($4::bigint[] IS NULL OR %[3]s = ANY($4)) AND ($5::text[] IS NULL OR upper(%[4]s) = ANY($5))",
+	where := fmt.Sprintf("%[1]s >= $1 AND %[1]s < $2 AND %[2]s = ANY($3) AND ($4::bigint[] IS NULL OR %[3]s = ANY($4)) AND ($5::text[] IS NULL OR upper(%[4]s) = ANY($5)) AND ($7::bigint[] IS NULL OR %[3]s = ANY($7))",
 		tcol, st, pgx.Identifier{cfg.WorkspaceColumn}.Sanitize(), pgx.Identifier{cfg.CurrencyColumn}.Sanitize())
 	sql := fmt.Sprintf(`SELECT concat_ws('|', %s),
 		coalesce(sum(%[2]s) FILTER (WHERE %[3]s = ANY($3)), 0)::text,
@@ -333,7 +302,11 @@ func (p *pipeline) revenueOracle(ctx context.Context, cfg *tables.Revenue, from,
 		if err != nil {
 			p.t.Fatal(err)
 		}
-		rows, err := conn.Query(ctx, strings.ReplaceAll(sql, "{shard}", fmt.Sprint(s)), from, to, all, ws, curs, refundSt)
+		var owned []int64 // nil: every row counts
+		if p.owned != nil {
+			owned = append([]int64{}, p.owned(s)...)
+		}
+		rows, err := conn.Query(ctx, strings.ReplaceAll(sql, "{shard}", fmt.Sprint(s)), from, to, all, ws, curs, refundSt, owned)
 		if err != nil {
 			p.t.Fatalf("revenueOracle on shard %d: %v\n%s", s, err, sql)
 		}

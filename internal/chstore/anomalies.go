@@ -20,6 +20,11 @@ const (
 	// KindSerialCollision: a per-shard serial id used on several shards.
 	// Expected for legacy tables; reported, never merged.
 	KindSerialCollision = "serial_collision"
+	// KindArcMove: a row of a planned arc move, live on the owner of its
+	// shard-key value and on the owner under the staged ring map. Expected
+	// while the move is staged; it becomes a duplicate at cutover if the
+	// old owner still holds the row.
+	KindArcMove = "arc_move"
 )
 
 // Anomaly is the state of one id of one table that is, or was, live on
@@ -29,6 +34,9 @@ type Anomaly struct {
 	ID     string
 	Kind   string
 	Shards []uint16
+	// Keys are the shard-key values of the copies, in Shards order (read
+	// by LiveCopies when asked for a shard key; not stored).
+	Keys []string
 	// FirstSeen is the source commit time at which the id became live on
 	// several shards; LastSeen the newest commit time that kept it so.
 	FirstSeen, LastSeen time.Time
@@ -111,12 +119,13 @@ func idTable(t *Table, ids []string) (*ext.Table, error) {
 }
 
 // LiveCopies returns, for each of ids that is live on more than one shard,
-// the shards and the newest commit time among the copies.
-func (s *Store) LiveCopies(ctx context.Context, t *Table, ids []string) (map[string]Anomaly, error) {
-	return inChunks(ids, func(part []string) (map[string]Anomaly, error) { return s.liveCopies(ctx, t, part) })
+// the shards and the newest commit time among the copies; with a shardKey
+// column, also each copy's shard-key value.
+func (s *Store) LiveCopies(ctx context.Context, t *Table, shardKey string, ids []string) (map[string]Anomaly, error) {
+	return inChunks(ids, func(part []string) (map[string]Anomaly, error) { return s.liveCopies(ctx, t, shardKey, part) })
 }
 
-func (s *Store) liveCopies(ctx context.Context, t *Table, ids []string) (map[string]Anomaly, error) {
+func (s *Store) liveCopies(ctx context.Context, t *Table, shardKey string, ids []string) (map[string]Anomaly, error) {
 	out := map[string]Anomaly{}
 	if len(ids) == 0 {
 		return out, nil
@@ -130,9 +139,13 @@ func (s *Store) liveCopies(ctx context.Context, t *Table, ids []string) (map[str
 		}
 		vals = append(vals, v)
 	}
-	q := fmt.Sprintf(`SELECT toString(%[1]s), groupArray(_shard), max(_commit_ts)
-		FROM (SELECT %[1]s, _shard, _commit_ts FROM %[2]s.%[3]s FINAL WHERE %[1]s IN ? AND _deleted = 0)
-		GROUP BY %[1]s HAVING count() > 1`, quote(t.IDColumn), quote(s.db), quote(t.Name))
+	key := "''"
+	if shardKey != "" {
+		key = fmt.Sprintf("ifNull(toString(%s), '')", quote(shardKey))
+	}
+	q := fmt.Sprintf(`SELECT toString(%[1]s), groupArray(_shard), groupArray(k), max(_commit_ts)
+		FROM (SELECT %[1]s, _shard, %[4]s AS k, _commit_ts FROM %[2]s.%[3]s FINAL WHERE %[1]s IN ? AND _deleted = 0)
+		GROUP BY %[1]s HAVING count() > 1`, quote(t.IDColumn), quote(s.db), quote(t.Name), key)
 	rows, err := s.conn.Query(ctx, q, clickhouse.GroupSet{Value: vals})
 	if err != nil {
 		return nil, fmt.Errorf("live copies %s: %w", t.Name, err)
@@ -140,14 +153,24 @@ func (s *Store) liveCopies(ctx context.Context, t *Table, ids []string) (map[str
 	defer rows.Close()
 	for rows.Next() {
 		var a Anomaly
-		if err := rows.Scan(&a.ID, &a.Shards, &a.LastSeen); err != nil {
+		if err := rows.Scan(&a.ID, &a.Shards, &a.Keys, &a.LastSeen); err != nil {
 			return nil, fmt.Errorf("live copies %s: %w", t.Name, err)
 		}
-		sort.Slice(a.Shards, func(i, j int) bool { return a.Shards[i] < a.Shards[j] })
+		sort.Sort(byShard(a))
 		a.Table = t.Name
 		out[a.ID] = a
 	}
 	return out, rows.Err()
+}
+
+// byShard sorts an anomaly's copies by shard, keys alongside.
+type byShard Anomaly
+
+func (a byShard) Len() int           { return len(a.Shards) }
+func (a byShard) Less(i, j int) bool { return a.Shards[i] < a.Shards[j] }
+func (a byShard) Swap(i, j int) {
+	a.Shards[i], a.Shards[j] = a.Shards[j], a.Shards[i]
+	a.Keys[i], a.Keys[j] = a.Keys[j], a.Keys[i]
 }
 
 // Anomalies reads the current anomaly state of table for ids (all ids when
@@ -203,11 +226,11 @@ func (s *Store) WriteAnomalies(ctx context.Context, as []Anomaly) error {
 	return s.writeAnomalies(ctx, as, func(i int, a Anomaly) uint64 { return max(now+uint64(i), a.Ver+1) })
 }
 
-// MarkAlerted stores the alerted flag of open anomalies, written by any
-// loader's periodic evaluation. Each is written at exactly the version it
-// was read at plus one, so that a state written since by the partition's
-// owner (a resolution, say; its version is newer) is never overwritten by
-// this stale copy.
+// MarkAlerted stores the alerted flag (or the kind) of open anomalies,
+// written by any loader's periodic evaluation. Each is written at exactly
+// the version it was read at plus one, so that a state written since by the
+// partition's owner (a resolution, say; its version is newer) is never
+// overwritten by this stale copy.
 func (s *Store) MarkAlerted(ctx context.Context, as []Anomaly) error {
 	return s.writeAnomalies(ctx, as, func(_ int, a Anomaly) uint64 { return a.Ver + 1 })
 }

@@ -25,7 +25,7 @@ func (l *Loader) detect(ctx context.Context, t *chstore.Table, cfg *tables.Table
 	if len(ids) == 0 {
 		return nil
 	}
-	live, err := l.store.LiveCopies(ctx, t, ids)
+	live, err := l.store.LiveCopies(ctx, t, cfg.ShardKey, ids)
 	if err != nil {
 		return err
 	}
@@ -51,9 +51,12 @@ func (l *Loader) detect(ctx context.Context, t *chstore.Table, cfg *tables.Table
 			changed = append(changed, prev)
 		case isLive:
 			cur.Kind, cur.FirstSeen = kind, cur.LastSeen
+			if kind == chstore.KindDuplicate && l.arcMoveCopies(cur) {
+				cur.Kind = chstore.KindArcMove
+			}
 			changed = append(changed, cur)
 			l.log.Info("id live on several shards", slog.String("table", t.Name), slog.String("id", id),
-				slog.Any("shards", cur.Shards), slog.String("kind", kind))
+				slog.Any("shards", cur.Shards), slog.String("kind", cur.Kind))
 		case open:
 			prev.Resolved, prev.LastSeen = true, maxTime(prev.LastSeen, newest)
 			changed = append(changed, prev)
@@ -114,7 +117,20 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 		}
 		counts := map[string][2]int{} // kind -> [alerting, pending]
 		var alerted []chstore.Anomaly
+		var ended []chstore.Anomaly
 		for _, a := range open {
+			if a.Kind == chstore.KindArcMove {
+				if !l.moveStaged() {
+					// Cutover (or an abandoned move) left the row on both
+					// shards: a duplicate from now on, with its own grace.
+					a.Kind, a.FirstSeen = chstore.KindDuplicate, time.Now().UTC().Truncate(time.Second)
+					ended = append(ended, a)
+				}
+				c := counts[chstore.KindArcMove]
+				c[1]++
+				counts[chstore.KindArcMove] = c
+				continue
+			}
 			c := counts[a.Kind]
 			if a.Alerted || l.pastGrace(a, wm) {
 				c[0]++
@@ -130,7 +146,10 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 			}
 			counts[a.Kind] = c
 		}
-		for _, kind := range []string{chstore.KindDuplicate, chstore.KindSerialCollision} {
+		if err := l.store.MarkAlerted(ctx, ended); err != nil { // cannot undo a resolution either
+			return err
+		}
+		for _, kind := range []string{chstore.KindDuplicate, chstore.KindSerialCollision, chstore.KindArcMove} {
 			l.m.dupIDs.WithLabelValues(tc.Name, kind).Set(float64(counts[kind][0]))
 			l.m.dupPending.WithLabelValues(tc.Name, kind).Set(float64(counts[kind][1]))
 		}

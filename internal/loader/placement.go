@@ -41,11 +41,41 @@ import (
 type placement struct {
 	mu   sync.Mutex
 	ring *ring.Map
+	// refused is the last file content refused (logged and counted once).
+	refused []byte
 	// known maps a shard-key value to the ring version its ownership was
 	// stored under; knownNext to the staged version its staged owner was.
 	known, knownNext map[string]map[string]int64 // table -> key -> version
 	// file is the last ring map file content read (reload compares it).
 	file []byte
+}
+
+// arcMoveCopies says whether an id's live copies are one planned arc move:
+// two copies of one shard-key value, on its owner under the ring in force
+// and on its owner under the staged map.
+func (l *Loader) arcMoveCopies(a chstore.Anomaly) bool {
+	if len(a.Shards) != 2 || len(a.Keys) != 2 || a.Keys[0] != a.Keys[1] || a.Keys[0] == "" {
+		return false
+	}
+	l.place.mu.Lock()
+	defer l.place.mu.Unlock()
+	rm := l.place.ring
+	if rm == nil || rm.Next() == nil {
+		return false
+	}
+	owner, staged := rm.OwnerString(a.Keys[0]), rm.Next().OwnerString(a.Keys[0])
+	if owner == staged {
+		return false
+	}
+	on := func(s int) bool { return int(a.Shards[0]) == s || int(a.Shards[1]) == s }
+	return on(owner) && on(staged)
+}
+
+// moveStaged says whether the ring map in force stages a move.
+func (l *Loader) moveStaged() bool {
+	l.place.mu.Lock()
+	defer l.place.mu.Unlock()
+	return l.place.ring != nil && l.place.ring.Next() != nil
 }
 
 // loadPlacement reads the stored ownership and re-places every key stored
@@ -308,28 +338,35 @@ func (l *Loader) reloadRing(ctx context.Context) error {
 	}
 	l.place.mu.Lock()
 	defer l.place.mu.Unlock()
-	if bytes.Equal(data, l.place.file) {
+	if bytes.Equal(data, l.place.file) || bytes.Equal(data, l.place.refused) {
 		return nil
 	}
 	if err := newerRing(l.place.ring, rm); err != nil {
+		l.place.refused = data
 		return err
 	}
 	l.place.file = data
 	if sameRing(l.place.ring, rm) {
 		return nil // the same map, written again
 	}
+	prev := l.place.ring
 	l.place.ring = rm
-	l.m.ringVersion.Set(float64(rm.Version()))
-	l.m.ringReloads.WithLabelValues("applied").Inc()
-	l.log.Info("ring map reloaded", slog.Int64("ring_version", rm.Version()), slog.Bool("staged_move", rm.Next() != nil))
 	for _, tc := range l.cfg.Tables.Tables {
 		if tc.ShardKey == "" {
 			continue
 		}
 		if err := l.replace(ctx, tc.Name); err != nil {
+			// Keys placed under the new map stay so (the newest version
+			// wins in ClickHouse); the next reload finishes the rest.
+			l.place.ring, l.place.file = prev, nil
 			return err
 		}
 	}
+	// Set once every known key is placed: the version gauge says the
+	// ownership in ClickHouse follows this map.
+	l.m.ringVersion.Set(float64(rm.Version()))
+	l.m.ringReloads.WithLabelValues("applied").Inc()
+	l.log.Info("ring map reloaded", slog.Int64("ring_version", rm.Version()), slog.Bool("staged_move", rm.Next() != nil))
 	return nil
 }
 

@@ -64,7 +64,8 @@ type Anomaly struct {
 	ID    string `json:"id"`
 	// Kind is "duplicate" (a global id live on several shards) or
 	// "serial_collision" (a per-shard serial id used on several shards,
-	// expected for legacy tables).
+	// expected for legacy tables), or "arc_move" (a row of a planned arc
+	// move, on its owner and its staged owner; never alerted).
 	Kind   string   `json:"kind"`
 	Shards []uint16 `json:"shards"`
 	// FirstSeen is the source commit time at which the id became live on
