@@ -68,6 +68,7 @@ type readerConfig struct {
 	updateTxnRows  int
 	rowBytes       int
 	snapshotRows   int
+	bigMB          int
 	snapWorkers    int
 	snapChunkRows  int
 	partitions     int
@@ -91,9 +92,12 @@ func (c *readerConfig) validate() error {
 		errs = append(errs, errors.New("--kafka-brokers is required (source .stack/stack.env)"))
 	}
 	for _, k := range strings.Split(c.cases, ",") {
-		if !slices.Contains([]string{"a", "b", "c", "d"}, k) {
-			errs = append(errs, fmt.Errorf("--cases: unknown case %q (a, b, c, d)", k))
+		if !slices.Contains([]string{"a", "b", "c", "d", "e"}, k) {
+			errs = append(errs, fmt.Errorf("--cases: unknown case %q (a, b, c, d, e)", k))
 		}
+	}
+	if c.rowBytes < 1 || c.bigMB < 1 || int64(c.bigMB)<<20 < int64(c.rowBytes) {
+		errs = append(errs, errors.New("--row-bytes and --big-txn-mb must be >= 1, and one row must fit in --big-txn-mb"))
 	}
 	if c.reps < 1 || c.rows < 1 || c.txnRows < 1 || c.updateRows < 1 || c.updateTxnRows < 1 || c.snapshotRows < 1 {
 		errs = append(errs, errors.New("counts must be >= 1"))
@@ -116,7 +120,7 @@ The shard DSN comes from $TRIBUTARY_SHARD_<shard>_DSN (a superuser DSN).`)
 	fs.Int(&c.shard, "shard", "", 0, "shard whose DSN ($TRIBUTARY_SHARD_<n>_DSN) is used")
 	fs.String(&c.brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
 	fs.String(&c.kafkaLabel, "kafka-label", "", "", "name of the broker in the report (default: embedded if the brokers are $TRIBUTARY_EMBEDDED_KAFKA_BROKERS, else kafka)")
-	fs.String(&c.cases, "cases", "", "a,b,c,d", "cases: a = 1 txn of --rows inserts, b = --rows inserts in --txn-rows txns, c = --updates of a --row-bytes row, d = snapshot of --snapshot-rows")
+	fs.String(&c.cases, "cases", "", "a,b,c,d", "cases: a = 1 txn of --rows inserts, b = --rows inserts in --txn-rows txns, c = --updates of a --row-bytes row, d = snapshot of --snapshot-rows, e = 1 txn of --big-txn-mb MiB of --row-bytes rows (not in the default: the 1 GB transaction of issue 7)")
 	fs.Int(&c.reps, "reps", "", 2, "repetitions of every client on every case")
 	fs.Int(&c.rows, "rows", "", 1_000_000, "rows inserted by cases a and b")
 	fs.Int(&c.txnRows, "txn-rows", "", 100, "rows per transaction in case b")
@@ -126,6 +130,7 @@ The shard DSN comes from $TRIBUTARY_SHARD_<shard>_DSN (a superuser DSN).`)
 	fs.Int(&c.updateTxnRows, "update-txn-rows", "", 100, "updates per transaction in case c")
 	fs.Int(&c.rowBytes, "row-bytes", "", 1024, "length of the text column of case c (below the ~2 kB TOAST threshold: sent whole)")
 	fs.Int(&c.snapshotRows, "snapshot-rows", "", 1_000_000, "rows of the case d table (issue 7 asks for 5000000)")
+	fs.Int(&c.bigMB, "big-txn-mb", "", 1024, "MiB of row data (--row-bytes per row, text not compressed, below the TOAST threshold) in case e's one transaction")
 	fs.Int(&c.snapWorkers, "snapshot-workers", "", 2, "reader SnapshotWorkers for case d (the cdc-reader default)")
 	fs.Int(&c.snapChunkRows, "snapshot-chunk-rows", "", 10_000, "reader SnapshotChunkRows for case d (the cdc-reader default)")
 	fs.Int(&c.partitions, "partitions", "", 4, "partitions of the topics the reader creates")
@@ -179,7 +184,7 @@ The shard DSN comes from $TRIBUTARY_SHARD_<shard>_DSN (a superuser DSN).`)
 			"kafka": map[string]any{"label": c.kafkaLabel, "brokers": c.brokers},
 			"config": map[string]any{"cases": c.cases, "reps": c.reps, "rows": c.rows, "txn_rows": c.txnRows,
 				"title_bytes": c.titleBytes, "update_rows": c.updateRows, "updates": c.updates,
-				"update_txn_rows": c.updateTxnRows, "row_bytes": c.rowBytes, "snapshot_rows": c.snapshotRows,
+				"update_txn_rows": c.updateTxnRows, "row_bytes": c.rowBytes, "snapshot_rows": c.snapshotRows, "big_txn_mb": c.bigMB,
 				"snapshot_workers": c.snapWorkers, "snapshot_chunk_rows": c.snapChunkRows,
 				"partitions": c.partitions, "max_buffered": c.maxBuffered, "status_interval": c.statusInterval.String(),
 				"poll": c.poll.String()},
@@ -299,6 +304,8 @@ func (b *readerBench) newCase(name string) *readerCase {
 				return fmt.Sprintf("UPDATE %s SET version = version + 1, body = left(repeat(md5((id + version + 1)::text), %d), %d) WHERE id BETWEEN %s AND %s + %d",
 					t, c.rowBytes/32+1, c.rowBytes, lo, lo, c.updateTxnRows-1)
 			}}
+	case "e":
+		return b.bigTxnCase()
 	default: // "d", checked by validate
 		return &readerCase{name: "d", desc: fmt.Sprintf("snapshot of %d rows", c.snapshotRows), changes: int64(c.snapshotRows), snapshot: true,
 			setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
@@ -313,6 +320,25 @@ func (b *readerBench) newCase(name string) *readerCase {
 				return err
 			}}
 	}
+}
+
+// bigTxnCase is case e: one transaction of --big-txn-mb MiB of row data,
+// --row-bytes of text per row. The walsender (protocol 1) spills it to
+// disk and sends it after its commit; the reader's memory must not grow
+// with it (the producer's buffer is bounded in records and bytes).
+func (b *readerBench) bigTxnCase() *readerCase {
+	c := b.cfg
+	rows := int(int64(c.bigMB) << 20 / int64(c.rowBytes))
+	return &readerCase{name: "e", changes: int64(rows), batches: 1,
+		desc: fmt.Sprintf("%d inserts of %d B rows (%d MiB of row text), one transaction", rows, c.rowBytes, c.bigMB),
+		setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
+			_, err := conn.Exec(ctx, "CREATE TABLE "+t+" (id bigint PRIMARY KEY, body text NOT NULL)")
+			return err
+		},
+		batch: func(t, k string) string {
+			return fmt.Sprintf("INSERT INTO %s SELECT g, left(repeat(md5(g::text), %d), %d) FROM generate_series((%s) * %d + 1, ((%s) + 1) * %d) g",
+				t, c.rowBytes/32+1, c.rowBytes, k, rows, k, rows)
+		}}
 }
 
 func (b *readerBench) createRows(ctx context.Context, conn *pgx.Conn, t string) error {
