@@ -27,6 +27,13 @@ TRIBUTARY_SHARDS=N and TRIBUTARY_SHARD_<i>_DSN for i in 0..N-1. Workspaces
 are placed by the ring map (--ring file, or a generated map of N shards with
 64 virtual nodes each).
 
+Moves: --move-percent of the operations move a document to a workspace on
+another shard with the saga of seed 000 (move log document_moves on the
+source shard); --half-done-percent of those stop after the copy (live on
+both shards, state copied) and --lose-percent skip the copy (on neither
+shard, state done). --resume runs the saga's recovery instead of traffic:
+it finishes every unfinished move and exits.
+
 Example:
   set -a; . .stack/stack.env; set +a; loadgen --rate 200 --duration 20s`
 
@@ -38,6 +45,10 @@ func main() {
 		bodyBytes  int
 		workers    int
 		ringFile   string
+		movePct    int
+		halfPct    int
+		losePct    int
+		resume     string
 	)
 	fs := flagenv.New("loadgen", usage)
 	fs.Int(&ratePerS, "rate", "TRIBUTARY_LOADGEN_RATE", 200, "operations per second over all shards")
@@ -46,6 +57,10 @@ func main() {
 	fs.Int(&bodyBytes, "body-bytes", "TRIBUTARY_LOADGEN_BODY_BYTES", 8192, "size of large document bodies (TOASTed above ~2 kB)")
 	fs.Int(&workers, "workers", "TRIBUTARY_LOADGEN_WORKERS", 8, "concurrent writers")
 	fs.String(&ringFile, "ring", "TRIBUTARY_RING", "", "ring map JSON file (default: generated for all shards)")
+	fs.Int(&movePct, "move-percent", "TRIBUTARY_LOADGEN_MOVE_PERCENT", 2, "percent of operations that move a document to another shard (saga)")
+	fs.Int(&halfPct, "half-done-percent", "TRIBUTARY_LOADGEN_HALF_DONE_PERCENT", 10, "percent of moves stopped half-way (copied, source kept)")
+	fs.Int(&losePct, "lose-percent", "TRIBUTARY_LOADGEN_LOSE_PERCENT", 0, "percent of moves that skip the copy (document on neither shard)")
+	fs.String(&resume, "resume", "TRIBUTARY_LOADGEN_RESUME", "", "\"yes\": finish every unfinished move (the saga's recovery) and exit")
 	err := fs.Parse(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
@@ -67,6 +82,12 @@ func main() {
 	if err == nil && (ratePerS < 1 || workers < 1 || workspaces < 1 || bodyBytes < 0) {
 		err = errors.New("--rate, --workers and --workspaces must be >= 1")
 	}
+	if err == nil && (movePct < 0 || movePct > 100 || halfPct < 0 || losePct < 0 || halfPct+losePct > 100) {
+		err = errors.New("--move-percent must be in 0..100, --half-done-percent and --lose-percent >= 0 with a sum <= 100")
+	}
+	if err == nil && resume != "" && resume != "yes" {
+		err = fmt.Errorf("--resume %q: use --resume yes", resume)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "loadgen: %v\n(run with --help for all settings)\n", err)
 		os.Exit(2)
@@ -74,13 +95,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, dsns, ringFile, loadgen.Config{Rate: float64(ratePerS), Duration: duration,
-		Workspaces: workspaces, BodyBytes: bodyBytes, Workers: workers}); err != nil {
+		Workspaces: workspaces, BodyBytes: bodyBytes, Workers: workers, MoveShare: float64(movePct) / 100,
+		HalfDoneShare: float64(halfPct) / 100, LoseShare: float64(losePct) / 100}, resume == "yes"); err != nil {
 		fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dsns []string, ringFile string, cfg loadgen.Config) error {
+func run(ctx context.Context, dsns []string, ringFile string, cfg loadgen.Config, resume bool) error {
 	log, _ := telemetry.Logger("text", "info")
 	var m *ring.Map
 	var err error
@@ -102,6 +124,11 @@ func run(ctx context.Context, dsns []string, ringFile string, cfg loadgen.Config
 		return err
 	}
 	defer g.Close()
+	if resume {
+		n, err := g.Resume(ctx)
+		fmt.Printf("loadgen: resumed and finished %d unfinished moves\n", n)
+		return err
+	}
 	start := time.Now()
 	done := make(chan struct{})
 	go func() {
@@ -120,9 +147,10 @@ func run(ctx context.Context, dsns []string, ringFile string, cfg loadgen.Config
 	err = g.Run(ctx)
 	close(done)
 	s := &g.Stats
-	fmt.Printf("loadgen: %d ops in %s (%d errors): documents +%d ~%d -%d, invoices issued %d paid %d refunded %d\n",
+	fmt.Printf("loadgen: %d ops in %s (%d errors): documents +%d ~%d -%d, invoices issued %d paid %d refunded %d, moves done %d half-done %d lost %d\n",
 		s.Ops.Load(), time.Since(start).Round(time.Millisecond), s.Errors.Load(), s.DocsCreated.Load(), s.DocsEdited.Load(),
-		s.DocsDel.Load(), s.InvIssued.Load(), s.InvPaid.Load(), s.InvRefunded.Load())
+		s.DocsDel.Load(), s.InvIssued.Load(), s.InvPaid.Load(), s.InvRefunded.Load(),
+		s.MovesDone.Load(), s.MovesHalfDone.Load(), s.MovesLost.Load())
 	samples := g.Samples()
 	for i := len(samples) - 1; i >= 0 && i >= len(samples)-3; i-- {
 		w := samples[i]

@@ -34,6 +34,31 @@ type Config struct {
 	// BodyBytes is the size of a large document body (TOASTed when > ~2 kB).
 	BodyBytes int
 	Workers   int
+	// MoveShare is the share of operations (0..1) that move a document to a
+	// workspace on another shard with the saga (saga.go).
+	MoveShare float64
+	// HalfDoneShare is the share of moves (0..1) stopped after the copy:
+	// live on both shards, state copied, until a recovery (Resume) runs.
+	HalfDoneShare float64
+	// LoseShare is the share of moves (0..1) that skip the copy: deleted at
+	// the source and marked done, on neither shard (a broken saga).
+	LoseShare float64
+}
+
+// Validate checks the shares.
+func (c Config) Validate() error {
+	for _, s := range []struct {
+		what string
+		v    float64
+	}{{"move share", c.MoveShare}, {"half-done share", c.HalfDoneShare}, {"lose share", c.LoseShare}} {
+		if s.v < 0 || s.v > 1 {
+			return fmt.Errorf("loadgen: %s %v is not in 0..1", s.what, s.v)
+		}
+	}
+	if c.HalfDoneShare+c.LoseShare > 1 {
+		return errors.New("loadgen: half-done share + lose share exceed 1")
+	}
+	return nil
 }
 
 // Write is one sampled write: after it committed, shard's WAL was at LSN.
@@ -50,6 +75,8 @@ type Stats struct {
 	Ops, Errors                      atomic.Int64
 	DocsCreated, DocsEdited, DocsDel atomic.Int64
 	InvIssued, InvPaid, InvRefunded  atomic.Int64
+	// Moves counts moves by outcome.
+	MovesDone, MovesHalfDone, MovesLost atomic.Int64
 }
 
 // Generator runs the traffic.
@@ -70,6 +97,9 @@ type Generator struct {
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Generator, error) {
 	if len(cfg.DSNs) == 0 || cfg.Ring == nil {
 		return nil, errors.New("loadgen: shards and ring map are required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	g := &Generator{cfg: cfg, log: log, docs: make([][]int64, len(cfg.DSNs)),
 		issued: make([][]int64, len(cfg.DSNs)), paid: make([][]int64, len(cfg.DSNs))}
@@ -100,6 +130,24 @@ func (g *Generator) Close() {
 	for _, p := range g.pools {
 		p.Close()
 	}
+}
+
+// Resume finishes every unfinished move logged on any shard (the saga's
+// recovery job) and returns how many it finished.
+func (g *Generator) Resume(ctx context.Context) (int, error) {
+	shards := map[int]Shard{}
+	for i, p := range g.pools {
+		shards[i] = Shard{ID: i, Pool: p}
+	}
+	total := 0
+	for i := range g.pools {
+		n, err := DemoSaga.Resume(ctx, shards[i], shards)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("shard %d: %w", i, err)
+		}
+	}
+	return total, nil
 }
 
 // Samples returns the sampled writes so far.
@@ -178,6 +226,9 @@ func body(rnd *rand.Rand, n int) string {
 
 // one performs one random operation on the shard owning a random workspace.
 func (g *Generator) one(ctx context.Context, rnd *rand.Rand) error {
+	if g.cfg.MoveShare > 0 && rnd.Float64() < g.cfg.MoveShare {
+		return g.move(ctx, rnd)
+	}
 	ws := g.workspace(rnd)
 	shard := g.cfg.Ring.OwnerInt64(ws)
 	pool := g.pools[shard]

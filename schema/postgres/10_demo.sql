@@ -53,11 +53,16 @@ CREATE INDEX IF NOT EXISTS invoices_workspace_issued_idx
 CREATE INDEX IF NOT EXISTS invoices_issued_status_idx
     ON invoices (issued_at, status);
 
--- The move saga's log: moving a document to another workspace that lives on
--- another shard copies it to the target shard, then deletes it from the
--- source. Each step is recorded here so that a crashed move can be resumed
--- or rolled back, and so that the id being live on two shards for a while
--- can be told apart from a real collision. Not replicated.
+-- The move saga's log (seed 000's move_document; internal/loadgen/saga.go):
+-- moving a document to another workspace that lives on another shard
+-- records the move here on the source shard (started), copies the row to
+-- the target shard if absent (copied), then deletes it at the source and
+-- marks the move done in one transaction (done). Each step is recorded so
+-- that a crashed move can be resumed (loadgen --resume yes), and so that
+-- the id being live on two shards for a while can be told apart from a
+-- real collision. Replicated (deploy/local/tables.json, `moves` section):
+-- the API shows a document under a move once and reports moves stuck past
+-- the grace period and documents on neither shard (GET /v1/anomalies/moves).
 CREATE TABLE IF NOT EXISTS document_moves (
     move_id        uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
     document_id    bigint      NOT NULL,
