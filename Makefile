@@ -16,6 +16,7 @@ help:
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
 	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth)"
 	@echo "make bench-loader - Kafka -> ClickHouse loader throughput (prints numbers)"
+	@echo "make bench-peers  - our reader next to Debezium on the same shard and Kafka (ROWS=500000; docs/peers.md)"
 
 install:
 	deploy/local/install.sh
@@ -69,3 +70,9 @@ verify:
 bench-loader:
 	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
 		$(GO) run ./cmd/bench loader --changes $${CHANGES:-1000000} --keys $${KEYS:-200000}
+
+# Side by side with Debezium (embedded engine, Java 17, built with Maven on
+# first use); takes /tmp/tributary-bench.lock itself. Not part of make test.
+.PHONY: bench-peers
+bench-peers:
+	bench/peers/run.sh --rows $${ROWS:-500000} --cases $${CASES:-a,b} $${PEERS_FLAGS:-}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+)
+
+func printRun(r runResult) {
+	fmt.Printf("  %-15s %9.0f changes/s  %6.2f s  %.2f cores  %6.1f CPU-s/M  peak RSS %7.1f MB  start-up %.2f s (%.2f CPU-s)  %4.0f B/record  load %s\n",
+		r.System, r.ChangesPerSec, r.Seconds, r.Cores, r.CPUSecPerM, r.PeakRSSMB, r.StartupSeconds, r.StartupCPU, r.RecordBytes, r.LoadAvgBefore)
+}
+
+// ratio compares tributary with one Debezium variant on one case.
+type ratio struct {
+	Case       string  `json:"case"`
+	Versus     string  `json:"versus"`
+	Throughput float64 `json:"throughput"`     // tributary changes/s ÷ debezium's (goal >= 2)
+	CPUPerChg  float64 `json:"cpu_per_change"` // tributary CPU-s per change ÷ debezium's
+	PeakRSS    float64 `json:"peak_rss"`       // tributary peak RSS ÷ debezium's (goal <= 0.05)
+}
+
+func ratios(results []runResult) []ratio {
+	var out []ratio
+	for _, t := range results {
+		if t.System != "tributary" {
+			continue
+		}
+		for _, d := range results {
+			if d.Case != t.Case || !strings.HasPrefix(d.System, "debezium") {
+				continue
+			}
+			out = append(out, ratio{Case: t.Case, Versus: d.System, Throughput: t.ChangesPerSec / d.ChangesPerSec,
+				CPUPerChg: t.CPUSecPerM / d.CPUSecPerM, PeakRSS: t.PeakRSSMB / d.PeakRSSMB})
+		}
+	}
+	return out
+}
+
+func printTable(w io.Writer, results []runResult) {
+	if len(results) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tcase\tchanges/s\tCPU cores\tCPU-s per M changes\tpeak RSS MB\tstart-up s\tB/record\tload avg\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t\n",
+			r.System, r.Case, r.ChangesPerSec, r.Cores, r.CPUSecPerM, r.PeakRSSMB, r.StartupSeconds, r.RecordBytes, r.LoadAvgBefore)
+	}
+	tw.Flush()
+	rs := ratios(results)
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tributary ÷\tcase\tchanges/s (goal ≥ 2)\tCPU-s per change\tpeak RSS (goal ≤ 0.05)\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.3f\t\n", r.Versus, r.Case, r.Throughput, r.CPUPerChg, r.PeakRSS)
+	}
+	tw.Flush()
+}
+
+func writeJSON(c config, results []runResult) error {
+	out := map[string]any{
+		"machine": map[string]any{"nproc": runtime.NumCPU(), "go": runtime.Version()},
+		"config": map[string]any{"shard": c.shard, "kafka": c.brokers, "cases": c.cases, "systems": c.systems,
+			"rows": c.rows, "txn_rows": c.txnRows, "title_bytes": c.titleBytes, "updates": c.updates,
+			"update_rows": c.updateRows, "update_txn_rows": c.updateTxnRows, "row_bytes": c.rowBytes,
+			"partitions": c.partitions, "poll": c.poll.String(), "java_opts": c.javaOpts,
+			"debezium_tuned": debeziumTuned},
+		"runs": results, "ratios": ratios(results),
+	}
+	j, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(c.jsonOut, j, 0o644)
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# bench/peers/run.sh [flags of bench/peers, e.g. --rows N --cases a,b --json out.json]
+#
+# Tributary's reader and Debezium's PostgreSQL connector on the same shard,
+# workload and Kafka (the local stack's, from .stack/stack.env): builds what
+# is missing (cmd/cdc-reader, the harness, the Debezium jar with Maven),
+# then runs the comparison under /tmp/tributary-bench.lock so that no other
+# benchmark runs at the same time (do not wrap it in flock yourself: it
+# would wait for itself). Method and results: docs/peers.md.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+if [[ -z "${TRIBUTARY_SHARD_0_DSN:-}" ]]; then
+	set -a; . "${TRIBUTARY_HOME:-$root/.stack}/stack.env"; set +a
+fi
+bin=${PEERS_BIN:-${TMPDIR:-/tmp}/tributary-peers-bin}
+mkdir -p "$bin"
+go build -o "$bin/cdc-reader" ./cmd/cdc-reader
+go build -o "$bin/peers" ./bench/peers
+jar=bench/peers/debezium/target/peers-debezium.jar
+if [[ ! -f $jar ]]; then
+	echo "building $jar (Maven; dependencies cached in ~/.m2)"
+	(cd bench/peers/debezium && mvn -q package)
+fi
+lock=/tmp/tributary-bench.lock
+if ! flock -n "$lock" true; then
+	echo "waiting for $lock (another benchmark is running)"
+fi
+exec flock "$lock" "$bin/peers" --cdc-reader "$bin/cdc-reader" --jar "$jar" "$@"

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// system is one CDC system under test on one case: its own slot,
+// publication and topics on the shared shard and Kafka.
+type system struct {
+	name      string // tributary, debezium, debezium-tuned
+	kind      string // "tributary" or "debezium"
+	table     string
+	slot, pub string
+	dataTopic string
+	topics    []string // every topic it uses, deleted afterwards
+	dir       string   // its config, offsets and logs
+	tuning    map[string]string
+}
+
+// systemNames are the systems `--systems` may name.
+var systemNames = []string{"tributary", "debezium", "debezium-tuned"}
+
+// Debezium's tuned run: 4x the default batch and queue (2048 and 8192), so
+// that the engine hands the sink bigger batches and the sink waits for Kafka
+// less often.
+var debeziumTuned = map[string]string{"max.batch.size": "8192", "max.queue.size": "32768"}
+
+func newSystem(name, table, workDir string) (*system, error) {
+	short := map[string]string{"tributary": "trib", "debezium": "dbz", "debezium-tuned": "dbzt"}[name]
+	if short == "" {
+		return nil, fmt.Errorf("unknown system %q (%s)", name, strings.Join(systemNames, ", "))
+	}
+	s := &system{name: name, table: table, slot: table + "_" + short, pub: table + "_" + short,
+		dir: filepath.Join(workDir, name)}
+	if name == "tributary" {
+		s.kind = "tributary"
+		s.dataTopic = s.slot + "." + table
+		s.topics = []string{s.dataTopic, s.slot + "_state"}
+	} else {
+		s.kind = "debezium"
+		s.dataTopic = s.slot + ".public." + table
+		s.topics = []string{s.dataTopic}
+		if name == "debezium-tuned" {
+			s.tuning = debeziumTuned
+		}
+	}
+	return s, os.MkdirAll(s.dir, 0o755)
+}
+
+// command is the argv and extra environment of one run of the system.
+// prime is the first run, which only creates the slot and snapshots the
+// still-empty table.
+func (s *system) command(c config, prime bool) (argv, env []string, err error) {
+	if s.kind == "tributary" {
+		return s.tributaryCommand(c)
+	}
+	return s.debeziumCommand(c, prime)
+}
+
+// tributaryCommand runs cmd/cdc-reader with its defaults, except its metrics
+// listener (off: the demo's readers may hold the default port).
+func (s *system) tributaryCommand(c config) ([]string, []string, error) {
+	tablesFile := filepath.Join(s.dir, "tables.json")
+	js := fmt.Sprintf(`{"topic_prefix":%q,"tables":[{"name":%q,"id_column":"id","id_layout":"serial"}]}`, s.slot+".", s.table)
+	if err := os.WriteFile(tablesFile, []byte(js), 0o644); err != nil {
+		return nil, nil, err
+	}
+	argv := []string{c.cdcReader, "--shard", strconv.Itoa(c.shard), "--slot", s.slot, "--publication", s.pub,
+		"--tables", tablesFile, "--kafka-brokers", c.brokers, "--partitions", strconv.Itoa(c.partitions),
+		"--state-topic", s.slot + "_state", "--metrics-addr="}
+	return argv, []string{"TRIBUTARY_PG_DSN=" + c.dsn}, nil
+}
+
+// debeziumCommand runs the embedded engine (bench/peers/debezium) with the
+// connector's defaults but for what this comparison fixes: pgoutput, the
+// JSON converter without schemas, our slot and publication, and a producer
+// configured like the reader's franz-go client (acks=all, idempotent,
+// snappy, 5 ms linger).
+func (s *system) debeziumCommand(c config, prime bool) ([]string, []string, error) {
+	u, err := url.Parse(c.dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("shard DSN: %w", err)
+	}
+	p := map[string]string{
+		"name":                         "peers-" + s.slot,
+		"connector.class":              "io.debezium.connector.postgresql.PostgresConnector",
+		"offset.storage":               "org.apache.kafka.connect.storage.FileOffsetBackingStore",
+		"offset.storage.file.filename": filepath.Join(s.dir, "offsets.dat"),
+		"database.hostname":            u.Hostname(),
+		"database.port":                u.Port(),
+		"database.user":                u.User.Username(),
+		"database.dbname":              strings.TrimPrefix(u.Path, "/"),
+		"topic.prefix":                 s.slot,
+		"plugin.name":                  "pgoutput",
+		"slot.name":                    s.slot,
+		"publication.name":             s.pub,
+		"publication.autocreate.mode":  "disabled",
+		"table.include.list":           "public." + s.table,
+		"snapshot.mode":                "initial",
+		"converter.schemas.enable":     "false",
+		"producer.bootstrap.servers":   c.brokers,
+		"producer.acks":                "all",
+		"producer.enable.idempotence":  "true",
+		"producer.compression.type":    "snappy",
+		"producer.linger.ms":           "5",
+	}
+	if pw, ok := u.User.Password(); ok {
+		p["database.password"] = pw
+	}
+	if prime {
+		// The priming run must store "snapshot done" before it is stopped.
+		p["offset.flush.interval.ms"] = "500"
+	}
+	for k, v := range s.tuning {
+		p[k] = v
+	}
+	propsFile := filepath.Join(s.dir, "debezium.properties")
+	if err := os.WriteFile(propsFile, properties(p), 0o600); err != nil {
+		return nil, nil, err
+	}
+	argv := append([]string{c.java}, c.javaOpts...)
+	return append(argv, "-jar", c.jar, propsFile), nil, nil
+}
+
+func properties(p map[string]string) []byte {
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, strings.ReplaceAll(p[k], `\`, `\\`))
+	}
+	return b.Bytes()
+}
+
+// isChange tells a row change from the reader's control records
+// (watermarks, to every partition every 500 ms). Every Debezium record on
+// the data topic is a change (heartbeats are off by default).
+func (s *system) isChange(value []byte) bool {
+	if value == nil {
+		return false
+	}
+	return s.kind != "tributary" || !bytes.Contains(value, []byte(`"kind":"watermark"`))
+}
