@@ -80,6 +80,7 @@ type readerConfig struct {
 	cpuProfile     string
 	jsonOut        string
 	verbose        bool
+	recvlogicalV2  bool
 	brokerPID      int
 }
 
@@ -142,6 +143,7 @@ The shard DSN comes from $TRIBUTARY_SHARD_<shard>_DSN (a superuser DSN).`)
 	fs.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of every reader run to PREFIX-<case>-<rep>.pprof (profiling costs a few %)")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
 	fs.Int(&c.brokerPID, "broker-pid", "", 0, "pid of a local Kafka broker whose CPU to report for the reader's runs (0: none)")
+	fs.BoolVar(&c.recvlogicalV2, "pg-recvlogical-v2", false, "also run pg_recvlogical with proto_version=2 and streaming=on (client pg_recvlogical_v2, its own slot): what protocol 2 streaming would give")
 	fs.BoolVar(&c.verbose, "verbose", false, "print when the reader logged each milestone of every run")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -433,6 +435,13 @@ func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []reader
 			}
 			cleanups = append(cleanups, b.dropSlot(slot))
 		}
+		if b.cfg.recvlogical != "" && b.cfg.recvlogicalV2 {
+			slot := n.table + "_s" + strconv.Itoa(rep)
+			if _, err := b.pg.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
+				return nil, fmt.Errorf("create slot %s: %w", slot, err)
+			}
+			cleanups = append(cleanups, b.dropSlot(slot))
+		}
 	}
 	fmt.Printf("  setup (table, publication, %d slot pairs) %s\n", b.cfg.reps, time.Since(start).Round(time.Millisecond))
 	from, target, err := b.workload(ctx, c, table)
@@ -444,13 +453,16 @@ func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []reader
 			func() (readerRun, error) { return b.streamRun(ctx, c, n, rep, target) },
 		}
 		if b.cfg.recvlogical != "" {
-			recv := func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target) }
+			recv := func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target, false) }
 			// Alternate who reads the WAL first (page cache, spill files).
 			if rep%2 == 1 {
 				order = append([]func() (readerRun, error){recv}, order...)
 			} else {
 				order = append(order, recv)
 			}
+		}
+		if b.cfg.recvlogical != "" && b.cfg.recvlogicalV2 {
+			order = append(order, func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target, true) })
 		}
 		for _, f := range order {
 			r, err := f()
@@ -753,16 +765,22 @@ func (b *readerBench) selectAll(ctx context.Context, c *readerCase, table string
 // stops without writing the commit, so the slot stays just short of the
 // target (and without --endpos it confirms once per --status-interval, in
 // whole seconds).
-func (b *readerBench) recvlogicalRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN) (readerRun, error) {
-	slot := n.table + "_p" + strconv.Itoa(rep)
-	res := readerRun{Case: c.name, Client: "pg_recvlogical", Rep: rep, Changes: c.changes, LoadAvg1: loadAvg1()}
+//
+// v2: protocol 2 with streaming=on instead (its own slot): the walsender
+// streams a large transaction while decoding it instead of spilling it.
+func (b *readerBench) recvlogicalRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN, v2 bool) (readerRun, error) {
+	slot, client, proto := n.table+"_p"+strconv.Itoa(rep), "pg_recvlogical", []string{"-o", "proto_version=1"}
+	if v2 {
+		slot, client, proto = n.table+"_s"+strconv.Itoa(rep), "pg_recvlogical_v2", []string{"-o", "proto_version=2", "-o", "streaming=on"}
+	}
+	res := readerRun{Case: c.name, Client: client, Rep: rep, Changes: c.changes, LoadAvg1: loadAvg1()}
 	env, db, err := libpqEnv(b.cfg.dsn)
 	if err != nil {
 		return res, err
 	}
-	cmd := exec.CommandContext(ctx, b.cfg.recvlogical, "--start", "--slot", slot, "--no-loop", "-d", db,
-		"-o", "proto_version=1", "-o", "publication_names="+n.pub, "-o", "messages=true",
-		"-f", "/dev/null", "-F", "0", "-s", "1", "-E", target.String(), "-v")
+	args := append([]string{"--start", "--slot", slot, "--no-loop", "-d", db}, proto...)
+	cmd := exec.CommandContext(ctx, b.cfg.recvlogical, append(args, "-o", "publication_names="+n.pub, "-o", "messages=true",
+		"-f", "/dev/null", "-F", "0", "-s", "1", "-E", target.String(), "-v")...)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
