@@ -31,7 +31,8 @@ const revOrdersDDL = `CREATE TABLE %s (
 	total         numeric(12,2) NOT NULL,
 	currency_code text          NOT NULL,
 	state         text          NOT NULL,
-	placed_at     timestamptz   NOT NULL
+	placed_at     timestamptz   NOT NULL,
+	refunded      numeric(12,2) -- given back (partial refunds); NULL: none
 )`
 
 // newRevenuePipeline is newPipeline with an orders table (as tables[0])
@@ -48,7 +49,8 @@ func setupRevenuePipeline(t *testing.T, shards []int, external bool) *pipeline {
 	return setupPipelineWith(t, shards, nil, external, "orders_", `{"topic_prefix":"e2e_%[1]s.",
 		"tables":[{"name":%[2]q,"id_column":"id","id_layout":"seed000","shard_key":"account_id"}],
 		"revenue":{"table":%[2]q,"amount_column":"total","currency_column":"currency_code","time_column":"placed_at",
-		  "status_column":"state","workspace_column":"account_id","count_statuses":["paid"],"refund_statuses":["refunded"]}}`,
+		  "status_column":"state","workspace_column":"account_id","count_statuses":["paid"],"refund_statuses":["refunded"],
+		  "refunded_amount_column":"refunded"}}`,
 		revOrdersDDL)
 }
 
@@ -282,12 +284,19 @@ func (p *pipeline) revenueOracle(ctx context.Context, cfg *tables.Revenue, from,
 	amount, st := pgx.Identifier{cfg.AmountColumn}.Sanitize(), pgx.Identifier{cfg.StatusColumn}.Sanitize()
 	where := fmt.Sprintf("%[1]s >= $1 AND %[1]s < $2 AND %[2]s = ANY($3) AND ($4::bigint[] IS NULL OR %[3]s = ANY($4)) AND ($5::text[] IS NULL OR upper(%[4]s) = ANY($5)) AND ($7::bigint[] IS NULL OR %[3]s = ANY($7))",
 		tcol, st, pgx.Identifier{cfg.WorkspaceColumn}.Sanitize(), pgx.Identifier{cfg.CurrencyColumn}.Sanitize())
+	// Each row's refund: its whole amount in a refund status; with a
+	// refunded-amount column, that column where set.
+	refund := fmt.Sprintf("CASE WHEN %s = ANY($6) THEN %s ELSE 0 END", st, amount)
+	if cfg.RefundedAmountColumn != "" {
+		rc := pgx.Identifier{cfg.RefundedAmountColumn}.Sanitize()
+		refund = fmt.Sprintf("CASE WHEN %[1]s = ANY($6) THEN coalesce(%[2]s, %[3]s) ELSE coalesce(%[2]s, 0) END", st, rc, amount)
+	}
 	sql := fmt.Sprintf(`SELECT concat_ws('|', %s),
-		coalesce(sum(%[2]s) FILTER (WHERE %[3]s = ANY($3)), 0)::text,
-		coalesce(sum(%[2]s) FILTER (WHERE %[3]s = ANY($6)), 0)::text,
+		coalesce(sum(%[2]s), 0)::text,
+		coalesce(sum(%[6]s), 0)::text,
 		count(*)
 		FROM %[4]s WHERE %[5]s GROUP BY 1`,
-		strings.Join(keys, ", "), amount, st, pgx.Identifier{cfg.Table}.Sanitize(), where)
+		strings.Join(keys, ", "), amount, st, pgx.Identifier{cfg.Table}.Sanitize(), where, refund)
 	var ws []int64
 	if len(workspaces) > 0 {
 		ws = workspaces
@@ -516,6 +525,13 @@ func TestRevenueEndToEnd(t *testing.T) {
 			"UPDATE " + tbl + " SET placed_at = placed_at + interval '31 days' WHERE id = ANY($1)",
 			"UPDATE " + tbl + " SET currency_code = 'EUR', account_id = 99 WHERE id = ANY($1)",
 		}, own[40:60], own[60:70], own[70:80], own[70:80], own[80:100], own[100:110])
+		// Partial refunds: part of a paid order given back; a refunded
+		// order whose refund was partial; a partial refund taken back.
+		p.revenueTx(ctx, s, []string{
+			"UPDATE " + tbl + " SET state = 'paid', refunded = round(total / 3, 2) WHERE id = ANY($1)",
+			"UPDATE " + tbl + " SET state = 'refunded', refunded = 0.01 WHERE id = ANY($1)",
+			"UPDATE " + tbl + " SET refunded = NULL WHERE id = ANY($1)",
+		}, own[140:160], own[160:170], own[140:145])
 		// Deletes: some refunded, some paid, some edge-time rows.
 		p.exec(ctx, s, "DELETE FROM "+tbl+" WHERE id = ANY($1)", append(slices.Clone(own[5:8]), own[110:140]...))
 		// A deleted row's id inserted again with another state.

@@ -43,6 +43,12 @@ const revenueDefinition = "over live rows whose time is in [from, to): gross = s
 	"refunds = sum(amount) of rows in refund_statuses; net = gross - refunds; invoices = rows in gross. " +
 	"A refunded row was collected, then given back: it is in gross and refunds and nets to zero. Currencies are never added together."
 
+// partialRefundDefinition replaces the refunds clause when the config names
+// a refunded-amount column.
+const partialRefundDefinition = "over live rows whose time is in [from, to): gross = sum(amount) of rows in count_statuses or refund_statuses; " +
+	"refunds = sum over those rows of refunded_amount_column where set, else of the whole amount for rows in refund_statuses (partial refunds); " +
+	"net = gross - refunds; invoices = rows in gross. Currencies are never added together."
+
 // The DateTime range of ClickHouse (seconds since 1970 in 32 unsigned
 // bits, up to 2106-02-07): bounds outside it cannot be compared exactly.
 var (
@@ -321,7 +327,7 @@ func (s *Server) revenue(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, revenueResponse{
 		Table: cfg.Table, From: p.req.From.Format(time.RFC3339Nano), To: p.req.To.Format(time.RFC3339Nano),
 		GroupBy: rep.GroupBy, CountStatuses: rep.CountStatuses, RefundStatuses: rep.RefundStatuses,
-		Definition: revenueDefinition, Rows: revenueRows{rep}, Totals: totalsJSON(rep), Freshness: fresh,
+		Definition: definitionOf(cfg), Rows: revenueRows{rep}, Totals: totalsJSON(rep), Freshness: fresh,
 	})
 }
 
@@ -337,6 +343,14 @@ type revenueResponse struct {
 	Rows           revenueRows            `json:"rows"`
 	Totals         []revenueTotal         `json:"totals"`
 	Freshness      []query.ShardFreshness `json:"freshness"`
+}
+
+// definitionOf is the revenue definition cfg configures.
+func definitionOf(cfg *tables.Revenue) string {
+	if cfg.RefundedAmountColumn != "" {
+		return partialRefundDefinition
+	}
+	return revenueDefinition
 }
 
 // revenueTotal is one currency's totals; amounts are exact decimal strings.

@@ -7,15 +7,18 @@ package query
 // [From, To):
 //
 //	gross    = sum(amount) where status in count_statuses ∪ refund_statuses
-//	refunds  = sum(amount) where status in refund_statuses
-//	net      = gross - refunds   (= sum(amount) where status in count_statuses)
+//	refunds  = sum(refund) over the same rows, where a row's refund is
+//	           its whole amount if its status is in refund_statuses, else 0;
+//	           with refunded_amount_column r: r where r is not NULL
+//	           (partial refunds), else as without it
+//	net      = gross - refunds
 //	invoices = number of rows in gross
 //
 // ClickHouse holds each row's current status only, so a refunded invoice is
 // money that was collected and given back: it is in gross and in refunds
 // and nets to zero. Rows in other statuses (issued, void...) count nowhere.
 // A refund is attributed to the bucket of the row's time column (there is
-// no refund time); refunds are whole-row (no partial refunds).
+// no refund time).
 //
 // Exactness: sums run in ClickHouse over the Decimal(p,s) column, which
 // sum() widens to Decimal(38,s) (measured on 18.16: sum of
@@ -315,10 +318,20 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan
 		where = append(where, chstore.OwnedWhere(db, req.ShardKey))
 		whereArgs = append(whereArgs, chstore.PlacementArgs(cfg.Table, 2)...)
 	}
-	sel = append(sel,
-		fmt.Sprintf("sumIf(%s, NOT (%s)) AS %skept", amount, isRefund, aliasPrefix),
-		fmt.Sprintf("sumIf(%s, %s) AS %srefunds", amount, isRefund, aliasPrefix),
-		fmt.Sprintf("count() AS %sinvoices", aliasPrefix))
+	if rc := cfg.RefundedAmountColumn; rc != "" {
+		// Each row's refund; "amount - amount" is a zero of the amount's own
+		// Decimal type (a literal 0 would need a supertype 18.16 lacks).
+		rq := quote(rc)
+		refund := fmt.Sprintf("if(%s, ifNull(%s, %s), ifNull(%s, %s - %s))", isRefund, rq, amount, rq, amount, amount)
+		sel = append(sel,
+			fmt.Sprintf("sum(%s - %s) AS %skept", amount, refund, aliasPrefix),
+			fmt.Sprintf("sum(%s) AS %srefunds", refund, aliasPrefix))
+	} else {
+		sel = append(sel,
+			fmt.Sprintf("sumIf(%s, NOT (%s)) AS %skept", amount, isRefund, aliasPrefix),
+			fmt.Sprintf("sumIf(%s, %s) AS %srefunds", amount, isRefund, aliasPrefix))
+	}
+	sel = append(sel, fmt.Sprintf("count() AS %sinvoices", aliasPrefix))
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "SELECT %s FROM %s.%s FINAL WHERE %s", strings.Join(sel, ", "),

@@ -56,6 +56,21 @@ func TestPlanRevenue(t *testing.T) {
 		groupBy: []Group{GroupWeek, GroupShard, GroupCurrency, GroupWorkspace},
 		count:   []string{"paid"}, refund: []string{"refunded"},
 	}, {
+		name: "partial refunds from a refunded-amount column; owner-only with a shard key",
+		cfg: func() *tables.Revenue {
+			c := *invoicesCfg
+			c.RefundedAmountColumn = "refunded_amount"
+			return &c
+		}(),
+		req: RevenueRequest{From: from, To: to, ShardKey: "workspace_id"},
+		contains: []string{
+			"sum(`amount` - if(`status` IN ?, ifNull(`refunded_amount`, `amount`), ifNull(`refunded_amount`, `amount` - `amount`))) AS __revenue_kept",
+			"sum(if(`status` IN ?, ifNull(`refunded_amount`, `amount`), ifNull(`refunded_amount`, `amount` - `amount`))) AS __revenue_refunds",
+			"(toString(assumeNotNull(`workspace_id`)), _shard) IN (SELECT key, argMax(owner, ring_version) FROM `tributary`._ownership"},
+		absent:  []string{"sumIf("},
+		groupBy: []Group{GroupCurrency},
+		count:   []string{"paid"}, refund: []string{"refunded"},
+	}, {
 		name:     "status filter keeps paid only: no refund set",
 		cfg:      invoicesCfg,
 		req:      RevenueRequest{From: from, To: to, GroupBy: []Group{GroupMonth}, Statuses: []string{"paid"}},

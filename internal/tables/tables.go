@@ -62,8 +62,11 @@ type Config struct {
 // Definition (the report states it too; see internal/query/revenue.go):
 // over live rows whose TimeColumn is in [from, to),
 //   - gross   = sum(amount) of rows whose status is in CountStatuses or RefundStatuses,
-//   - refunds = sum(amount) of rows whose status is in RefundStatuses,
-//   - net     = gross - refunds (= sum(amount) of rows in CountStatuses).
+//   - refunds = sum(amount) of rows whose status is in RefundStatuses
+//     (with RefundedAmountColumn: the sum of each counted row's refund, see
+//     there — partial refunds),
+//   - net     = gross - refunds (= sum(amount) of rows in CountStatuses
+//     when every refund is whole).
 //
 // A row only has its current status, so a refunded invoice is one that was
 // collected and given back: it counts in gross and in refunds, and not in
@@ -90,6 +93,11 @@ type Revenue struct {
 	RefundStatuses []string `json:"refund_statuses,omitempty"`
 	// WorkspaceColumn enables group_by=workspace and the workspace filter.
 	WorkspaceColumn string `json:"workspace_column,omitempty"`
+	// RefundedAmountColumn, optional, holds the part of a row's amount
+	// given back (partial refunds; numeric with the amount's scale). With
+	// it, a row's refund is this column when set, else its whole amount if
+	// its status is a refund status, else nothing.
+	RefundedAmountColumn string `json:"refunded_amount_column,omitempty"`
 }
 
 // currencyCode is an ISO 4217 alphabetic code.
@@ -104,7 +112,7 @@ func (r *Revenue) validate(c *Config) error {
 	cols := []struct{ what, v string }{
 		{"amount_column", r.AmountColumn}, {"time_column", r.TimeColumn},
 		{"currency_column", r.CurrencyColumn}, {"status_column", r.StatusColumn},
-		{"workspace_column", r.WorkspaceColumn},
+		{"workspace_column", r.WorkspaceColumn}, {"refunded_amount_column", r.RefundedAmountColumn},
 	}
 	for i, col := range cols {
 		optional := i >= 2
