@@ -131,9 +131,12 @@ func run(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
-	store, err := chstore.Open(ctx, chstore.Options{
+	store, err := chstore.OpenWait(ctx, chstore.Options{
 		Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDB,
 		Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass,
+	}, func(err error, wait time.Duration) {
+		log.Warn("ClickHouse not reachable; retrying", slog.String("addr", cfg.ClickHouseAddr),
+			slog.Duration("in", wait), slog.Any("err", err))
 	})
 	if err != nil {
 		return err
