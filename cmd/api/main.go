@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tributary/tributary/internal/api"
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
@@ -136,7 +137,11 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	q, err := query.Open(ctx, cfg.ClickHouseAddr, cfg.ClickHouseDB, cfg.ClickHouseUser, cfg.ClickHousePass)
-	if err != nil {
+	switch {
+	case errors.Is(err, chstore.ErrNotReachable):
+		// Serve anyway: /readyz says 503 until ClickHouse answers.
+		log.Warn("ClickHouse not reachable yet; serving, not ready", slog.Any("err", err))
+	case err != nil:
 		return err
 	}
 	defer q.Close()

@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,7 +19,14 @@ type DialOptions struct {
 	// ReadOnly refuses writes and DDL on every connection (readonly = 2,
 	// which still lets the settings below be applied).
 	ReadOnly bool
+	// Lazy returns the pool even when the first ping fails (with the ping's
+	// error as ErrNotReachable alongside): a server that starts later is
+	// used as soon as it answers.
+	Lazy bool
 }
+
+// ErrNotReachable wraps a failed first ping of a Lazy dial.
+var ErrNotReachable = errors.New("clickhouse not reachable yet")
 
 // Dial opens a native-protocol connection pool with the settings every
 // Tributary reader and writer needs, and checks the server answers. It is
@@ -50,6 +58,9 @@ func Dial(ctx context.Context, o DialOptions) (driver.Conn, error) {
 	pctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	if err := conn.Ping(pctx); err != nil {
+		if o.Lazy {
+			return conn, fmt.Errorf("%w: ping %s: %w", ErrNotReachable, o.Addr, err)
+		}
 		conn.Close()
 		return nil, fmt.Errorf("clickhouse ping %s: %w", o.Addr, err)
 	}

@@ -261,12 +261,16 @@ func (q *Queries) Ping(ctx context.Context) error { return q.conn.Ping(ctx) }
 func quote(id string) string { return chstore.Quote(id) }
 
 // Open connects to ClickHouse for reading.
+//
+// A server that does not answer yet is not fatal: the Queries are
+// returned with an error wrapping chstore.ErrNotReachable, and requests
+// (and /readyz) fail until it answers.
 func Open(ctx context.Context, addr, db, user, password string) (*Queries, error) {
-	conn, err := chstore.Dial(ctx, chstore.DialOptions{Addr: addr, Username: user, Password: password, MaxOpenConns: 32})
-	if err != nil {
+	conn, err := chstore.Dial(ctx, chstore.DialOptions{Addr: addr, Username: user, Password: password, MaxOpenConns: 32, Lazy: true})
+	if conn == nil {
 		return nil, err
 	}
-	return New(conn, db), nil
+	return New(conn, db), err
 }
 
 // Close releases the connections.
