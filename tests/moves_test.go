@@ -20,6 +20,7 @@ import (
 	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
+	"github.com/tributary/tributary/internal/verify"
 )
 
 // movesDDL is the per-test move log (the demo's document_moves).
@@ -305,6 +306,21 @@ func TestMoves(t *testing.T) {
 		t.Fatalf("completed move alerted as a duplicate: %+v", a)
 	}
 
+	// The verifier's ground truth agrees: one document mid-move, shown
+	// once; one stuck and one lost move, listed.
+	rep := mp.runVerify(ctx)
+	if !rep.Passed || rep.Moves == nil || rep.Moves.InProgress != 1 || rep.Moves.Stuck != 1 || rep.Moves.Lost != 1 {
+		t.Fatalf("verify with a stuck and a lost move: passed %v, moves %+v, differences %+v", rep.Passed, rep.Moves, rep.Differences)
+	}
+	// A wrong move state in ClickHouse (the stuck move said done): the API
+	// then shows the document twice and lists no stuck move; the verifier
+	// reports both, and the log row's wrong value.
+	mp.corruptMoveState(ctx, halfMove, "done")
+	rep = mp.runVerify(ctx)
+	if rep.Mismatches != (verify.Mismatches{WrongValue: 1, MoveShown: 1, MoveAnomaly: 1}) {
+		t.Fatalf("after a wrong move state: mismatches %+v, differences %+v", rep.Mismatches, rep.Differences)
+	}
+
 	// The recovery job finishes the half-done move: target only, not stuck.
 	if n, err := mp.saga.Resume(ctx, src, map[int]loadgen.Shard{1: dst}); err != nil || n != 1 {
 		t.Fatalf("resume: %d moves, %v", n, err)
@@ -318,5 +334,21 @@ func TestMoves(t *testing.T) {
 	})
 	if stuck, _ := mp.gauge("tributary_moves_stuck"); stuck != 0 {
 		t.Fatalf("tributary_moves_stuck = %v after recovery, want 0", stuck)
+	}
+	rep = mp.runVerify(ctx)
+	if !rep.Passed || rep.Moves.InProgress != 0 || rep.Moves.Stuck != 0 || rep.Moves.Lost != 1 {
+		t.Fatalf("verify after recovery: passed %v, moves %+v, differences %+v", rep.Passed, rep.Moves, rep.Differences)
+	}
+}
+
+// corruptMoveState writes a newer version of a move-log row with another
+// state straight into ClickHouse, bypassing the pipeline.
+func (mp *movesPipeline) corruptMoveState(ctx context.Context, moveID, state string) {
+	mp.t.Helper()
+	cols := "move_id, document_id, from_workspace, to_workspace, from_shard, to_shard, state, started_at, finished_at, _shard, _version, _deleted, _commit_lsn, _commit_ts, _loaded_at"
+	sql := fmt.Sprintf("INSERT INTO `%[1]s`.`%[2]s` (%[3]s) SELECT move_id, document_id, from_workspace, to_workspace, from_shard, to_shard, ?, started_at, finished_at, _shard, _version + 1, _deleted, _commit_lsn, _commit_ts, _loaded_at FROM `%[1]s`.`%[2]s` FINAL WHERE toString(move_id) = ?",
+		mp.chDB, mp.movesTable, cols)
+	if err := mp.store.Conn().Exec(ctx, sql, state, moveID); err != nil {
+		mp.t.Fatalf("corrupt move %s: %v", moveID, err)
 	}
 }

@@ -122,7 +122,7 @@ func containsShard(cs []query.Copy, shard int) bool {
 // parseMovesQuery validates GET /v1/anomalies/moves's query string.
 func parseMovesQuery(raw string, l *query.MoveLog, now time.Time) (query.MoveAnomaliesRequest, [8]byte, error) {
 	req := query.MoveAnomaliesRequest{Kinds: []string{query.MoveStuck, query.MoveLost}, Limit: defaultAnomalyLimit,
-		Cutoff: now.Add(-l.Moves.GraceDuration())}
+		Cutoff: movesCutoff(now, l)}
 	var filters [8]byte
 	v, err := url.ParseQuery(raw)
 	if err != nil {
@@ -167,12 +167,22 @@ func parseMovesQuery(raw string, l *query.MoveLog, now time.Time) (query.MoveAno
 	return req, filters, nil
 }
 
+// movesCutoff is the moment before which a move is past the grace period:
+// whole seconds, as ClickHouse stores the log's times, so that the answer
+// (which states it) can be reproduced exactly from the source.
+func movesCutoff(now time.Time, l *query.MoveLog) time.Time {
+	return now.Add(-l.Moves.GraceDuration()).Truncate(time.Second).UTC()
+}
+
 // movesResponse is the answer of GET /v1/anomalies/moves.
 type movesResponse struct {
-	GraceSeconds float64                `json:"grace_seconds"`
-	Anomalies    []query.MoveAnomaly    `json:"anomalies"`
-	Next         string                 `json:"next_cursor,omitempty"`
-	Freshness    []query.ShardFreshness `json:"freshness"`
+	GraceSeconds float64 `json:"grace_seconds"`
+	// Cutoff: moves started (stuck) or finished (lost) before it are past
+	// the grace period.
+	Cutoff    time.Time              `json:"cutoff"`
+	Anomalies []query.MoveAnomaly    `json:"anomalies"`
+	Next      string                 `json:"next_cursor,omitempty"`
+	Freshness []query.ShardFreshness `json:"freshness"`
 }
 
 // moveAnomalies serves GET /v1/anomalies/moves.
@@ -194,7 +204,7 @@ func (s *Server) moveAnomalies(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	resp := movesResponse{GraceSeconds: l.Moves.GraceDuration().Seconds(), Anomalies: page.Anomalies, Freshness: fresh}
+	resp := movesResponse{GraceSeconds: l.Moves.GraceDuration().Seconds(), Cutoff: req.Cutoff, Anomalies: page.Anomalies, Freshness: fresh}
 	if page.More && len(page.Anomalies) > 0 {
 		k := page.Anomalies[len(page.Anomalies)-1].Key()
 		resp.Next = cursor{kind: cursorAnomalies, filters: filters, time: k.StartedAt.Unix(), table: l.Log.Name, id: k.MoveID}.encode()

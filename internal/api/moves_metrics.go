@@ -57,7 +57,7 @@ func (c *movesCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *movesCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	stuck, lost, err := c.q.MoveAnomalyCounts(ctx, c.l, time.Now().Add(-c.l.Moves.GraceDuration()))
+	stuck, lost, err := c.q.MoveAnomalyCounts(ctx, c.l, movesCutoff(time.Now(), c.l))
 	if err != nil {
 		c.log.Warn("move gauges not exported", slog.Any("err", err))
 		return

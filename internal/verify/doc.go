@@ -29,8 +29,22 @@
 //     reported as KindExtra — also when a missing row on the same shard
 //     makes the counts agree. With sampling, only the counts see them.
 //
+//  4. Moves (when the table config has a `moves` section): from every
+//     shard's move log and where each moved document is live, a document
+//     whose newest move is in progress must be shown once by
+//     GET /v1/documents/{id} — the source's copy while it is live, else the
+//     target's — with that move and no duplicate flag (KindMoveShown); the
+//     stuck moves (in progress since before the cutoff) and lost ones
+//     (done before the cutoff, live on no shard) that exist must be exactly
+//     what GET /v1/anomalies/moves lists (KindMoveAnomaly). The cutoff is
+//     the one the listing states (now minus the grace period, whole
+//     seconds). A document deleted at its target after it arrived looks
+//     lost at the source; ClickHouse's delete tombstone on the target tells
+//     the two apart (moves_compare.go).
+//
 // Every id with a difference and every count mismatch is checked once more
-// after waiting for fresh positions; only what still differs is reported.
+// after waiting for fresh positions; only what still differs is reported
+// (the move checks are run again as a whole).
 //
 // # Normalization
 //

@@ -28,6 +28,12 @@ const (
 	// KindLagging: the API's watermark of a shard did not reach the shard's
 	// WAL position within the wait, so differences may be staleness.
 	KindLagging Kind = "lagging"
+	// KindMoveShown: a document mid-move is not shown once by
+	// GET /v1/documents/{id} (moves_compare.go).
+	KindMoveShown Kind = "move_shown"
+	// KindMoveAnomaly: a stuck or lost move that exists is not listed by
+	// GET /v1/anomalies/moves, or one is listed that does not exist.
+	KindMoveAnomaly Kind = "move_anomaly"
 )
 
 // Difference is one thing the API (or ClickHouse) has wrong.
@@ -55,6 +61,8 @@ type Mismatches struct {
 	WrongValue    int `json:"wrong_value"`
 	CountMismatch int `json:"count_mismatch"`
 	Lagging       int `json:"lagging"`
+	MoveShown     int `json:"move_shown"`
+	MoveAnomaly   int `json:"move_anomaly"`
 }
 
 func (m *Mismatches) add(k Kind) {
@@ -71,12 +79,31 @@ func (m *Mismatches) add(k Kind) {
 		m.CountMismatch++
 	case KindLagging:
 		m.Lagging++
+	case KindMoveShown:
+		m.MoveShown++
+	case KindMoveAnomaly:
+		m.MoveAnomaly++
 	}
 }
 
 // Total is the number of differences of every kind.
 func (m Mismatches) Total() int {
-	return m.Missing + m.Extra + m.WrongShard + m.WrongValue + m.CountMismatch + m.Lagging
+	return m.Missing + m.Extra + m.WrongShard + m.WrongValue + m.CountMismatch + m.Lagging + m.MoveShown + m.MoveAnomaly
+}
+
+// MovesReport is what was checked of the move log (table config `moves`).
+type MovesReport struct {
+	Table string `json:"table"`
+	// Moves is the number of moves in the logs; InProgress of documents
+	// whose newest move is under way, each looked up by id.
+	Moves      int `json:"moves"`
+	InProgress int `json:"in_progress"`
+	// Stuck and Lost are the anomalies that exist at the source (as of
+	// the grace period); ArrivedThenDeleted are documents on no shard that
+	// reached their target and were deleted there later (not lost).
+	Stuck              int `json:"stuck"`
+	Lost               int `json:"lost"`
+	ArrivedThenDeleted int `json:"arrived_then_deleted"`
 }
 
 // ShardReport is what was checked of one table on one shard.
@@ -116,6 +143,8 @@ type Report struct {
 	API         string        `json:"api"`
 	Positions   []Position    `json:"positions"`
 	Tables      []TableReport `json:"tables"`
+	// Moves is set when a move log is configured.
+	Moves *MovesReport `json:"moves,omitempty"`
 	// Mismatches counts every difference found (after the re-check).
 	Mismatches Mismatches `json:"mismatches"`
 	// Rechecked is how many ids and counts were checked a second time.
@@ -176,9 +205,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		tw.Flush()
 	}
 
+	if mv := r.Moves; mv != nil {
+		fmt.Fprintf(&b, "\nmoves of %s: %d logged, %d in progress (each looked up by id), %d stuck, %d lost, %d arrived then deleted\n",
+			mv.Table, mv.Moves, mv.InProgress, mv.Stuck, mv.Lost, mv.ArrivedThenDeleted)
+	}
 	m := r.Mismatches
-	fmt.Fprintf(&b, "\nmismatches: missing %d, extra %d, wrong shard %d, wrong value %d, count mismatch %d, lagging %d (re-checked %d)\n",
-		m.Missing, m.Extra, m.WrongShard, m.WrongValue, m.CountMismatch, m.Lagging, r.Rechecked)
+	fmt.Fprintf(&b, "\nmismatches: missing %d, extra %d, wrong shard %d, wrong value %d, count mismatch %d, lagging %d, move shown %d, move anomaly %d (re-checked %d)\n",
+		m.Missing, m.Extra, m.WrongShard, m.WrongValue, m.CountMismatch, m.Lagging, m.MoveShown, m.MoveAnomaly, r.Rechecked)
 	if len(r.Differences) > 0 {
 		fmt.Fprintf(&b, "\nfirst %d of %d difference(s):\n", len(r.Differences), m.Total())
 		for _, d := range r.Differences {

@@ -129,10 +129,14 @@ func (v *verifier) run(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 	}
+	movesRep, moveDiffs, err := v.checkMoves(ctx, states)
+	if err != nil {
+		return nil, err
+	}
 
 	// A difference may be a change still in flight: wait for fresh
 	// positions and check each one once more.
-	pending := 0
+	pending := len(moveDiffs)
 	for _, ts := range states {
 		pending += len(ts.diffs) + len(ts.counts)
 	}
@@ -148,16 +152,23 @@ func (v *verifier) run(ctx context.Context) (*Report, error) {
 			}
 			rep.Rechecked += n
 		}
+		if len(moveDiffs) > 0 {
+			rep.Rechecked += len(moveDiffs)
+			if movesRep, moveDiffs, err = v.checkMoves(ctx, states); err != nil {
+				return nil, err
+			}
+		}
 	}
 
-	v.fill(rep, states, positions)
+	rep.Moves = movesRep
+	v.fill(rep, states, positions, moveDiffs)
 	rep.TookSeconds = time.Since(start).Seconds()
 	return rep, nil
 }
 
 // fill writes the outcome into rep: what was checked, the positions, and
 // the differences (lagging shards, count mismatches, then by table and id).
-func (v *verifier) fill(rep *Report, states []*tableState, positions []Position) {
+func (v *verifier) fill(rep *Report, states []*tableState, positions []Position, moveDiffs []Difference) {
 	var all []Difference
 	for _, p := range positions {
 		if !p.Reached {
@@ -183,6 +194,7 @@ func (v *verifier) fill(rep *Report, states []*tableState, positions []Position)
 		}
 		all = append(all, ts.diffs...)
 	}
+	all = append(all, moveDiffs...)
 	for _, d := range all {
 		rep.Mismatches.add(d.Kind)
 	}
