@@ -14,12 +14,14 @@
 //     GET /v1/shards is polled until every shard is complete with a
 //     commit_lsn at or past it (bounded by Config.Wait). A shard that does
 //     not get there is a KindLagging difference; the comparison still runs.
+//
 //  2. Rows: for every configured table, every live id on every shard (or a
 //     random sample of Config.Sample ids per shard when there are more) is
 //     looked up with GET /v1/tables/{table}/rows/{id}. The copies returned
 //     must be exactly one per shard where the id is live at the source
 //     (KindMissing, KindExtra, KindWrongShard), and each copy's row must
 //     equal the source row column by column (KindWrongValue).
+//
 //  3. Counts: per table and shard, live rows at the source against
 //     `SELECT _shard, count() FROM t FINAL WHERE _deleted = 0` in ClickHouse
 //     (KindCountMismatch). Rows the API returns that no shard has cannot
