@@ -54,9 +54,8 @@ package reader
 // and an unfinished snapshot resumes only if the slot is still at C.
 //
 // Tables without a primary key or replica identity index (REPLICA IDENTITY
-// FULL) have no key to page by: they are copied in one chunk, a single
-// streaming SELECT. That is still bounded in memory and has no time limit,
-// but is not resumable within the table: a restart copies it again.
+// FULL) have no key to page by: they are copied in ranges of heap blocks,
+// resumable the same way (snapshot_ctid.go).
 
 import (
 	"context"
@@ -210,27 +209,57 @@ func (r *Reader) planSnapshot(ctx context.Context, conn *pgx.Conn, prev *snapsho
 		if err != nil {
 			return st, err
 		}
-		if prev != nil {
-			if i := findTable(prev, t); i >= 0 {
-				if slices.Equal(prev.Tables[i].Key, keyNames(key)) {
-					st.Tables = append(st.Tables, prev.Tables[i])
-					continue
-				}
-				r.log.Warn("snapshot: the table's key changed since the copy began; copying it from the start",
-					slog.String("table", t.Name), slog.Any("was", prev.Tables[i].Key), slog.Any("now", keyNames(key)))
+		var filenode uint32
+		var blocks int64
+		if len(key) == 0 {
+			if filenode, blocks, err = relFile(ctx, conn, t); err != nil {
+				return st, err
 			}
 		}
-		if len(key) == 0 {
-			r.log.Warn("snapshot: table has no primary key or replica identity index; it is copied in one chunk, not resumable within the table",
-				slog.String("table", t.Name))
+		if prev != nil {
+			if i := findTable(prev, t); i >= 0 {
+				if p := prev.Tables[i]; r.keepPlan(p, key, filenode) {
+					st.Tables = append(st.Tables, p)
+					continue
+				}
+			}
 		}
 		tp, err := planTable(ctx, conn, t, key, r.cfg.SnapshotRangesPerTable, r.cfg.SnapshotChunkRows)
 		if err != nil {
 			return st, err
 		}
+		if len(key) == 0 {
+			planCtid(&tp, filenode, blocks, r.cfg.SnapshotRangesPerTable, r.cfg.SnapshotChunkRows)
+			r.log.Info("snapshot: table has no primary key or replica identity index; it is copied by ctid (heap block) ranges",
+				slog.String("table", t.Name), slog.Int64("blocks", blocks), slog.Int("ranges", len(tp.Ranges)),
+				slog.Int64("chunk_blocks", tp.ChunkBlocks))
+		}
 		st.Tables = append(st.Tables, tp)
 	}
 	return st, nil
+}
+
+// keepPlan reports whether a stored table plan still applies: same key
+// and, for a ctid plan, same file. Otherwise the table is copied from the
+// start (its earlier rows are harmless duplicates).
+func (r *Reader) keepPlan(p tableProgress, key []keyColumn, filenode uint32) bool {
+	switch {
+	case !slices.Equal(p.Key, keyNames(key)):
+		r.log.Warn("snapshot: the table's key changed since the copy began; copying it from the start",
+			slog.String("table", p.Name), slog.Any("was", p.Key), slog.Any("now", keyNames(key)))
+		return false
+	case len(key) > 0:
+		return true
+	case !p.Ctid:
+		r.log.Warn("snapshot: keyless table planned as one chunk by an earlier version; copying it again by ctid ranges",
+			slog.String("table", p.Name))
+		return false
+	case p.Filenode != filenode:
+		r.log.Warn("snapshot: the table was rewritten since its copy began (VACUUM FULL, CLUSTER, TRUNCATE or a rewriting ALTER TABLE); copying it from the start",
+			slog.String("table", p.Name), slog.Any("file_was", p.Filenode), slog.Any("file_now", filenode))
+		return false
+	}
+	return true
 }
 
 func findTable(st *snapshotState, t tables.Table) int {
@@ -252,8 +281,22 @@ type snapTable struct {
 }
 
 // copySnapshot copies every range of st.Snapshot not yet done, then stores
-// the snapshot as done. st.ConsistentPoint is the slot's.
+// the snapshot as done. st.ConsistentPoint is the slot's. A keyless table
+// rewritten during its copy is planned and copied again, a few times at
+// most (a table rewritten without pause fails the snapshot loudly).
 func (r *Reader) copySnapshot(ctx context.Context, conn *pgx.Conn, st *readerState) error {
+	const attempts = 5
+	for i := 1; ; i++ {
+		err := r.copySnapshotOnce(ctx, conn, st)
+		if !errors.Is(err, errTableRewritten) || i == attempts {
+			return err
+		}
+		r.log.Warn("snapshot: a table was rewritten during its copy; planning it again", slog.Any("err", err))
+	}
+}
+
+// copySnapshotOnce is one attempt of copySnapshot.
+func (r *Reader) copySnapshotOnce(ctx context.Context, conn *pgx.Conn, st *readerState) error {
 	plan, err := r.planSnapshot(ctx, conn, st.Snapshot)
 	if err != nil {
 		return err
@@ -325,8 +368,16 @@ func (r *Reader) copySnapshot(ctx context.Context, conn *pgx.Conn, st *readerSta
 				if !ok {
 					return nil
 				}
-				rg := plan.Tables[wk.table].Ranges[wk.rng]
-				if err := r.copyRange(gctx, ctx, wc, &enc, pace, prog, &tabs[wk.table], wk.table, wk.rng, rg, st.ConsistentPoint); err != nil {
+				tp := &plan.Tables[wk.table]
+				rg := tp.Ranges[wk.rng]
+				copyFn := r.copyRange
+				if tp.Ctid {
+					copyFn = func(ctx, pctx context.Context, conn *pgx.Conn, enc *envelope.Encoder, pace *pacer, prog *snapProgress,
+						tab *snapTable, ti, ri int, rg rangeProgress, cp envelope.LSN) error {
+						return r.copyCtidRange(ctx, pctx, conn, enc, pace, prog, tab, tp, ti, ri, rg, cp)
+					}
+				}
+				if err := copyFn(gctx, ctx, wc, &enc, pace, prog, &tabs[wk.table], wk.table, wk.rng, rg, st.ConsistentPoint); err != nil {
 					return err
 				}
 			}
@@ -428,12 +479,7 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 	tab *snapTable, ti, ri int, rg rangeProgress, cp envelope.LSN) error {
 	t := tab.t
 	limit := r.cfg.SnapshotChunkRows
-	size := 256
-	// One row's image, reused: the encoder copies it into the record, so
-	// only the values' strings are allocated per row. After a chunk, strs
-	// still holds its last row (the key to continue after).
-	after := make(map[string]*string, len(tab.cols))
-	strs := make([]string, len(tab.cols))
+	img := newRowImage(tab)
 	for {
 		if err := pace.wait(ctx, limit); err != nil {
 			return err
@@ -443,48 +489,21 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 		}
 		q, args := chunkQuery(t.Schema, t.Name, tab.key, &rg, limit)
 		c := prog.open(ti, ri)
-		acked := func(_ *kgo.Record, err error) {
-			if err != nil {
-				r.m.errors.WithLabelValues("produce").Inc()
-			}
-			prog.ack(c, err)
-		}
+		acked := r.chunkAcked(prog, c)
 		now := time.Now().UTC()
 		res := conn.PgConn().ExecParams(ctx, q, args, nil, nil, []int16{0})
 		var n int64
 		var lastNull bool // a key column of the last row was NULL
 		for res.NextRow() {
 			vals := res.Values()
-			if len(vals) != len(tab.cols) {
+			if err := r.produceSnapRow(pctx, enc, img, tab, vals, now, cp, acked); err != nil {
 				res.Close()
-				return fmt.Errorf("snapshot %s: %d values for %d columns (did the table change?)", t.Name, len(vals), len(tab.cols))
-			}
-			for i, v := range vals {
-				if v != nil {
-					strs[i] = string(v) // vals is reused by the next row
-					after[tab.cols[i].Name] = &strs[i]
-				} else {
-					strs[i] = ""
-					after[tab.cols[i].Name] = nil
-				}
-			}
-			if vals[tab.idAt] == nil {
-				res.Close()
-				return fmt.Errorf("snapshot %s: NULL id", t.Name)
+				return err
 			}
 			lastNull = false
 			for _, at := range tab.keyAt {
 				lastNull = lastNull || vals[at] == nil
 			}
-			id := strs[tab.idAt]
-			ev := envelope.Event{
-				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name,
-				Op: envelope.OpRead, ID: id, CommitLSN: cp, CommitTime: now,
-				Columns: tab.cols, After: after, Epoch: r.epoch,
-			}
-			b := enc.Append(make([]byte, 0, size+64), &ev)
-			size = len(b)
-			r.producer.Produce(pctx, &kgo.Record{Topic: t.Topic, Key: []byte(id), Value: b}, acked)
 			n++
 		}
 		var lastKey []string
@@ -495,7 +514,7 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 			}
 			lastKey = make([]string, len(tab.keyAt))
 			for i, at := range tab.keyAt {
-				lastKey[i] = strs[at]
+				lastKey[i] = img.strs[at]
 			}
 		}
 		if _, err := res.Close(); err != nil {

@@ -29,14 +29,22 @@ type tableProgress struct {
 	Name   string `json:"name"`
 	// Key names the columns the copy pages by (the primary key, or the
 	// replica identity index). Empty: the table has no such key and is
-	// copied in one chunk (see snapshot.go).
+	// copied by ctid (heap block) ranges (see snapshot_ctid.go).
 	Key []string `json:"key,omitempty"`
+	// Ctid: copied by block ranges of file Filenode, ChunkBlocks blocks
+	// per chunk. A range's Lo and Hi are then block numbers, [Lo, Hi),
+	// and After holds the next block to copy. A keyless plan without it
+	// (stored by an older reader: one unresumable chunk) is made again.
+	Ctid        bool   `json:"ctid,omitempty"`
+	Filenode    uint32 `json:"filenode,omitempty"`
+	ChunkBlocks int64  `json:"chunk_blocks,omitempty"`
 	// Estimate is pg_class.reltuples when the plan was made (0: unknown).
 	Estimate int64           `json:"estimate,omitempty"`
 	Ranges   []rangeProgress `json:"ranges"`
 }
 
-// rangeProgress is one range of a table's first key column, (Lo, Hi], and
+// rangeProgress is one range of a table's first key column, (Lo, Hi]
+// (for a ctid plan: of its heap blocks, [Lo, Hi)), and
 // how far its copy got: every row with a key at or before After has been
 // produced and acknowledged by Kafka.
 type rangeProgress struct {

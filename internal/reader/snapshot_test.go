@@ -180,3 +180,43 @@ func TestPacer(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestPlanCtid(t *testing.T) {
+	// 1000 blocks of 50 rows, chunks of 500 rows: 10-block chunks, 4 ranges
+	// covering [0, 1000) without gap or overlap.
+	tp := tableProgress{Estimate: 50_000}
+	planCtid(&tp, 42, 1000, 4, 500)
+	if !tp.Ctid || tp.Filenode != 42 || tp.ChunkBlocks != 10 || len(tp.Ranges) != 4 {
+		t.Fatalf("plan: %+v", tp)
+	}
+	want := "0"
+	for _, rg := range tp.Ranges {
+		if *rg.Lo != want {
+			t.Errorf("range starts at %s, want %s", *rg.Lo, want)
+		}
+		want = *rg.Hi
+	}
+	if want != "1000" {
+		t.Errorf("ranges end at %s, want 1000", want)
+	}
+	// Small or empty tables: one range.
+	small := tableProgress{Estimate: 600}
+	planCtid(&small, 1, 12, 4, 500)
+	empty := tableProgress{}
+	planCtid(&empty, 1, 0, 4, 500)
+	if len(small.Ranges) != 1 || len(empty.Ranges) != 1 || *empty.Ranges[0].Hi != "0" {
+		t.Errorf("small %+v, empty %+v", small.Ranges, empty.Ranges)
+	}
+	// Resume: the next block is After, not Lo.
+	next, end, err := ctidBounds(&rangeProgress{Lo: strp("250"), Hi: strp("500"), After: []string{"260"}})
+	if err != nil || next != 260 || end != 500 {
+		t.Errorf("bounds: %d %d %v", next, end, err)
+	}
+	if _, _, err := ctidBounds(&rangeProgress{}); err == nil {
+		t.Error("a ctid range without bounds was accepted")
+	}
+	q, args := ctidChunkQuery("public", "t", 10, 20)
+	if q != `SELECT * FROM "public"."t" WHERE ctid >= $1::tid AND ctid < $2::tid` || string(args[0]) != "(10,0)" || string(args[1]) != "(20,0)" {
+		t.Errorf("query %s %q", q, args)
+	}
+}

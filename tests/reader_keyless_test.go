@@ -1,0 +1,188 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// TestSnapshotKeylessCtidChunksResume: a table without a primary key
+// (REPLICA IDENTITY FULL) is copied in ctid (heap block) chunks while it
+// takes inserts, updates and deletes; the cdc-reader is SIGKILLed in the
+// middle of the copy, and the restarted one resumes it (copies fewer rows
+// than the table holds) instead of starting over. ClickHouse must then
+// equal the shard exactly.
+func TestSnapshotKeylessCtidChunksResume(t *testing.T) {
+	const shard, rows, chunk, rate = 3, 40000, 500, 8000
+	bin := binaries(t)
+	p := setupPipeline(t, []int{shard}, nil, true)
+	nokey := "nokey_" + p.suffix
+	q := pgx.Identifier{nokey}.Sanitize()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p.exec(ctx, shard, fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL DEFAULT tributary.next_id(), workspace_id bigint NOT NULL, title text)`, q))
+	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", q))
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		if conn, err := pgx.Connect(cctx, p.stack.ShardDSNs[shard]); err == nil {
+			conn.Exec(cctx, "DROP TABLE IF EXISTS "+q) //nolint:errcheck
+			conn.Close(cctx)
+		}
+	})
+	tablesJSON := fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[
+		{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"},
+		{"name":%q,"id_column":"id","id_layout":"seed000"}]}`, p.suffix, p.table(), nokey)
+	cfg, err := tables.Parse([]byte(tablesJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.tables = cfg // the loader and the cleanup's topic list see both tables
+	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title) SELECT g %% 7, 'k' || g FROM generate_series(1, %d) g", q, rows))
+	p.exec(ctx, shard, "ANALYZE "+q) // row estimate: chunks of about `chunk` rows
+
+	loaderCtx, stopLoader := context.WithCancel(context.Background())
+	t.Cleanup(stopLoader) // before the pipeline's cleanup waits for the loader
+	p.startLoader(loaderCtx, "l1")
+
+	dir := t.TempDir()
+	tablesFile := filepath.Join(dir, "tables.json")
+	if err := os.WriteFile(tablesFile, []byte(tablesJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "reader.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	slot := fmt.Sprintf("e2e_%s_%d", p.suffix, shard)
+	stateTopic := "e2e_" + p.suffix + ".state"
+	rd := &supervised{name: "reader", log: logf, done: make(chan struct{}),
+		args: []string{bin + "/cdc-reader", "--shard", strconv.Itoa(shard), "--tables", tablesFile, "--kafka-brokers", strings.Join(p.brokers, ","),
+			"--slot", slot, "--publication", "e2e_" + p.suffix, "--state-topic", stateTopic, "--metrics-addr", "",
+			"--status-interval", "200ms", "--watermark-interval", "200ms", "--heartbeat-interval", "1s",
+			"--snapshot-workers", "2", "--snapshot-chunk-rows", strconv.Itoa(chunk),
+			"--snapshot-max-rows-per-second", strconv.Itoa(rate), "--snapshot-progress-interval", "1s", "--log-level", "info"},
+		env: []string{"TRIBUTARY_PG_DSN=" + p.stack.ShardDSNs[shard]}}
+	go rd.run()
+	defer func() {
+		rd.stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("reader log:\n%s", b)
+		}
+	}()
+
+	wctx, stopWrites := context.WithCancel(ctx)
+	defer stopWrites()
+	churned := make(chan error, 1)
+	go func() { churned <- churnKeyless(wctx, p.stack.ShardDSNs[shard], q) }()
+
+	var before *storedState
+	for {
+		st, err := readState(ctx, p.brokers, stateTopic, slot)
+		if err != nil && ctx.Err() != nil {
+			t.Fatalf("reading the reader state: %v", err)
+		}
+		if st != nil && st.SnapshotDone {
+			t.Fatal("the snapshot finished before the test could kill it (slow the copy: --snapshot-max-rows-per-second)")
+		}
+		if n, _, _ := st.rowsOrZero(); n >= 5*chunk {
+			before = st
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rd.kill()
+	doneRows, ranges, doneRanges := before.rows()
+	t.Logf("SIGKILLed the reader with %d rows recorded, %d of %d ranges done", doneRows, doneRanges, ranges)
+
+	var after *storedState
+	for after == nil || !after.SnapshotDone {
+		if ctx.Err() != nil {
+			t.Fatal("the restarted reader did not finish the snapshot")
+		}
+		time.Sleep(200 * time.Millisecond)
+		after, _ = readState(ctx, p.brokers, stateTopic, slot)
+	}
+	time.Sleep(time.Second) // writes after the snapshot, too
+	stopWrites()
+	if err := <-churned; err != nil {
+		t.Fatalf("writes: %v", err)
+	}
+
+	deadline := time.Now().Add(time.Minute)
+	var diff string
+	for time.Now().Before(deadline) {
+		if diff = p.compareTitles(ctx, shard, nokey); diff == "" {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if diff != "" {
+		t.Fatalf("ClickHouse differs from the shard:\n%s", diff)
+	}
+
+	logs, _ := os.ReadFile(logf.Name())
+	if !strings.Contains(string(logs), "copied by ctid (heap block) ranges") {
+		t.Error("the reader did not plan the keyless table by ctid ranges")
+	}
+	if !strings.Contains(string(logs), "start: resume snapshot") {
+		t.Error(`the restarted reader did not log "start: resume snapshot"`)
+	}
+	if ranges < 2 {
+		t.Errorf("%d ranges for a %d-row table in %d-row chunks: not chunked", ranges, rows, chunk)
+	}
+	m := regexp.MustCompile(`msg="snapshot complete" shard=\d+ rows=(\d+) rows_this_run=(\d+)`).FindStringSubmatch(string(logs))
+	if m == nil {
+		t.Fatal(`no "snapshot complete" log line`)
+	}
+	total, _ := strconv.ParseInt(m[1], 10, 64)
+	thisRun, _ := strconv.ParseInt(m[2], 10, 64)
+	if thisRun >= total || thisRun > total-doneRows {
+		t.Errorf("the resumed run copied %d of %d rows, with %d recorded before the kill: it started over", thisRun, total, doneRows)
+	}
+	t.Logf("resumed run copied %d rows of %d; %d recorded before the kill", thisRun, total, doneRows)
+	if err := p.failed(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// churnKeyless inserts, updates and deletes rows of a keyless table (q,
+// quoted) until ctx ends. Updates move rows to new tuples, possibly in
+// blocks a chunk already copied or not yet planned.
+func churnKeyless(ctx context.Context, dsn, q string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for ctx.Err() == nil {
+		var err error
+		switch op := rand.IntN(10); {
+		case op < 4:
+			_, err = conn.Exec(ctx, "INSERT INTO "+q+" (workspace_id, title) SELECT g % 7, 'new' || g FROM generate_series(1, 5) g")
+		case op < 8:
+			_, err = conn.Exec(ctx, "UPDATE "+q+" SET title = $1 WHERE id IN (SELECT id FROM "+q+" ORDER BY random() LIMIT 3)",
+				"u"+strconv.Itoa(rand.IntN(1e6)))
+		default:
+			_, err = conn.Exec(ctx, "DELETE FROM "+q+" WHERE id IN (SELECT id FROM "+q+" ORDER BY random() LIMIT 2)")
+		}
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
