@@ -48,6 +48,7 @@ func main() {
 		movePct    int
 		halfPct    int
 		losePct    int
+		legacyPct  int
 		resume     string
 	)
 	fs := flagenv.New("loadgen", usage)
@@ -60,6 +61,7 @@ func main() {
 	fs.Int(&movePct, "move-percent", "TRIBUTARY_LOADGEN_MOVE_PERCENT", 2, "percent of operations that move a document to another shard (saga)")
 	fs.Int(&halfPct, "half-done-percent", "TRIBUTARY_LOADGEN_HALF_DONE_PERCENT", 10, "percent of moves stopped half-way (copied, source kept)")
 	fs.Int(&losePct, "lose-percent", "TRIBUTARY_LOADGEN_LOSE_PERCENT", 0, "percent of moves that skip the copy (document on neither shard)")
+	fs.Int(&legacyPct, "legacy-percent", "TRIBUTARY_LOADGEN_LEGACY_PERCENT", 0, "percent of operations on legacy_notes (per-shard serial ids, colliding across shards)")
 	fs.String(&resume, "resume", "TRIBUTARY_LOADGEN_RESUME", "", "\"yes\": finish every unfinished move (the saga's recovery) and exit")
 	err := fs.Parse(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
@@ -82,8 +84,8 @@ func main() {
 	if err == nil && (ratePerS < 1 || workers < 1 || workspaces < 1 || bodyBytes < 0) {
 		err = errors.New("--rate, --workers and --workspaces must be >= 1")
 	}
-	if err == nil && (movePct < 0 || movePct > 100 || halfPct < 0 || losePct < 0 || halfPct+losePct > 100) {
-		err = errors.New("--move-percent must be in 0..100, --half-done-percent and --lose-percent >= 0 with a sum <= 100")
+	if err == nil && (movePct < 0 || legacyPct < 0 || movePct+legacyPct > 100 || halfPct < 0 || losePct < 0 || halfPct+losePct > 100) {
+		err = errors.New("--move-percent and --legacy-percent must be >= 0 with a sum <= 100, --half-done-percent and --lose-percent >= 0 with a sum <= 100")
 	}
 	if err == nil && resume != "" && resume != "yes" {
 		err = fmt.Errorf("--resume %q: use --resume yes", resume)
@@ -96,7 +98,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, dsns, ringFile, loadgen.Config{Rate: float64(ratePerS), Duration: duration,
 		Workspaces: workspaces, BodyBytes: bodyBytes, Workers: workers, MoveShare: float64(movePct) / 100,
-		HalfDoneShare: float64(halfPct) / 100, LoseShare: float64(losePct) / 100}, resume == "yes"); err != nil {
+		HalfDoneShare: float64(halfPct) / 100, LoseShare: float64(losePct) / 100, LegacyShare: float64(legacyPct) / 100}, resume == "yes"); err != nil {
 		fmt.Fprintf(os.Stderr, "loadgen: %v\n", err)
 		os.Exit(1)
 	}
@@ -147,10 +149,10 @@ func run(ctx context.Context, dsns []string, ringFile string, cfg loadgen.Config
 	err = g.Run(ctx)
 	close(done)
 	s := &g.Stats
-	fmt.Printf("loadgen: %d ops in %s (%d errors): documents +%d ~%d -%d, invoices issued %d paid %d refunded %d, moves done %d half-done %d lost %d\n",
+	fmt.Printf("loadgen: %d ops in %s (%d errors): documents +%d ~%d -%d, invoices issued %d paid %d refunded %d, moves done %d half-done %d lost %d, legacy notes %d\n",
 		s.Ops.Load(), time.Since(start).Round(time.Millisecond), s.Errors.Load(), s.DocsCreated.Load(), s.DocsEdited.Load(),
 		s.DocsDel.Load(), s.InvIssued.Load(), s.InvPaid.Load(), s.InvRefunded.Load(),
-		s.MovesDone.Load(), s.MovesHalfDone.Load(), s.MovesLost.Load())
+		s.MovesDone.Load(), s.MovesHalfDone.Load(), s.MovesLost.Load(), s.LegacyNotes.Load())
 	samples := g.Samples()
 	for i := len(samples) - 1; i >= 0 && i >= len(samples)-3; i-- {
 		w := samples[i]

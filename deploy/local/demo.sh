@@ -106,7 +106,7 @@ done
 curl -fsS "http://$API_ADDR/readyz" >/dev/null || die "API not ready after 20 s; see $DEMO/api.log"
 
 echo "demo: running traffic for $TRAFFIC at $RATE ops/s"
-"$BIN/loadgen" --rate "$RATE" --duration "$TRAFFIC" --move-percent 2 --half-done-percent 10 "${ring_args[@]}" | tee "$DEMO/loadgen.out"
+"$BIN/loadgen" --rate "$RATE" --duration "$TRAFFIC" --move-percent 2 --half-done-percent 10 --legacy-percent 3 "${ring_args[@]}" | tee "$DEMO/loadgen.out"
 
 for pidf in "$DEMO"/*.pid; do
 	alive "$pidf" || die "$(basename "$pidf" .pid) exited during traffic; see $DEMO/$(basename "$pidf" .pid).log"

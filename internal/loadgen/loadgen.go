@@ -43,6 +43,9 @@ type Config struct {
 	// LoseShare is the share of moves (0..1) that skip the copy: deleted at
 	// the source and marked done, on neither shard (a broken saga).
 	LoseShare float64
+	// LegacyShare is the share of operations (0..1) on legacy_notes, whose
+	// ids are per-shard serials (they collide across shards by design).
+	LegacyShare float64
 }
 
 // Validate checks the shares.
@@ -50,10 +53,14 @@ func (c Config) Validate() error {
 	for _, s := range []struct {
 		what string
 		v    float64
-	}{{"move share", c.MoveShare}, {"half-done share", c.HalfDoneShare}, {"lose share", c.LoseShare}} {
+	}{{"move share", c.MoveShare}, {"half-done share", c.HalfDoneShare}, {"lose share", c.LoseShare},
+		{"legacy share", c.LegacyShare}} {
 		if s.v < 0 || s.v > 1 {
 			return fmt.Errorf("loadgen: %s %v is not in 0..1", s.what, s.v)
 		}
+	}
+	if c.MoveShare+c.LegacyShare > 1 {
+		return errors.New("loadgen: move share + legacy share exceed 1")
 	}
 	if c.HalfDoneShare+c.LoseShare > 1 {
 		return errors.New("loadgen: half-done share + lose share exceed 1")
@@ -77,6 +84,8 @@ type Stats struct {
 	InvIssued, InvPaid, InvRefunded  atomic.Int64
 	// Moves counts moves by outcome.
 	MovesDone, MovesHalfDone, MovesLost atomic.Int64
+	// LegacyNotes counts writes to the legacy serial-id table.
+	LegacyNotes atomic.Int64
 }
 
 // Generator runs the traffic.
@@ -226,8 +235,11 @@ func body(rnd *rand.Rand, n int) string {
 
 // one performs one random operation on the shard owning a random workspace.
 func (g *Generator) one(ctx context.Context, rnd *rand.Rand) error {
-	if g.cfg.MoveShare > 0 && rnd.Float64() < g.cfg.MoveShare {
+	switch r := rnd.Float64(); {
+	case r < g.cfg.MoveShare:
 		return g.move(ctx, rnd)
+	case r < g.cfg.MoveShare+g.cfg.LegacyShare:
+		return g.legacyNote(ctx, rnd)
 	}
 	ws := g.workspace(rnd)
 	shard := g.cfg.Ring.OwnerInt64(ws)

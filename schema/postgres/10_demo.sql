@@ -87,3 +87,16 @@ CREATE INDEX IF NOT EXISTS document_moves_document_idx
 CREATE INDEX IF NOT EXISTS document_moves_unfinished_idx
     ON document_moves (started_at)
     WHERE state IN ('started', 'copied');
+
+-- A legacy table with per-shard serial ids (seed 000's root cause): every
+-- shard counts 1, 2, 3... on its own, so the same id names different rows
+-- on different shards. Replicated with id_layout "serial": identity is
+-- (shard, id), and ids used on several shards are reported as
+-- serial_collision anomalies, never merged. Written by loadgen
+-- --legacy-percent.
+CREATE TABLE IF NOT EXISTS legacy_notes (
+    id           bigserial   PRIMARY KEY,
+    workspace_id bigint      NOT NULL,
+    note         text        NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
