@@ -1,6 +1,8 @@
 // Package loadgen writes realistic demo traffic to the shards: documents
-// created, retitled, re-bodied (large, TOASTed) and deleted; invoices
-// issued, paid and refunded. Workspaces are placed on shards by the ring
+// created, retitled, re-bodied (large, TOASTed), deleted and moved to a
+// workspace on another shard with the saga of seed 000 (saga.go; some moves
+// left half-done or lost on purpose); invoices issued, paid and refunded;
+// optionally notes in a legacy table with per-shard serial ids. Workspaces are placed on shards by the ring
 // map, and a few workspaces are hot. It records, for a sample of writes,
 // the shard, id and the shard's WAL position after commit, so that
 // freshness can be measured (read-your-writes).

@@ -160,8 +160,9 @@ var plainWhere = clickhouse.Settings{"optimize_move_to_prewhere": 0}
 
 // LatestMove returns the newest move of the document with id (its text
 // form), or nil when the log has none (or does not exist in ClickHouse
-// yet). The log is small next to the documents and keyed by move id, so
-// this reads the whole log's FINAL state; see docs/benchmarks.md.
+// yet). The log is keyed by move id, not document id, so this reads the
+// whole log's FINAL state: cheap while the log is small next to the
+// documents (README, Moves, has the measured cost).
 func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id string) (*Move, error) {
 	sql := fmt.Sprintf(`SELECT %s FROM %s.%s FINAL WHERE _deleted = 0 AND toString(%s) = ?
 		ORDER BY %s DESC, toString(%s) DESC LIMIT 1`,
