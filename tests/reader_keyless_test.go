@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,7 +24,6 @@ import (
 // equal the shard exactly.
 func TestSnapshotKeylessCtidChunksResume(t *testing.T) {
 	const shard, rows, chunk, rate = 3, 40000, 500, 8000
-	bin := binaries(t)
 	p := setupPipeline(t, []int{shard}, nil, true)
 	nokey := "nokey_" + p.suffix
 	q := pgx.Identifier{nokey}.Sanitize()
@@ -56,33 +54,12 @@ func TestSnapshotKeylessCtidChunksResume(t *testing.T) {
 	t.Cleanup(stopLoader) // before the pipeline's cleanup waits for the loader
 	p.startLoader(loaderCtx, "l1")
 
-	dir := t.TempDir()
-	tablesFile := filepath.Join(dir, "tables.json")
-	if err := os.WriteFile(tablesFile, []byte(tablesJSON), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "reader.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
 	slot := fmt.Sprintf("e2e_%s_%d", p.suffix, shard)
 	stateTopic := "e2e_" + p.suffix + ".state"
-	rd := &supervised{name: "reader", log: logf, done: make(chan struct{}),
-		args: []string{bin + "/cdc-reader", "--shard", strconv.Itoa(shard), "--tables", tablesFile, "--kafka-brokers", strings.Join(p.brokers, ","),
-			"--slot", slot, "--publication", "e2e_" + p.suffix, "--state-topic", stateTopic, "--metrics-addr", "",
-			"--status-interval", "200ms", "--watermark-interval", "200ms", "--heartbeat-interval", "1s",
-			"--snapshot-workers", "2", "--snapshot-chunk-rows", strconv.Itoa(chunk),
-			"--snapshot-max-rows-per-second", strconv.Itoa(rate), "--snapshot-progress-interval", "1s", "--log-level", "info"},
-		env: []string{"TRIBUTARY_PG_DSN=" + p.stack.ShardDSNs[shard]}}
-	go rd.run()
-	defer func() {
-		rd.stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("reader log:\n%s", b)
-		}
-	}()
+	rd, logFile := readerProcess(t, p, shard, tablesJSON,
+		"--snapshot-workers", "2", "--snapshot-chunk-rows", strconv.Itoa(chunk),
+		"--snapshot-max-rows-per-second", strconv.Itoa(rate), "--snapshot-progress-interval", "1s")
+	defer stopReaderProcess(t, rd, logFile)
 
 	wctx, stopWrites := context.WithCancel(ctx)
 	defer stopWrites()
@@ -134,7 +111,7 @@ func TestSnapshotKeylessCtidChunksResume(t *testing.T) {
 		t.Fatalf("ClickHouse differs from the shard:\n%s", diff)
 	}
 
-	logs, _ := os.ReadFile(logf.Name())
+	logs, _ := os.ReadFile(logFile)
 	if !strings.Contains(string(logs), "copied by ctid (heap block) ranges") {
 		t.Error("the reader did not plan the keyless table by ctid ranges")
 	}
