@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Workloads of `bench reader`: the cases a-e and how their changes are written.
+
+// readerCase is one workload.
+type readerCase struct {
+	name, desc string
+	changes    int64
+	snapshot   bool
+	// setup creates the table (and its rows, for c and d) before any slot.
+	setup func(ctx context.Context, conn *pgx.Conn, table string) error
+	// batches transactions of batch(k) (k an SQL integer expression) make
+	// the workload, run after the slots exist.
+	batches int
+	batch   func(table, k string) string
+}
+
+func (b *readerBench) newCase(name string) *readerCase {
+	c := b.cfg
+	switch name {
+	case "a":
+		return &readerCase{name: "a", desc: fmt.Sprintf("%d inserts, one transaction", c.rows), changes: int64(c.rows),
+			setup: b.createRows, batches: 1,
+			batch: func(t, k string) string { return insertRows(t, k, c.rows, c.titleBytes) }}
+	case "b":
+		return &readerCase{name: "b", desc: fmt.Sprintf("%d inserts, %d per transaction", c.rows, c.txnRows), changes: int64(c.rows),
+			setup: b.createRows, batches: c.rows / c.txnRows,
+			batch: func(t, k string) string { return insertRows(t, k, c.txnRows, c.titleBytes) }}
+	case "c":
+		return &readerCase{name: "c", desc: fmt.Sprintf("%d updates of %d B rows, %d per transaction", c.updates, c.rowBytes, c.updateTxnRows),
+			changes: int64(c.updates), batches: c.updates / c.updateTxnRows,
+			setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
+				_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, version bigint NOT NULL, body text NOT NULL);
+					INSERT INTO %s SELECT g, 0, left(repeat(md5(g::text), %d), %d) FROM generate_series(1, %d) g`,
+					t, t, c.rowBytes/32+1, c.rowBytes, c.updateRows))
+				return err
+			},
+			batch: func(t, k string) string {
+				lo := fmt.Sprintf("((%s) * %d) %% %d + 1", k, c.updateTxnRows, c.updateRows)
+				return fmt.Sprintf("UPDATE %s SET version = version + 1, body = left(repeat(md5((id + version + 1)::text), %d), %d) WHERE id BETWEEN %s AND %s + %d",
+					t, c.rowBytes/32+1, c.rowBytes, lo, lo, c.updateTxnRows-1)
+			}}
+	case "e":
+		return b.bigTxnCase()
+	default: // "d", checked by validate
+		return &readerCase{name: "d", desc: fmt.Sprintf("snapshot of %d rows", c.snapshotRows), changes: int64(c.snapshotRows), snapshot: true,
+			setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
+				if err := b.createRows(ctx, conn, t); err != nil {
+					return err
+				}
+				if _, err := conn.Exec(ctx, insertRows(t, "0", c.snapshotRows, c.titleBytes)); err != nil {
+					return err
+				}
+				// Hint bits and the visibility map, so that no reader pays for them.
+				_, err := conn.Exec(ctx, "VACUUM (ANALYZE) "+t)
+				return err
+			}}
+	}
+}
+
+// bigTxnCase is case e: one transaction of --big-txn-mb MiB of row data,
+// --row-bytes of text per row. The walsender (protocol 1) spills it to
+// disk and sends it after its commit; the reader's memory must not grow
+// with it (the producer's buffer is bounded in records and bytes).
+func (b *readerBench) bigTxnCase() *readerCase {
+	c := b.cfg
+	rows := int(int64(c.bigMB) << 20 / int64(c.rowBytes))
+	return &readerCase{name: "e", changes: int64(rows), batches: 1,
+		desc: fmt.Sprintf("%d inserts of %d B rows (%d MiB of row text), one transaction", rows, c.rowBytes, c.bigMB),
+		setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
+			_, err := conn.Exec(ctx, "CREATE TABLE "+t+" (id bigint PRIMARY KEY, body text NOT NULL)")
+			return err
+		},
+		batch: func(t, k string) string {
+			return fmt.Sprintf("INSERT INTO %s SELECT g, left(repeat(md5(g::text), %d), %d) FROM generate_series((%s) * %d + 1, ((%s) + 1) * %d) g",
+				t, c.rowBytes/32+1, c.rowBytes, k, rows, k, rows)
+		}}
+}
+
+func (b *readerBench) createRows(ctx context.Context, conn *pgx.Conn, t string) error {
+	_, err := conn.Exec(ctx, "CREATE TABLE "+t+` (id bigint PRIMARY KEY, workspace_id bigint NOT NULL,
+		title text NOT NULL, amount numeric(12,2) NOT NULL, created_at timestamptz NOT NULL)`)
+	return err
+}
+
+// insertRows inserts ids k*n+1 .. (k+1)*n: about 100 bytes of text per row
+// with the default 50-byte title.
+func insertRows(t, k string, n, titleBytes int) string {
+	return fmt.Sprintf(`INSERT INTO %s SELECT g, g %% 1000, left(repeat(md5(g::text), %d), %d), (g %% 10000000) / 100.0,
+		timestamptz '2026-11-30 12:00:00+00' + g * interval '1 ms' FROM generate_series((%s) * %d + 1, ((%s) + 1) * %d) g`,
+		t, titleBytes/32+1, titleBytes, k, n, k, n)
+}
+
+// names are the per-case (and per-repetition) object names.
+type names struct{ table, pub, prefix string }
+
+func (b *readerBench) names(c *readerCase) names {
+	base := b.run + "_" + c.name
+	return names{table: base, pub: base, prefix: base}
+}
+
+func (b *readerBench) tablesConfig(n names, rep int) (*tables.Config, error) {
+	return tables.Parse([]byte(fmt.Sprintf(`{"topic_prefix":%q,"tables":[{"name":%q,"id_column":"id","id_layout":"serial"}]}`,
+		n.prefix+"_"+strconv.Itoa(rep)+".", n.table)))
+}
+
+// workload runs the case's transactions with synchronous_commit off (the
+// consumers start after it, so commit latency does not matter) and returns
+// the WAL insert position before it and the target: the insert position
+// just before the last COMMIT, which only that commit's end passes.
+func (b *readerBench) workload(ctx context.Context, c *readerCase, table string) (from, target envelope.LSN, err error) {
+	conn, err := pgx.Connect(ctx, b.cfg.dsn)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	start := time.Now()
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+		return 0, 0, err
+	}
+	if from, err = lsnQuery(ctx, conn, "SELECT pg_current_wal_insert_lsn()::text"); err != nil {
+		return 0, 0, err
+	}
+	if c.batches > 1 {
+		do := fmt.Sprintf("DO $bench$ BEGIN FOR k IN 0..%d LOOP %s; COMMIT; END LOOP; END $bench$", c.batches-2, c.batch(table, "k"))
+		if _, err := conn.Exec(ctx, do); err != nil {
+			return 0, 0, err
+		}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit: no-op
+	if _, err := tx.Exec(ctx, c.batch(table, strconv.Itoa(c.batches-1))); err != nil {
+		return 0, 0, err
+	}
+	if target, err = lsnQuery(ctx, tx, "SELECT pg_current_wal_insert_lsn()::text"); err != nil {
+		return 0, 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, 0, err
+	}
+	// The walsender only sends flushed WAL: do not charge the WAL writer's
+	// delay to whichever client runs first.
+	for {
+		flushed, err := lsnQuery(ctx, conn, "SELECT pg_current_wal_flush_lsn()::text")
+		if err != nil {
+			return 0, 0, err
+		}
+		if flushed > target {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Printf("  workload: %d changes in %d transactions, %.1f MB of WAL, %s (target %s)\n",
+		c.changes, c.batches, float64(target-from)/1e6, time.Since(start).Round(time.Millisecond), target)
+	return from, target, nil
+}
+
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func lsnQuery(ctx context.Context, q queryRower, sql string, args ...any) (envelope.LSN, error) {
+	var s *string
+	if err := q.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
+		return 0, err
+	}
+	if s == nil {
+		return 0, nil
+	}
+	return envelope.ParseLSN(*s)
+}

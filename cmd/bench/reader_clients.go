@@ -1,0 +1,525 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/reader"
+)
+
+// The clients `bench reader` measures (the reader, pg_recvlogical,
+// the snapshot's SELECT reference) and the per-case run order.
+
+// readerBench holds what every case shares.
+type readerBench struct {
+	cfg  readerConfig
+	run  string // unique part of every name
+	pg   *pgx.Conn
+	kcl  *kgo.Client
+	adm  *kadm.Client
+	logs *logMarks
+}
+
+func newReaderBench(ctx context.Context, c readerConfig) (*readerBench, error) {
+	pg, err := pgx.Connect(ctx, c.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connect shard %d: %w", c.shard, err)
+	}
+	// A short metadata age: the snapshot's topic is polled right after the
+	// reader creates it (the default would hide it for 5 s).
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(flagenv.List(c.brokers)...), kgo.MetadataMinAge(50*time.Millisecond))
+	if err != nil {
+		pg.Close(ctx)
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return &readerBench{cfg: c, run: "bench_reader_" + strconv.FormatInt(time.Now().UnixMilli(), 36),
+		pg: pg, kcl: kcl, adm: kadm.NewClient(kcl), logs: &logMarks{}}, nil
+}
+
+func (b *readerBench) close() {
+	b.kcl.Close()
+	b.pg.Close(context.Background())
+}
+
+// runCase measures every client reps times on one workload; it always
+// removes what it created.
+func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []readerRun, err error) {
+	n := b.names(c)
+	var cleanups []func(context.Context) error
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			if cerr := cleanups[i](cctx); cerr != nil {
+				fmt.Fprintf(os.Stderr, "bench reader: cleanup: %v\n", cerr)
+			}
+		}
+	}()
+	table := pgx.Identifier{n.table}.Sanitize()
+	fmt.Printf("case %s: %s (table %s)\n", c.name, c.desc, n.table)
+	cleanups = append(cleanups, func(ctx context.Context) error {
+		_, err := b.pg.Exec(ctx, "DROP TABLE IF EXISTS "+table)
+		return err
+	})
+	start := time.Now()
+	if err := c.setup(ctx, b.pg, table); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if _, err := b.pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pgx.Identifier{n.pub}.Sanitize(), table)); err != nil {
+		return nil, fmt.Errorf("publication: %w", err)
+	}
+	cleanups = append(cleanups, func(ctx context.Context) error {
+		_, err := b.pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{n.pub}.Sanitize())
+		return err
+	})
+	if c.snapshot {
+		fmt.Printf("  setup %s\n", time.Since(start).Round(time.Millisecond))
+		for rep := 1; rep <= b.cfg.reps; rep++ {
+			order := []func() (readerRun, error){
+				func() (readerRun, error) { return b.selectAll(ctx, c, table, rep) },
+				func() (readerRun, error) { return b.snapshotRun(ctx, c, n, rep, &cleanups) },
+			}
+			if rep%2 == 0 {
+				slices.Reverse(order)
+			}
+			for _, f := range order {
+				r, err := f()
+				if err != nil {
+					return runs, err
+				}
+				printRun(r)
+				runs = append(runs, r)
+			}
+		}
+		return runs, nil
+	}
+
+	// Slots before the workload: every client sees the same changes.
+	for rep := 1; rep <= b.cfg.reps; rep++ {
+		if err := b.primeReader(ctx, n, rep, &cleanups); err != nil {
+			return nil, fmt.Errorf("prime reader slot: %w", err)
+		}
+		if b.cfg.recvlogical != "" {
+			slot := n.table + "_p" + strconv.Itoa(rep)
+			if _, err := b.pg.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
+				return nil, fmt.Errorf("create slot %s: %w", slot, err)
+			}
+			cleanups = append(cleanups, b.dropSlot(slot))
+		}
+		if b.cfg.recvlogical != "" && b.cfg.recvlogicalV2 {
+			slot := n.table + "_s" + strconv.Itoa(rep)
+			if _, err := b.pg.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
+				return nil, fmt.Errorf("create slot %s: %w", slot, err)
+			}
+			cleanups = append(cleanups, b.dropSlot(slot))
+		}
+	}
+	fmt.Printf("  setup (table, publication, %d slot pairs) %s\n", b.cfg.reps, time.Since(start).Round(time.Millisecond))
+	from, target, err := b.workload(ctx, c, table)
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	for rep := 1; rep <= b.cfg.reps; rep++ {
+		order := []func() (readerRun, error){
+			func() (readerRun, error) { return b.streamRun(ctx, c, n, rep, target) },
+		}
+		if b.cfg.recvlogical != "" {
+			recv := func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target, false) }
+			// Alternate who reads the WAL first (page cache, spill files).
+			if rep%2 == 1 {
+				order = append([]func() (readerRun, error){recv}, order...)
+			} else {
+				order = append(order, recv)
+			}
+		}
+		if b.cfg.recvlogical != "" && b.cfg.recvlogicalV2 {
+			order = append(order, func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target, true) })
+		}
+		for _, f := range order {
+			r, err := f()
+			if err != nil {
+				return runs, err
+			}
+			r.WALBytes = int64(target - from)
+			printRun(r)
+			runs = append(runs, r)
+		}
+	}
+	return runs, nil
+}
+
+func (b *readerBench) dropSlot(slot string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var err error
+		// The walsender of a client that just left may still hold the slot.
+		for range 50 {
+			_, err = b.pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+			if err == nil {
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return fmt.Errorf("drop slot %s: %w", slot, err)
+	}
+}
+
+func (b *readerBench) deleteTopics(topics ...string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := b.adm.DeleteTopics(ctx, topics...)
+		return err
+	}
+}
+
+// readerInstance is one reader.Run in a goroutine.
+type readerInstance struct {
+	cancel  context.CancelFunc
+	stopped chan struct{}
+	err     error
+	started time.Time
+	stopAt  time.Time
+}
+
+func (b *readerBench) startReader(ctx context.Context, n names, rep int, slot string) (*readerInstance, []string, error) {
+	tcfg, err := b.tablesConfig(n, rep)
+	if err != nil {
+		return nil, nil, err
+	}
+	state := n.prefix + "_" + strconv.Itoa(rep) + ".state"
+	r := reader.New(reader.Config{
+		Shard: b.cfg.shard, DSN: b.cfg.dsn, Slot: slot, Publication: n.pub, Tables: tcfg,
+		Brokers: flagenv.List(b.cfg.brokers), Partitions: int32(b.cfg.partitions),
+		StatusInterval: b.cfg.statusInterval, WatermarkInterval: 500 * time.Millisecond,
+		HeartbeatInterval: 5 * time.Second, MaxBuffered: b.cfg.maxBuffered, StateTopic: state,
+		SnapshotWorkers: b.cfg.snapWorkers, SnapshotChunkRows: b.cfg.snapChunkRows,
+	}, slog.New(&markHandler{marks: b.logs, out: slog.NewTextHandler(os.Stderr, nil)}), prometheus.NewRegistry())
+	rctx, cancel := context.WithCancel(ctx)
+	ri := &readerInstance{cancel: cancel, stopped: make(chan struct{}), started: time.Now()}
+	go func() {
+		ri.err = r.Run(rctx)
+		ri.stopAt = time.Now()
+		close(ri.stopped)
+	}()
+	return ri, append(tcfg.Topics(), state), nil
+}
+
+func (ri *readerInstance) stop() error {
+	ri.cancel()
+	<-ri.stopped
+	return ri.err
+}
+
+// primeReader creates the reader's slot the way a new reader does (slot,
+// snapshot of the still-empty table, state "snapshot done")
+// and stops it once it streams, so that the measured run resumes from the
+// slot like a restarted reader.
+func (b *readerBench) primeReader(ctx context.Context, n names, rep int, cleanups *[]func(context.Context) error) error {
+	slot := n.table + "_r" + strconv.Itoa(rep)
+	b.logs.reset()
+	ri, topics, err := b.startReader(ctx, n, rep, slot)
+	if err != nil {
+		return err
+	}
+	*cleanups = append(*cleanups, b.deleteTopics(topics...), b.dropSlot(slot))
+	_, err = waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(context.Context) (bool, error) {
+		_, ok := b.logs.get("streaming")
+		return ok, nil
+	})
+	if serr := ri.stop(); err == nil && serr != nil {
+		err = serr
+	}
+	return err
+}
+
+// streamRun resumes the primed reader slot and measures it to the target.
+func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN) (readerRun, error) {
+	slot := n.table + "_r" + strconv.Itoa(rep)
+	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: loadAvg1()}
+	m := b.beginMeasure(c, rep)
+	ri, _, err := b.startReader(ctx, n, rep, slot)
+	if err != nil {
+		return res, err
+	}
+	var ws procUsage
+	done, err := waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(ctx context.Context) (bool, error) {
+		confirmed, u, err := b.slotProgress(ctx, slot)
+		if u.cpu > 0 {
+			ws = u
+		}
+		return confirmed >= target, err
+	})
+	if err != nil {
+		ri.stop() //nolint:errcheck // reporting the first error
+		return res, fmt.Errorf("reader: %w", err)
+	}
+	streaming, ok := b.logs.get("streaming")
+	if !ok {
+		return res, errors.New("reader reached the target without logging \"streaming\"")
+	}
+	m.end(&res, streaming, done)
+	b.printMarks(streaming, done)
+	res.StartupSeconds = streaming.at.Sub(ri.started).Seconds()
+	ws.fill(&res)
+	if err := ri.stop(); err != nil {
+		return res, fmt.Errorf("reader stop: %w", err)
+	}
+	return res, nil
+}
+
+// snapshotRun starts a reader on a new slot, which snapshots the table,
+// and measures from the slot's creation until the reader logs "snapshot
+// complete": every chunk acknowledged by Kafka and the state stored. Kafka's
+// end offsets must then cover every row (a sanity check).
+func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, rep int, cleanups *[]func(context.Context) error) (readerRun, error) {
+	slot := n.table + "_r" + strconv.Itoa(rep)
+	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: loadAvg1()}
+	m := b.beginMeasure(c, rep)
+	ri, topics, err := b.startReader(ctx, n, rep, slot)
+	if err != nil {
+		return res, err
+	}
+	*cleanups = append(*cleanups, b.deleteTopics(topics...), b.dropSlot(slot))
+	var done time.Time
+	_, err = waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(context.Context) (bool, error) {
+		mk, ok := b.logs.get("snapshot complete")
+		done = mk.at
+		return ok, nil
+	})
+	if err != nil {
+		ri.stop() //nolint:errcheck // reporting the first error
+		return res, fmt.Errorf("reader: %w", err)
+	}
+	created, ok := b.logs.get("slot created; taking initial snapshot")
+	if !ok {
+		return res, errors.New("snapshot complete without the reader logging the slot's creation")
+	}
+	m.end(&res, created, done)
+	b.printMarks(created, done)
+	res.StartupSeconds = created.at.Sub(ri.started).Seconds()
+	offs, err := b.adm.ListEndOffsets(ctx, topics[0])
+	if err != nil {
+		ri.stop() //nolint:errcheck // reporting the first error
+		return res, fmt.Errorf("end offsets: %w", err)
+	}
+	var total int64
+	offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total < c.changes {
+		ri.stop() //nolint:errcheck // reporting the first error
+		return res, fmt.Errorf("snapshot complete with %d records in Kafka, want %d", total, c.changes)
+	}
+	// Stop only once it streams: stopping between the snapshot and
+	// START_REPLICATION would fail its start-up.
+	if _, err := waitFor(ctx, b.cfg.poll, time.Minute, ri.stopped, func(context.Context) (bool, error) {
+		_, ok := b.logs.get("streaming")
+		return ok, nil
+	}); err != nil {
+		ri.stop() //nolint:errcheck // reporting the first error
+		return res, fmt.Errorf("reader after the snapshot: %w", err)
+	}
+	if err := ri.stop(); err != nil {
+		return res, fmt.Errorf("reader stop: %w", err)
+	}
+	return res, nil
+}
+
+// selectAll is the snapshot's reference: the reader's query, text format,
+// rows discarded.
+func (b *readerBench) selectAll(ctx context.Context, c *readerCase, table string, rep int) (readerRun, error) {
+	res := readerRun{Case: c.name, Client: "pg_select", Rep: rep, Changes: c.changes, LoadAvg1: loadAvg1()}
+	conn, err := pgx.Connect(ctx, b.cfg.dsn)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0) //nolint:errcheck // Linux
+	busy0 := readMachineCPU()
+	start := time.Now()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return res, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
+	rr := conn.PgConn().ExecParams(ctx, "SELECT * FROM "+table, nil, nil, nil, []int16{0})
+	var rows int64
+	for rr.NextRow() {
+		rows++
+	}
+	if _, err := rr.Close(); err != nil {
+		return res, err
+	}
+	secs := time.Since(start).Seconds()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1) //nolint:errcheck // Linux
+	if rows != c.changes {
+		return res, fmt.Errorf("select returned %d rows, want %d", rows, c.changes)
+	}
+	res.Seconds, res.ChangesPerSec = secs, float64(rows)/secs
+	res.CPUSeconds = cpuSeconds(ru0, ru1)
+	res.Cores = res.CPUSeconds / secs
+	res.MachineBusyCores = readMachineCPU().busyCoresSince(busy0)
+	return res, nil
+}
+
+// recvlogicalRun runs pg_recvlogical on its slot, with the reader's plugin
+// options, until it has received the final commit. --endpos makes it exit
+// on the first message past the target, which is that commit (its changes
+// are all before the target). Its slot's confirmed position cannot be the
+// criterion: pg_recvlogical confirms only what it wrote, and at --endpos it
+// stops without writing the commit, so the slot stays just short of the
+// target (and without --endpos it confirms once per --status-interval, in
+// whole seconds).
+//
+// v2: protocol 2 with streaming=on instead (its own slot): the walsender
+// streams a large transaction while decoding it instead of spilling it.
+func (b *readerBench) recvlogicalRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN, v2 bool) (readerRun, error) {
+	slot, client, proto := n.table+"_p"+strconv.Itoa(rep), "pg_recvlogical", []string{"-o", "proto_version=1"}
+	if v2 {
+		slot, client, proto = n.table+"_s"+strconv.Itoa(rep), "pg_recvlogical_v2", []string{"-o", "proto_version=2", "-o", "streaming=on"}
+	}
+	res := readerRun{Case: c.name, Client: client, Rep: rep, Changes: c.changes, LoadAvg1: loadAvg1()}
+	env, db, err := libpqEnv(b.cfg.dsn)
+	if err != nil {
+		return res, err
+	}
+	args := append([]string{"--start", "--slot", slot, "--no-loop", "-d", db}, proto...)
+	cmd := exec.CommandContext(ctx, b.cfg.recvlogical, append(args, "-o", "publication_names="+n.pub, "-o", "messages=true",
+		"-f", "/dev/null", "-F", "0", "-s", "1", "-E", target.String(), "-v")...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("pg_recvlogical: %w", err)
+	}
+	busy0 := readMachineCPU()
+	stopped := make(chan struct{})
+	var exitAt time.Time
+	var werr error
+	go func() {
+		werr = cmd.Wait()
+		exitAt = time.Now()
+		close(stopped)
+	}()
+	var ws procUsage
+	tick := time.NewTicker(b.cfg.poll)
+	defer tick.Stop()
+	deadline := time.After(b.cfg.timeout)
+wait:
+	for {
+		select {
+		case <-stopped:
+			break wait
+		case <-ctx.Done():
+		case <-deadline:
+		case <-tick.C:
+			if _, u, err := b.slotProgress(ctx, slot); err == nil && u.cpu > 0 {
+				ws = u
+			}
+			continue
+		}
+		cmd.Process.Signal(os.Interrupt) //nolint:errcheck // our child
+		<-stopped
+		return res, fmt.Errorf("pg_recvlogical interrupted before the target (stderr: %s)", lastLines(stderr.String(), 3))
+	}
+	if werr != nil || !strings.Contains(stderr.String(), "end position "+target.String()+" reached") {
+		return res, fmt.Errorf("pg_recvlogical did not reach %s: %v (stderr: %s)", target, werr, lastLines(stderr.String(), 3))
+	}
+	secs := exitAt.Sub(start).Seconds()
+	res.Seconds, res.ChangesPerSec = secs, float64(c.changes)/secs
+	ps := cmd.ProcessState
+	res.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
+	res.Cores = res.CPUSeconds / secs
+	ws.fill(&res)
+	res.MachineBusyCores = readMachineCPU().busyCoresSince(busy0)
+	return res, nil
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(l[max(0, len(l)-n):], " | ")
+}
+
+// libpqEnv turns a DSN into libpq environment variables, so that nothing
+// secret is in pg_recvlogical's argv; it also returns the database name,
+// which pg_recvlogical wants as -d.
+func libpqEnv(dsn string) ([]string, string, error) {
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, "", fmt.Errorf("parse DSN: %w", err)
+	}
+	ssl := "disable"
+	if pc.TLSConfig != nil {
+		ssl = "require"
+	}
+	return []string{"PGHOST=" + pc.Host, "PGPORT=" + strconv.Itoa(int(pc.Port)), "PGUSER=" + pc.User,
+		"PGPASSWORD=" + pc.Password, "PGDATABASE=" + pc.Database, "PGSSLMODE=" + ssl}, pc.Database, nil
+}
+
+// slotProgress returns the slot's confirmed position and, while a client
+// is connected, what its walsender has used so far.
+func (b *readerBench) slotProgress(ctx context.Context, slot string) (envelope.LSN, procUsage, error) {
+	var confirmed *string
+	var pid *int32
+	err := b.pg.QueryRow(ctx, "SELECT confirmed_flush_lsn::text, active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).
+		Scan(&confirmed, &pid)
+	if err != nil {
+		return 0, procUsage{}, fmt.Errorf("slot %s: %w", slot, err)
+	}
+	var lsn envelope.LSN
+	if confirmed != nil {
+		if lsn, err = envelope.ParseLSN(*confirmed); err != nil {
+			return 0, procUsage{}, err
+		}
+	}
+	var u procUsage
+	if pid != nil {
+		u = readProcUsage(int(*pid))
+	}
+	return lsn, u, nil
+}
+
+// waitFor polls check until it is true, the timeout passes, or stopped is
+// closed; in the last case check gets one more chance.
+func waitFor(ctx context.Context, every, timeout time.Duration, stopped <-chan struct{}, check func(context.Context) (bool, error)) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		ok, err := check(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if ok {
+			return time.Now(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-stopped:
+			if ok, err := check(ctx); err == nil && ok {
+				return time.Now(), nil
+			}
+			return time.Time{}, errors.New("stopped before reaching the target")
+		case <-t.C:
+			if time.Now().After(deadline) {
+				return time.Time{}, fmt.Errorf("target not reached in %s", timeout)
+			}
+		}
+	}
+}
