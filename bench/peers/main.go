@@ -41,11 +41,12 @@ type config struct {
 	workDir       string
 	jsonOut       string
 	keep          bool
+	tuned         map[string]string // properties of the debezium-tuned run
 }
 
 func parseFlags(args []string) (config, error) {
 	var c config
-	var cases, systems, javaOpts string
+	var cases, systems, javaOpts, tuned string
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	fs.IntVar(&c.shard, "shard", 0, "shard whose superuser DSN ($TRIBUTARY_SHARD_<n>_DSN) is used")
 	fs.StringVar(&c.brokers, "kafka-brokers", os.Getenv("TRIBUTARY_KAFKA_BROKERS"), "Kafka brokers (default $TRIBUTARY_KAFKA_BROKERS)")
@@ -67,6 +68,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.jar, "jar", "", "bench/peers/debezium/target/peers-debezium.jar (run.sh builds it)")
 	fs.StringVar(&c.workDir, "work-dir", "", "directory for configs, offsets and logs (default: a new one under /tmp)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&tuned, "debezium-tuned", debeziumTunedDefault, "connector properties of the debezium-tuned run (k=v,k=v)")
 	fs.BoolVar(&c.keep, "keep", false, "keep tables, slots, publications and topics (for debugging)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -75,6 +77,10 @@ func parseFlags(args []string) (config, error) {
 	c.cases = strings.Split(cases, ",")
 	c.systems = strings.Split(systems, ",")
 	c.javaOpts = strings.Fields(javaOpts)
+	var err error
+	if c.tuned, err = parseTuning(tuned); err != nil {
+		return c, err
+	}
 	return c, c.validate()
 }
 
@@ -175,7 +181,7 @@ func (b *bench) runCase(ctx context.Context, wc *workCase) ([]runResult, error) 
 	}
 	var systems []*system
 	for _, name := range b.cfg.systems {
-		s, err := newSystem(name, table, filepath.Join(b.cfg.workDir, table))
+		s, err := newSystem(name, table, filepath.Join(b.cfg.workDir, table), b.cfg.tuned)
 		if err != nil {
 			return nil, err
 		}

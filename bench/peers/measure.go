@@ -83,9 +83,12 @@ func (b *bench) prime(ctx context.Context, s *system) error {
 		}
 	}
 	if s.kind == "debezium" {
-		time.Sleep(1500 * time.Millisecond) // two offset flushes (500 ms) after streaming began
+		time.Sleep(1500 * time.Millisecond) // heartbeats and two offset flushes (500 ms) after streaming began
 	}
-	return p.stop(2 * time.Minute)
+	if err := p.stop(2 * time.Minute); err != nil {
+		return err
+	}
+	return s.primed()
 }
 
 // pollWait sleeps one poll interval and fails if the process exited.
@@ -126,6 +129,9 @@ func (b *bench) measure(ctx context.Context, s *system, c *workCase, target lsn)
 	}
 	stopAt := time.Now()
 	if err := p.stop(2 * time.Minute); err != nil {
+		return res, err
+	}
+	if err := s.resumed(p); err != nil {
 		return res, err
 	}
 	res.LoadAvgAfter = loadAvg()

@@ -73,7 +73,7 @@ func writeJSON(c config, results []runResult) error {
 			"rows": c.rows, "txn_rows": c.txnRows, "title_bytes": c.titleBytes, "updates": c.updates,
 			"update_rows": c.updateRows, "update_txn_rows": c.updateTxnRows, "row_bytes": c.rowBytes,
 			"partitions": c.partitions, "poll": c.poll.String(), "java_opts": c.javaOpts,
-			"debezium_tuned": debeziumTuned},
+			"debezium_tuned": c.tuned},
 		"runs": results, "ratios": ratios(results),
 	}
 	j, err := json.MarshalIndent(out, "", "  ")
