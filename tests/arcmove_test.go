@@ -25,7 +25,8 @@ import (
 // TestArcMoveRevenueExact is seed 003's rollout with writes running: a
 // shard is added by moving arcs of the ring to it. Revenue through the API
 // equals the scatter-gather ground truth computed per the ring map in force
-// at every step — each row counted once, from the owner of its account:
+// at every step — each row counted once, from the owner of its account,
+// from the live query and from the pre-aggregates alike:
 //
 //  1. ring v1 (shards 0, 1);
 //  2. v2 (shards 0, 1, 2) staged in the same file, loaded without a
@@ -95,9 +96,14 @@ func TestArcMoveRevenueExact(t *testing.T) {
 	for _, s := range p.shards {
 		p.startReader(runCtx, s)
 	}
+	// The loader also runs the revenue aggregator: whole-day reports come
+	// from the pre-aggregates, which must follow ownership too (a new ring
+	// version recomputes every block).
 	reg := p.startMeteredLoader(runCtx, "l1", func(c *loader.Config) {
 		c.Ring, c.RingPath, c.RingReloadInterval, c.MisplacedInterval = v1, ringPath, 200*time.Millisecond, 200*time.Millisecond
+		c.RevenueAggregator, c.PreaggInterval, c.PreaggBlockBits = true, 200*time.Millisecond, 30
 	})
+	p.preagg = true
 	metric := func(name string, labels map[string]string) float64 {
 		v, _ := metricOf(t, reg, name, labels)
 		return v

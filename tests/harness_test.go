@@ -44,6 +44,9 @@ type pipeline struct {
 	// owned, when set, is the revenue oracle's ownership: the accounts
 	// (workspaces) whose rows count on a shard, as under a ring map.
 	owned func(shard int) []int64
+	// preagg: the loader runs the revenue aggregator, so whole-day revenue
+	// requests must be answered from the pre-aggregates.
+	preagg bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

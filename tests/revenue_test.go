@@ -20,6 +20,7 @@ import (
 
 	"github.com/tributary/tributary/internal/api"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/loader"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -57,6 +58,7 @@ func setupRevenuePipeline(t *testing.T, shards []int, external bool) *pipeline {
 // revenueAnswer is GET /v1/revenue's JSON.
 type revenueAnswer struct {
 	GroupBy   []string         `json:"group_by"`
+	Source    string           `json:"source"`
 	Rows      []map[string]any `json:"rows"`
 	Totals    []map[string]any `json:"totals"`
 	Freshness []struct {
@@ -139,7 +141,7 @@ func (p *pipeline) waitRevenueFresh(ctx context.Context, pos map[int]envelope.LS
 		status, body := p.getRevenue(ctx, params, "")
 		last = string(body)
 		var a revenueAnswer
-		if status == http.StatusOK && json.Unmarshal(body, &a) == nil {
+		if status == http.StatusOK && json.Unmarshal(body, &a) == nil && (!p.preagg || a.Source == "preaggregate") {
 			covered := 0
 			for _, f := range a.Freshness {
 				lsn, err := envelope.ParseLSN(f.CommitLSN)
@@ -386,6 +388,16 @@ func (p *pipeline) compareRevenue(ctx context.Context, cfg *tables.Revenue, from
 	if err := json.Unmarshal(body, &a); err != nil {
 		t.Fatal(err)
 	}
+	// The pre-aggregates answer whole UTC days without workspaces or
+	// statuses, when the pipeline runs the aggregator.
+	midnight := func(x time.Time) bool { return x.Equal(x.Truncate(24 * time.Hour)) }
+	wantSource := "live"
+	if p.preagg && len(workspaces) == 0 && len(statuses) == 0 && !slices.Contains(groups, "workspace") && midnight(from) && midnight(to) {
+		wantSource = "preaggregate"
+	}
+	if a.Source != wantSource {
+		t.Errorf("revenue %v answered from %q, want %q", params, a.Source, wantSource)
+	}
 	eff := a.GroupBy
 	if !slices.Contains(groups, "currency") && (len(eff) != len(groups)+1 || eff[len(eff)-1] != "currency") {
 		t.Fatalf("group_by %v for %v: currency must be appended", eff, groups)
@@ -486,8 +498,32 @@ func revDiff(t *testing.T, what string, got, want map[string]revMoney) {
 // refunded, amount and time changes) and deletes as later ClickHouse parts;
 // GET /v1/revenue must equal the shards' own sums to the cent, for several
 // group_bys and filters, in JSON and CSV.
+//
+// It runs twice: on the live query, and with the revenue aggregator, where
+// every whole-day request is answered from the pre-aggregates.
 func TestRevenueEndToEnd(t *testing.T) {
-	p, cfg := newRevenuePipeline(t, []int{0, 1})
+	t.Run("live", func(t *testing.T) {
+		p, cfg := newRevenuePipeline(t, []int{0, 1})
+		revenueEndToEnd(t, p, cfg)
+	})
+	t.Run("preaggregate", func(t *testing.T) {
+		p := setupRevenuePipeline(t, []int{0, 1}, true)
+		runCtx, runCancel := context.WithCancel(context.Background())
+		defer runCancel()
+		for _, s := range p.shards {
+			p.startReader(runCtx, s)
+		}
+		// Small blocks (2^30 ids: 128 ms of seed000 creation time), so that
+		// the rows span many and a change dirties few.
+		p.startMeteredLoader(runCtx, "l1", func(c *loader.Config) {
+			c.RevenueAggregator, c.PreaggInterval, c.PreaggBlockBits = true, 200*time.Millisecond, 30
+		})
+		p.preagg = true
+		revenueEndToEnd(t, p, p.tables.Revenue)
+	})
+}
+
+func revenueEndToEnd(t *testing.T, p *pipeline, cfg *tables.Revenue) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	tbl := pgx.Identifier{p.table()}.Sanitize()
@@ -600,6 +636,16 @@ func TestRevenueEndToEnd(t *testing.T) {
 		var e api.Error
 		if status != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Code != code {
 			t.Errorf("%s: %d %s, want 400 %s", q, status, body, code)
+		}
+	}
+
+	// A TRUNCATE on one shard removes rows no change names: the live query
+	// tombstones them, the pre-aggregates recompute every block.
+	p.exec(ctx, p.shards[0], "TRUNCATE "+tbl)
+	p.waitRevenueFresh(ctx, p.revenueWALPositions(ctx))
+	for _, groups := range [][]string{{"day"}, {"month", "shard"}} {
+		if n := p.compareRevenue(ctx, cfg, revFrom, revTo, groups, nil, nil, nil); n == 0 {
+			t.Errorf("after TRUNCATE, group_by=%v compared no rows", groups)
 		}
 	}
 }

@@ -46,6 +46,8 @@ type Config struct {
 	DedupeKeys     int
 	RingMap        string
 	MisplacedEvery time.Duration
+	AggregateEvery time.Duration
+	BlockBits      int
 	InstanceID     string
 	SessionTimeout time.Duration
 	MetricsAddr    string
@@ -69,6 +71,8 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.DuplicateGrace, "duplicate-grace", "TRIBUTARY_DUPLICATE_GRACE", 5*time.Minute, "how long an id may be live on two shards (a move in flight) before it is an alert, in source time")
 	fs.Int(&c.DedupeKeys, "dedupe-keys", "TRIBUTARY_LOADER_DEDUPE_KEYS", 1<<20, "rows whose newest written version is remembered, to skip redeliveries (memory: ~100 B each)")
 	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "published ring map JSON (e.g. deploy/local/ringmap.json); with it, rows of tables with a shard_key are checked for the shard that owns them (misplaced rows). The file is read again every 5 s: a newer version, or a newly staged \"next\" map, is applied without a restart; an older map is refused and the one in force stays")
+	fs.Duration(&c.AggregateEvery, "revenue-aggregate-interval", "TRIBUTARY_REVENUE_AGGREGATE_INTERVAL", 0, "run the revenue pre-aggregator in this loader, a round this often (0: off). Run it in exactly one loader; every loader marks the blocks it changes. GET /v1/revenue then answers day-aligned reports from the pre-aggregates (schema/clickhouse.md)")
+	fs.Int(&c.BlockBits, "revenue-block-bits", "TRIBUTARY_REVENUE_BLOCK_BITS", 49, "pre-aggregate id blocks are 2^bits ids (seed000 ids: 49 = 18.6 h of creation time); the same on every loader")
 	fs.Duration(&c.MisplacedEvery, "misplaced-interval", "TRIBUTARY_MISPLACED_INTERVAL", 30*time.Second, "how often misplaced live rows are counted in ClickHouse (a FINAL scan of each table with a shard_key)")
 	fs.String(&c.InstanceID, "instance-id", "TRIBUTARY_LOADER_INSTANCE_ID", "", "static group membership: a stable id unique to this loader replica (e.g. the pod name); restarted under it, the loader takes its partitions back at once")
 	fs.Duration(&c.SessionTimeout, "session-timeout", "TRIBUTARY_LOADER_SESSION_TIMEOUT", 15*time.Second, "how long the group waits for a silent loader before moving its partitions (Kafka broker bounds: 6s..5m by default)")
@@ -107,6 +111,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionTimeout < 6*time.Second {
 		errs = append(errs, fmt.Errorf("--session-timeout must be >= 6s (the broker's group.min.session.timeout.ms), got %s", c.SessionTimeout))
+	}
+	if c.AggregateEvery < 0 {
+		errs = append(errs, fmt.Errorf("--revenue-aggregate-interval must be >= 0, got %s", c.AggregateEvery))
+	}
+	if c.BlockBits < 1 || c.BlockBits > 62 {
+		errs = append(errs, fmt.Errorf("--revenue-block-bits must be in 1..62, got %d", c.BlockBits))
 	}
 	if c.MisplacedEvery <= 0 {
 		errs = append(errs, fmt.Errorf("--misplaced-interval must be > 0, got %s", c.MisplacedEvery))
@@ -147,6 +157,7 @@ func run(ctx context.Context, cfg *Config) error {
 		Brokers: flagenv.List(cfg.Brokers), Group: cfg.Group, DLQTopic: cfg.DLQTopic,
 		Tables: tcfg, BatchRecords: cfg.BatchRecords, BatchWait: cfg.BatchWait,
 		DuplicateGrace: cfg.DuplicateGrace, DedupeKeys: cfg.DedupeKeys,
+		RevenueAggregator: cfg.AggregateEvery > 0, PreaggInterval: cfg.AggregateEvery, PreaggBlockBits: cfg.BlockBits,
 		Ring: rm, RingPath: cfg.RingMap, MisplacedInterval: cfg.MisplacedEvery,
 		InstanceID: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
 	}, store, log, reg)

@@ -88,7 +88,7 @@ if [[ $TRIBUTARY_SHARDS == 4 ]]; then
 	ring_args=(--ring "$REPO/deploy/local/ringmap.json")
 	loader_ring=(--ring-map "$REPO/deploy/local/ringmap.json")
 fi
-start loader "$BIN/loader" --metrics-addr 127.0.0.1:9101 "${loader_ring[@]}"
+start loader "$BIN/loader" --metrics-addr 127.0.0.1:9101 --revenue-aggregate-interval 1s "${loader_ring[@]}"
 start api "$BIN/api" --listen "$API_ADDR"
 
 echo -n "demo: waiting for the API"

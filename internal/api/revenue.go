@@ -308,6 +308,10 @@ func (s *Server) revenue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p.req.ShardKey = t.ShardKey
+	source := "live"
+	if pre := s.preaggFreshness(r, cfg.Table, p.req, fresh); pre != nil {
+		fresh, p.req.Preaggregated, source = pre, true, "preaggregate"
+	}
 	rep, err := s.q.Revenue(r.Context(), cfg, p.req)
 	switch {
 	case errors.Is(err, query.ErrUnknownTable):
@@ -327,22 +331,62 @@ func (s *Server) revenue(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, revenueResponse{
 		Table: cfg.Table, From: p.req.From.Format(time.RFC3339Nano), To: p.req.To.Format(time.RFC3339Nano),
 		GroupBy: rep.GroupBy, CountStatuses: rep.CountStatuses, RefundStatuses: rep.RefundStatuses,
-		Definition: definitionOf(cfg), Rows: revenueRows{rep}, Totals: totalsJSON(rep), Freshness: fresh,
+		Definition: definitionOf(cfg), Source: source, Rows: revenueRows{rep}, Totals: totalsJSON(rep), Freshness: fresh,
 	})
 }
 
 // revenueResponse is the JSON answer of GET /v1/revenue.
 type revenueResponse struct {
-	Table          string                 `json:"table"`
-	From           string                 `json:"from"`
-	To             string                 `json:"to"`
-	GroupBy        []query.Group          `json:"group_by"`
-	CountStatuses  []string               `json:"count_statuses,omitempty"`
-	RefundStatuses []string               `json:"refund_statuses,omitempty"`
-	Definition     string                 `json:"definition"`
-	Rows           revenueRows            `json:"rows"`
-	Totals         []revenueTotal         `json:"totals"`
-	Freshness      []query.ShardFreshness `json:"freshness"`
+	Table          string        `json:"table"`
+	From           string        `json:"from"`
+	To             string        `json:"to"`
+	GroupBy        []query.Group `json:"group_by"`
+	CountStatuses  []string      `json:"count_statuses,omitempty"`
+	RefundStatuses []string      `json:"refund_statuses,omitempty"`
+	Definition     string        `json:"definition"`
+	// Source is "preaggregate" when the exact pre-aggregates answered (their
+	// freshness is the one given), "live" for the query over the table.
+	Source    string                 `json:"source"`
+	Rows      revenueRows            `json:"rows"`
+	Totals    []revenueTotal         `json:"totals"`
+	Freshness []query.ShardFreshness `json:"freshness"`
+}
+
+// maxPreaggLag is how far behind the table the pre-aggregates may be and
+// still answer: beyond it (an aggregator stopped or slow), the live query
+// does.
+const maxPreaggLag = 30 * time.Second
+
+// preaggFreshness returns the pre-aggregates' freshness when they can
+// answer req — an eligible request without after=, pre-aggregates computed
+// under the ring version in force, covering every shard of live and at
+// most maxPreaggLag behind it — or nil.
+func (s *Server) preaggFreshness(r *http.Request, table string, req query.RevenueRequest, live []query.ShardFreshness) []query.ShardFreshness {
+	if !query.PreaggEligible(req) || r.URL.Query().Has("after") || len(live) == 0 {
+		return nil
+	}
+	st, err := s.q.ReadPreaggState(r.Context(), table)
+	if err != nil {
+		s.log.Warn("pre-aggregate state unreadable; answering live", slog.Any("err", err))
+		return nil
+	}
+	if st == nil {
+		return nil
+	}
+	if ring, err := s.q.RingVersion(r.Context(), table); err != nil || ring != st.RingVersion {
+		return nil // computed under other ownership (a cutover the aggregator has not caught up with)
+	}
+	byShard := map[int]query.ShardFreshness{}
+	for _, f := range st.Freshness {
+		byShard[f.Shard] = f
+	}
+	for _, f := range live {
+		p, ok := byShard[f.Shard]
+		if !ok || !f.Complete || f.CommitTS.Sub(p.CommitTS) > maxPreaggLag {
+			return nil
+		}
+	}
+	return st.Freshness
 }
 
 // definitionOf is the revenue definition cfg configures.

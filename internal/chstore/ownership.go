@@ -146,7 +146,9 @@ func PlacementArgs(table string, n int) []any {
 	return args
 }
 
-func keyText(shardKey string) string { return fmt.Sprintf("toString(assumeNotNull(%s))", quote(shardKey)) }
+func keyText(shardKey string) string {
+	return fmt.Sprintf("toString(assumeNotNull(%s))", quote(shardKey))
+}
 
 // MisplacedCounts counts live misplaced rows of t by the shard they are on.
 func (s *Store) MisplacedCounts(ctx context.Context, t *Table, shardKey string) (map[uint16]uint64, error) {

@@ -291,15 +291,37 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		lastCols = c.ev.Columns
 	}
+	var noColumns []deadLetter
 	if t == nil {
-		var dead []deadLetter
-		for _, c := range cs {
-			dead = append(dead, deadLetter{c.rec, "no_columns", fmt.Errorf("change of %s without column list", name)})
+		// No record of the batch carries columns: a TRUNCATE or snapshot end
+		// alone. They apply to the table as it is in ClickHouse; where there
+		// is none yet there is nothing to remove.
+		err := l.retry(ctx, "look up table "+name, func() error {
+			var err error
+			t, err = l.store.Lookup(ctx, name, idColumn)
+			return err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("look up table %s: %w", name, err)
 		}
-		return dead, func() error { return nil }, nil
+		var rest []change
+		for _, c := range cs {
+			switch {
+			case c.ev.Op == envelope.OpTruncate || c.ev.Op == envelope.OpSnapshotEnd:
+				if t != nil {
+					rest = append(rest, c)
+				}
+			default:
+				noColumns = append(noColumns, deadLetter{c.rec, "no_columns", fmt.Errorf("change of %s without column list", name)})
+			}
+		}
+		if t == nil || len(rest) == 0 {
+			return noColumns, func() error { return nil }, nil
+		}
+		cs = rest
 	}
 
-	var dead []deadLetter
+	dead := noColumns
 	// Unchanged TOAST values come from the newest earlier image of the same
 	// row: in this batch if there is one, else from ClickHouse. Batches
 	// without such changes (nearly all) skip the bookkeeping.
@@ -367,9 +389,9 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		if len(rows) == 0 {
 			return nil
 		}
-		if len(owners) > 0 {
+		if len(owners) > 0 || l.marksPending(name) {
 			err := timed(stageInsert, func() error {
-				return l.retry(ctx, "ownership "+name, func() error { return l.writePlaced(ctx, owners) })
+				return l.retry(ctx, "ownership "+name, func() error { return l.writePlaced(ctx, name, owners) })
 			})
 			if err != nil {
 				return err
@@ -397,6 +419,9 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd {
 			if err := flush(); err != nil {
+				return nil, nil, err
+			}
+			if err := l.markAll(ctx, name, ev); err != nil {
 				return nil, nil, err
 			}
 			var n int

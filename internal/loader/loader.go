@@ -59,6 +59,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/dedupe"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/preagg"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -89,6 +90,14 @@ type Config struct {
 	// every RingReloadInterval (default 5 s) and a newer map applied.
 	RingPath           string
 	RingReloadInterval time.Duration
+	// PreaggBlockBits sizes the revenue table's id blocks for the
+	// pre-aggregates (0: preagg.DefaultBlockBits). Every loader marks
+	// blocks; RevenueAggregator makes this one recompute them (run exactly
+	// one).
+	PreaggBlockBits   int
+	RevenueAggregator bool
+	// PreaggInterval is how often the aggregator runs a round (default 1 s).
+	PreaggInterval time.Duration
 	// MisplacedInterval is how often misplaced rows are counted.
 	MisplacedInterval time.Duration
 	// InstanceID, if set, makes this loader a static member of the group
@@ -112,7 +121,9 @@ type Loader struct {
 	decoders []*envelope.Decoder // one per decoding worker; used by the poller
 	forget   atomic.Bool         // set on revoke: forget versions before the next batch
 	place    placement
-	stopped  map[string]error // table -> why it is stopped
+	marks    *preagg.Marks      // the revenue table's, or nil
+	stopped  map[string]error   // table -> why it is stopped
+	agg      *preagg.Aggregator // nil unless RevenueAggregator
 }
 
 // New builds a loader; it connects nothing until Run.
@@ -139,11 +150,16 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	for i := range decoders {
 		decoders[i] = &envelope.Decoder{}
 	}
+	if cfg.PreaggBlockBits <= 0 {
+		cfg.PreaggBlockBits = preagg.DefaultBlockBits
+	}
 	return &Loader{
 		cfg: cfg, store: store, log: log, m: newMetrics(reg),
 		versions: dedupe.NewVersions(cfg.DedupeKeys),
 		decoders: decoders,
 		stopped:  map[string]error{},
+		marks:    newMarks(cfg),
+		agg:      newAggregator(cfg, store, log, reg),
 	}
 }
 
@@ -206,6 +222,10 @@ func (l *Loader) Run(ctx context.Context) error {
 	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
 	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
 	go func() { defer monitors.Done(); l.watchMisplaced(mctx) }()
+	if l.agg != nil {
+		monitors.Add(1)
+		go func() { defer monitors.Done(); l.agg.Run(mctx) }()
+	}
 	defer func() {
 		stopMonitors()
 		monitors.Wait()

@@ -163,6 +163,7 @@ func (l *Loader) stagedOwner(table, key string) (chstore.Ownership, bool) {
 // first: the key's owner if it has none under this ring version, and its
 // staged owner likewise.
 func (l *Loader) placeRow(tc *tables.Table, ev *envelope.Event) []placed {
+	l.markRow(tc, ev)
 	if tc.ShardKey == "" || ev.Op == envelope.OpDelete {
 		return nil
 	}
@@ -216,9 +217,12 @@ func remember(known map[string]map[string]int64, table, key string, v int64) boo
 	return true
 }
 
-// writePlaced stores the ownerships placeRow returned for a batch, before
-// the batch's rows.
-func (l *Loader) writePlaced(ctx context.Context, ps []placed) error {
+// writePlaced stores the ownerships placeRow returned for a batch of
+// table, and its revenue marks, before the batch's rows.
+func (l *Loader) writePlaced(ctx context.Context, table string, ps []placed) error {
+	if err := l.writeMarks(ctx, table); err != nil {
+		return err
+	}
 	var cur, next []chstore.Ownership
 	for _, p := range ps {
 		if p.staged {

@@ -56,7 +56,9 @@ type MisplacedPage struct {
 }
 
 // Position is r's position in the listing order.
-func (r MisplacedRow) Position() MisplacedKey { return MisplacedKey{Table: r.Table, ID: r.ID, Shard: r.Shard} }
+func (r MisplacedRow) Position() MisplacedKey {
+	return MisplacedKey{Table: r.Table, ID: r.ID, Shard: r.Shard}
+}
 
 // Misplaced lists misplaced rows, a page at a time. Tables the loader has
 // not created yet list nothing.

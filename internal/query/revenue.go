@@ -97,6 +97,9 @@ type RevenueRequest struct {
 	Statuses   []string
 	// MaxRows bounds the number of groups (0: DefaultMaxRevenueRows).
 	MaxRows int
+	// Preaggregated reads the pre-aggregates instead of the table (the
+	// caller checked PreaggEligible and that a state exists).
+	Preaggregated bool
 	// ShardKey is the table's shard-key column when rows are placed by a
 	// ring map: each row then counts only from the owner of its key
 	// (chstore.OwnedWhere), so a planned arc move's copies and the
@@ -150,6 +153,9 @@ func (q *Queries) Revenue(ctx context.Context, cfg *tables.Revenue, req RevenueR
 		return nil, ErrSubSecondBound
 	}
 	plan := planRevenue(q.db, cfg, req)
+	if req.Preaggregated {
+		plan = planPreagg(q.db, cfg, req)
+	}
 	rep := &RevenueReport{GroupBy: plan.groupBy, CountStatuses: plan.count, RefundStatuses: plan.refund}
 	if plan.empty {
 		return rep, nil
@@ -289,23 +295,14 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan
 		p.keyPos = append(p.keyPos, i)
 	}
 
-	amount := quote(cfg.AmountColumn)
-	isRefund := "0"
 	var where []string
 	var whereArgs []any
 	where = append(where, "_deleted = 0",
 		"toDateTime("+tcol+", 'UTC') >= ?", "toDateTime("+tcol+", 'UTC') < ?")
 	whereArgs = append(whereArgs, req.From.UTC(), req.To.UTC())
-	var selArgs []any
-	if cfg.StatusColumn != "" {
-		scol := quote(cfg.StatusColumn)
-		where = append(where, scol+" IN ?")
-		whereArgs = append(whereArgs, groupSet(append(slices.Clone(p.count), p.refund...)))
-		if len(p.refund) > 0 {
-			isRefund = scol + " IN ?"
-			selArgs = append(selArgs, groupSet(p.refund), groupSet(p.refund))
-		}
-	}
+	sums, selArgs, statusWhere, statusArgs := revenueSums(cfg, p.count, p.refund)
+	where = append(where, statusWhere...)
+	whereArgs = append(whereArgs, statusArgs...)
 	if len(req.Workspaces) > 0 {
 		where = append(where, "toString("+quote(cfg.WorkspaceColumn)+") IN ?")
 		whereArgs = append(whereArgs, groupSet(req.Workspaces))
@@ -318,20 +315,7 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan
 		where = append(where, chstore.OwnedWhere(db, req.ShardKey))
 		whereArgs = append(whereArgs, chstore.PlacementArgs(cfg.Table, 2)...)
 	}
-	if rc := cfg.RefundedAmountColumn; rc != "" {
-		// Each row's refund; "amount - amount" is a zero of the amount's own
-		// Decimal type (a literal 0 would need a supertype 18.16 lacks).
-		rq := quote(rc)
-		refund := fmt.Sprintf("if(%s, ifNull(%s, %s), ifNull(%s, %s - %s))", isRefund, rq, amount, rq, amount, amount)
-		sel = append(sel,
-			fmt.Sprintf("sum(%s - %s) AS %skept", amount, refund, aliasPrefix),
-			fmt.Sprintf("sum(%s) AS %srefunds", refund, aliasPrefix))
-	} else {
-		sel = append(sel,
-			fmt.Sprintf("sumIf(%s, NOT (%s)) AS %skept", amount, isRefund, aliasPrefix),
-			fmt.Sprintf("sumIf(%s, %s) AS %srefunds", amount, isRefund, aliasPrefix))
-	}
-	sel = append(sel, fmt.Sprintf("count() AS %sinvoices", aliasPrefix))
+	sel = append(sel, sums...)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "SELECT %s FROM %s.%s FINAL WHERE %s", strings.Join(sel, ", "),
@@ -354,6 +338,39 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan
 	p.sql = b.String()
 	p.args = append(selArgs, whereArgs...)
 	return p
+}
+
+// revenueSums returns the three result columns every revenue query ends
+// with — kept (net), refunds and the row count — with their arguments, and
+// the WHERE conditions (with theirs) that keep the rows in count or refund
+// statuses.
+func revenueSums(cfg *tables.Revenue, count, refund []string) (sel []string, selArgs []any, where []string, whereArgs []any) {
+	amount := quote(cfg.AmountColumn)
+	isRefund := "0"
+	if cfg.StatusColumn != "" {
+		scol := quote(cfg.StatusColumn)
+		where = append(where, scol+" IN ?")
+		whereArgs = append(whereArgs, groupSet(append(slices.Clone(count), refund...)))
+		if len(refund) > 0 {
+			isRefund = scol + " IN ?"
+			selArgs = append(selArgs, groupSet(refund), groupSet(refund))
+		}
+	}
+	if rc := cfg.RefundedAmountColumn; rc != "" {
+		// Each row's refund; "amount - amount" is a zero of the amount's own
+		// Decimal type (a literal 0 would need a supertype 18.16 lacks).
+		rq := quote(rc)
+		r := fmt.Sprintf("if(%s, ifNull(%s, %s), ifNull(%s, %s - %s))", isRefund, rq, amount, rq, amount, amount)
+		sel = append(sel,
+			fmt.Sprintf("sum(%s - %s) AS %skept", amount, r, aliasPrefix),
+			fmt.Sprintf("sum(%s) AS %srefunds", r, aliasPrefix))
+	} else {
+		sel = append(sel,
+			fmt.Sprintf("sumIf(%s, NOT (%s)) AS %skept", amount, isRefund, aliasPrefix),
+			fmt.Sprintf("sumIf(%s, %s) AS %srefunds", amount, isRefund, aliasPrefix))
+	}
+	sel = append(sel, fmt.Sprintf("count() AS %sinvoices", aliasPrefix))
+	return sel, selArgs, where, whereArgs
 }
 
 // scanRevenueRow reads one result row laid out by plan.

@@ -1,0 +1,394 @@
+package preagg
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
+
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Config is what an Aggregator keeps pre-aggregated.
+type Config struct {
+	Revenue  *tables.Revenue
+	IDColumn string
+	// ShardKey is the revenue table's shard key ("" when not placed by a
+	// ring map): rows count from the owner of their key only.
+	ShardKey string
+	// Topic is the revenue table's topic (its watermarks say how complete
+	// each shard is).
+	Topic     string
+	BlockBits int
+	Interval  time.Duration
+}
+
+// Aggregator recomputes dirty blocks in rounds. Run exactly one per
+// deployment: two would each record their own freshness.
+type Aggregator struct {
+	cfg  Config
+	conn driver.Conn
+	db   string
+	q    *query.Queries
+	log  *slog.Logger
+
+	rounds     *prometheus.CounterVec
+	recomputed prometheus.Counter
+	lag        prometheus.Gauge
+}
+
+// New builds an aggregator over the store's connection.
+func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg prometheus.Registerer) *Aggregator {
+	if cfg.BlockBits <= 0 {
+		cfg.BlockBits = DefaultBlockBits
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	a := &Aggregator{cfg: cfg, conn: conn, db: db, q: query.New(conn, db), log: log,
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_preagg_rounds_total",
+			Help: "Revenue pre-aggregate rounds by outcome: incremental, full (first round, ring map change, truncate), idle (nothing new), waiting (a shard without a complete watermark yet), error."},
+			[]string{"outcome"}),
+		recomputed: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_preagg_blocks_recomputed_total",
+			Help: "Id blocks of the revenue table recomputed from the table."}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_preagg_lag_seconds",
+			Help: "How far the pre-aggregates' freshness is behind the revenue table's, at the last round (source commit time)."}),
+	}
+	reg.MustRegister(a.rounds, a.recomputed, a.lag)
+	return a
+}
+
+// Run runs rounds every Interval until ctx ends. Errors are logged and
+// counted; the next round retries.
+func (a *Aggregator) Run(ctx context.Context) {
+	t := time.NewTicker(a.cfg.Interval)
+	defer t.Stop()
+	ready := false
+	for {
+		outcome, err := "error", error(nil)
+		if !ready {
+			err = EnsureMarks(ctx, a.conn, a.db)
+			ready = err == nil
+		}
+		if ready {
+			outcome, err = a.Round(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("revenue pre-aggregate round failed", slog.Any("err", err))
+		}
+		a.rounds.WithLabelValues(outcome).Inc()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// shardPos is one shard's watermark.
+type shardPos struct {
+	lsn uint64
+	ts  time.Time
+}
+
+// Round runs one round and says what it did.
+func (a *Aggregator) Round(ctx context.Context) (string, error) {
+	table := a.cfg.Revenue.Table
+	fresh, err := a.q.Freshness(ctx, []string{a.cfg.Topic})
+	if err != nil {
+		return "error", err
+	}
+	w := map[uint16]shardPos{}
+	for _, f := range fresh {
+		if !f.Complete {
+			return "waiting", nil
+		}
+		w[uint16(f.Shard)] = shardPos{uint64(f.LSN()), f.CommitTS}
+	}
+	if len(w) == 0 {
+		return "waiting", nil
+	}
+	st, err := a.q.ReadPreaggState(ctx, table)
+	if err != nil {
+		return "error", err
+	}
+	ring, err := chstore.RingVersion(ctx, a.conn, a.db, table)
+	if err != nil {
+		return "error", err
+	}
+	prev := map[uint16]uint64{}
+	full := st == nil || st.RingVersion != ring
+	if st != nil {
+		for _, f := range st.Freshness {
+			prev[uint16(f.Shard)] = uint64(f.LSN())
+		}
+	}
+	var dirty []int64
+	if !full {
+		if dirty, err = a.dirtyBlocks(ctx, prev, w); err != nil {
+			return "error", err
+		}
+		full = slices.Contains(dirty, AllBlocks)
+	}
+	outcome := "incremental"
+	switch {
+	case full:
+		outcome = "full"
+		if err := a.recomputeAll(ctx); err != nil {
+			return "error", err
+		}
+	case len(dirty) == 0 && !advanced(prev, w):
+		return "idle", nil
+	default:
+		for i := 0; i < len(dirty); i += 500 {
+			if err := a.recompute(ctx, dirty[i:min(i+500, len(dirty))]); err != nil {
+				return "error", err
+			}
+		}
+	}
+	if err := a.writeState(ctx, w, ring); err != nil {
+		return "error", err
+	}
+	a.lag.Set(lagOf(fresh, w))
+	return outcome, nil
+}
+
+// advanced says whether some shard's watermark moved since the last round.
+func advanced(prev map[uint16]uint64, w map[uint16]shardPos) bool {
+	for s, p := range w {
+		if prev[s] != p.lsn {
+			return true
+		}
+	}
+	return false
+}
+
+func lagOf(fresh []query.ShardFreshness, w map[uint16]shardPos) float64 {
+	var lag float64
+	for _, f := range fresh {
+		lag = max(lag, f.CommitTS.Sub(w[uint16(f.Shard)].ts).Seconds())
+	}
+	return lag
+}
+
+// dirtyBlocks returns the blocks marked in (prev, w] for their shard,
+// sorted; AllBlocks among them means every block.
+func (a *Aggregator) dirtyBlocks(ctx context.Context, prev map[uint16]uint64, w map[uint16]shardPos) ([]int64, error) {
+	var conds []string
+	args := []any{a.cfg.Revenue.Table}
+	for s, p := range w {
+		if p.lsn <= prev[s] {
+			continue
+		}
+		conds = append(conds, "(shard = ? AND commit_lsn > ? AND commit_lsn <= ?)")
+		args = append(args, s, prev[s], p.lsn)
+	}
+	if len(conds) == 0 {
+		return nil, nil
+	}
+	rows, err := a.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ? AND (%s) ORDER BY block",
+		chstore.Quote(a.db), query.PreaggMarksTable, strings.Join(conds, " OR ")), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read marks: %w", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var b int64
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("read marks: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// recomputeAll recomputes every block: those with rows, and those stored
+// before that have none left (written empty).
+func (a *Aggregator) recomputeAll(ctx context.Context) error {
+	if err := a.ensureBlocks(ctx); err != nil {
+		return err
+	}
+	stored, err := a.storedBlocks(ctx)
+	if err != nil {
+		return err
+	}
+	return a.recomputeBlocks(ctx, nil, stored)
+}
+
+// recompute recomputes the given blocks (sorted).
+func (a *Aggregator) recompute(ctx context.Context, blocks []int64) error {
+	if err := a.ensureBlocks(ctx); err != nil {
+		return err
+	}
+	return a.recomputeBlocks(ctx, blocks, blocks)
+}
+
+// blockSums is one block's arrays.
+type blockSums struct {
+	day             []time.Time
+	cur             []string
+	kept, refunds   []decimal.Decimal
+	n               []uint64
+	sDay            []time.Time
+	sShard          []uint16
+	sCur            []string
+	sKept, sRefunds []decimal.Decimal
+	sN              []uint64
+	index           map[dayCur]int
+}
+
+type dayCur struct {
+	day time.Time
+	cur string
+}
+
+func newBlockSums() *blockSums {
+	return &blockSums{day: []time.Time{}, cur: []string{}, kept: []decimal.Decimal{}, refunds: []decimal.Decimal{}, n: []uint64{},
+		sDay: []time.Time{}, sShard: []uint16{}, sCur: []string{}, sKept: []decimal.Decimal{}, sRefunds: []decimal.Decimal{}, sN: []uint64{},
+		index: map[dayCur]int{}}
+}
+
+// add adds one (day, shard, currency) group to both array sets.
+func (b *blockSums) add(day time.Time, shard uint16, cur string, kept, refunds decimal.Decimal, n uint64) {
+	b.sDay, b.sShard, b.sCur = append(b.sDay, day), append(b.sShard, shard), append(b.sCur, cur)
+	b.sKept, b.sRefunds, b.sN = append(b.sKept, kept), append(b.sRefunds, refunds), append(b.sN, n)
+	k := dayCur{day, cur}
+	if i, ok := b.index[k]; ok {
+		b.kept[i], b.refunds[i], b.n[i] = b.kept[i].Add(kept), b.refunds[i].Add(refunds), b.n[i]+n
+		return
+	}
+	b.index[k] = len(b.day)
+	b.day, b.cur = append(b.day, day), append(b.cur, cur)
+	b.kept, b.refunds, b.n = append(b.kept, kept), append(b.refunds, refunds), append(b.n, n)
+}
+
+// recomputeBlocks recomputes blocks (nil: all) and writes one row for each
+// block found and each of also (emptied blocks get empty arrays).
+func (a *Aggregator) recomputeBlocks(ctx context.Context, blocks, also []int64) error {
+	computed := uint64(time.Now().UnixNano()) // before the read: a later round's write wins
+	sql, args := query.PreaggRecompute(a.db, a.cfg.Revenue, a.cfg.IDColumn, a.cfg.ShardKey, a.cfg.BlockBits, blocks)
+	rows, err := a.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("recompute revenue blocks: %w", err)
+	}
+	sums := map[int64]*blockSums{}
+	for _, b := range also {
+		sums[b] = newBlockSums()
+	}
+	for rows.Next() {
+		var b int64
+		var day time.Time
+		var shard uint16
+		var cur string
+		var kept, refunds *decimal.Decimal
+		var n uint64
+		if err := rows.Scan(&b, &day, &shard, &cur, &kept, &refunds, &n); err != nil {
+			rows.Close()
+			return fmt.Errorf("recompute revenue blocks: %w", err)
+		}
+		s := sums[b]
+		if s == nil {
+			s = newBlockSums()
+			sums[b] = s
+		}
+		s.add(day, shard, cur, deref(kept), deref(refunds), n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("recompute revenue blocks: %w", err)
+	}
+	batch, err := a.conn.PrepareBatch(ctx, fmt.Sprintf(`INSERT INTO %s.%s (source_table, block, computed,
+		day, currency, kept, refunds, invoices, s_day, s_shard, s_currency, s_kept, s_refunds, s_invoices)`,
+		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table))))
+	if err != nil {
+		return fmt.Errorf("prepare revenue blocks: %w", err)
+	}
+	defer batch.Abort() //nolint:errcheck // no-op after Send
+	for b, s := range sums {
+		if err := batch.Append(a.cfg.Revenue.Table, b, computed, s.day, s.cur, s.kept, s.refunds, s.n,
+			s.sDay, s.sShard, s.sCur, s.sKept, s.sRefunds, s.sN); err != nil {
+			return fmt.Errorf("append revenue block: %w", err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("insert revenue blocks: %w", err)
+	}
+	a.recomputed.Add(float64(len(sums)))
+	return nil
+}
+
+func deref(d *decimal.Decimal) decimal.Decimal {
+	if d == nil {
+		return decimal.Decimal{}
+	}
+	return *d
+}
+
+// ensureBlocks creates the blocks table once the revenue table exists
+// (its arrays take the amount's Decimal scale).
+func (a *Aggregator) ensureBlocks(ctx context.Context) error {
+	var typ string
+	err := a.conn.QueryRow(ctx, "SELECT type FROM system.columns WHERE database = ? AND table = ? AND name = ?",
+		a.db, a.cfg.Revenue.Table, a.cfg.Revenue.AmountColumn).Scan(&typ)
+	if err != nil {
+		return fmt.Errorf("amount column type of %s: %w", a.cfg.Revenue.Table, err)
+	}
+	scale, ok := query.DecimalScale(typ)
+	if !ok {
+		return fmt.Errorf("%w: %s.%s is %s", query.ErrInexactAmount, a.cfg.Revenue.Table, a.cfg.Revenue.AmountColumn, typ)
+	}
+	dec := fmt.Sprintf("Array(Decimal(38, %d))", scale)
+	return a.conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, block Int64, computed UInt64,
+		day Array(Date), currency Array(String), kept %[3]s, refunds %[3]s, invoices Array(UInt64),
+		s_day Array(Date), s_shard Array(UInt16), s_currency Array(String), s_kept %[3]s, s_refunds %[3]s, s_invoices Array(UInt64))
+		ENGINE = ReplacingMergeTree(computed) ORDER BY (source_table, block)`,
+		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table)), dec))
+}
+
+// storedBlocks lists the blocks that have a row.
+func (a *Aggregator) storedBlocks(ctx context.Context) ([]int64, error) {
+	rows, err := a.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ?",
+		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table))), a.cfg.Revenue.Table)
+	if err != nil {
+		return nil, fmt.Errorf("stored revenue blocks: %w", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var b int64
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// writeState records w as the pre-aggregates' freshness.
+func (a *Aggregator) writeState(ctx context.Context, w map[uint16]shardPos, ring int64) error {
+	b, err := a.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (source_table, shard, lsn, commit_ts, ring_version, computed)",
+		chstore.Quote(a.db), query.PreaggStateTable))
+	if err != nil {
+		return fmt.Errorf("prepare pre-aggregate state: %w", err)
+	}
+	defer b.Abort() //nolint:errcheck // no-op after Send
+	computed := uint64(time.Now().UnixNano())
+	for s, p := range w {
+		if err := b.Append(a.cfg.Revenue.Table, s, p.lsn, p.ts.UTC(), ring, computed); err != nil {
+			return fmt.Errorf("append pre-aggregate state: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("write pre-aggregate state: %w", err)
+	}
+	return nil
+}
