@@ -21,7 +21,8 @@
 // (logical_decoding_work_mem) and sends it after commit; the reader hands
 // each change to the producer as it arrives, and the producer's bounded
 // buffer blocks reading when Kafka is behind. Memory is therefore bounded
-// for any transaction size.
+// for any transaction size. Why not protocol 2 streaming: README, "Large
+// transactions" (measured).
 //
 // Metrics (private registry, const label shard, prefix tributary_reader_):
 // changes_total{table,op}, wal_bytes_total, records_produced_total{topic},
