@@ -3,7 +3,7 @@
 #
 # Tributary's reader and Debezium's PostgreSQL connector on the same shard,
 # workload and Kafka (the local stack's, from .stack/stack.env): builds what
-# is missing (cmd/cdc-reader, the harness, the Debezium jar with Maven),
+# is missing or stale (cmd/cdc-reader, the harness, the Debezium jar with Maven),
 # then runs the comparison under /tmp/tributary-bench.lock so that no other
 # benchmark runs at the same time (do not wrap it in flock yourself: it
 # would wait for itself). Method and results: docs/peers.md.
@@ -18,7 +18,7 @@ mkdir -p "$bin"
 go build -o "$bin/cdc-reader" ./cmd/cdc-reader
 go build -o "$bin/peers" ./bench/peers
 jar=bench/peers/debezium/target/peers-debezium.jar
-if [[ ! -f $jar ]]; then
+if [[ ! -f $jar || -n $(find bench/peers/debezium/pom.xml bench/peers/debezium/src -newer "$jar" -print -quit) ]]; then
 	echo "building $jar (Maven; dependencies cached in ~/.m2)"
 	(cd bench/peers/debezium && mvn -q package)
 fi

@@ -13,6 +13,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -54,11 +55,13 @@ public final class DebeziumToKafka {
                 new KafkaProducer<>(producerProps, new StringSerializer(), new StringSerializer());
         CountDownLatch stopped = new CountDownLatch(1);
         AtomicReference<Throwable> failure = new AtomicReference<>();
+        // Set on SIGTERM: a batch cut short by the shutdown is not a failure.
+        AtomicBoolean stopping = new AtomicBoolean();
         DebeziumEngine<ChangeEvent<String, String>> engine = DebeziumEngine.create(Json.class)
                 .using(engineProps)
                 .notifying(new KafkaSink(producer))
                 .using((success, message, error) -> {
-                    if (!success) {
+                    if (!success && !stopping.get()) {
                         failure.set(error != null ? error : new RuntimeException(message));
                         System.err.println("debezium engine stopped: " + message);
                     }
@@ -66,7 +69,10 @@ public final class DebeziumToKafka {
                 })
                 .build();
         ExecutorService executor = Executors.newSingleThreadExecutor();
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> close(engine, executor, producer)));
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            stopping.set(true);
+            close(engine, executor, producer);
+        }));
         executor.execute(engine);
         stopped.await();
         if (failure.get() != null) {
