@@ -228,7 +228,10 @@ func (r *Reader) planSnapshot(ctx context.Context, conn *pgx.Conn, prev *snapsho
 		if err != nil {
 			return st, err
 		}
-		if len(key) == 0 {
+		if len(key) == 0 && filenode == 0 {
+			r.log.Warn("snapshot: partitioned table without a primary key or replica identity index; it is copied in one chunk, not resumable within the table",
+				slog.String("table", t.Name))
+		} else if len(key) == 0 {
 			planCtid(&tp, filenode, blocks, r.cfg.SnapshotRangesPerTable, r.cfg.SnapshotChunkRows)
 			r.log.Info("snapshot: table has no primary key or replica identity index; it is copied by ctid (heap block) ranges",
 				slog.String("table", t.Name), slog.Int64("blocks", blocks), slog.Int("ranges", len(tp.Ranges)),
@@ -250,6 +253,8 @@ func (r *Reader) keepPlan(p tableProgress, key []keyColumn, filenode uint32) boo
 		return false
 	case len(key) > 0:
 		return true
+	case filenode == 0: // no storage (partitioned): one chunk
+		return !p.Ctid
 	case !p.Ctid:
 		r.log.Warn("snapshot: keyless table planned as one chunk by an earlier version; copying it again by ctid ranges",
 			slog.String("table", p.Name))

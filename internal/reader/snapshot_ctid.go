@@ -42,12 +42,13 @@ var errTableRewritten = errors.New("table rewritten during its copy")
 // (about 100-byte rows in 8 kB pages).
 const defaultRowsPerBlock = 60
 
-// relFile returns a table's current file node and its size in blocks. The
-// file node is read first: if a rewrite lands between the two, the size
-// is the new file's and the node the old one's, which the chunks' checks
-// then catch.
+// relFile returns a table's current file node and its size in blocks;
+// filenode 0 when the table has no storage of its own (a partitioned
+// table: it is copied in one chunk, as a whole). The file node is read
+// first: if a rewrite lands between the two, the size is the new file's
+// and the node the old one's, which the chunks' checks then catch.
 func relFile(ctx context.Context, conn *pgx.Conn, t tables.Table) (filenode uint32, blocks int64, err error) {
-	var fn int64
+	var fn *int64
 	err = conn.QueryRow(ctx, `SELECT pg_relation_filenode(c.oid)::int8,
 		       pg_relation_size(c.oid) / current_setting('block_size')::int8
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -55,7 +56,10 @@ func relFile(ctx context.Context, conn *pgx.Conn, t tables.Table) (filenode uint
 	if err != nil {
 		return 0, 0, fmt.Errorf("file of %s.%s: %w", t.Schema, t.Name, err)
 	}
-	return uint32(fn), blocks, nil
+	if fn == nil {
+		return 0, 0, nil
+	}
+	return uint32(*fn), blocks, nil
 }
 
 // planCtid turns a keyless table's plan into block ranges: blocks
