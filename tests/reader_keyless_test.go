@@ -163,3 +163,95 @@ func churnKeyless(ctx context.Context, dsn, q string) error {
 	}
 	return nil
 }
+
+// TestSnapshotKeylessRewriteDuringCopy: CLUSTER rewrites a keyless table
+// in reverse order in the middle of its ctid-chunked copy, moving rows
+// from blocks not yet copied into blocks already copied. The reader must
+// notice the new file and copy the table again; ClickHouse must then
+// equal the shard (without that, the moved rows would be lost: they never
+// change, so nothing streams them; checked by disabling the check).
+func TestSnapshotKeylessRewriteDuringCopy(t *testing.T) {
+	const shard, rows, chunk, rate = 3, 30000, 500, 6000
+	p := setupPipeline(t, []int{shard}, nil, true)
+	nokey := "nokey_" + p.suffix
+	q := pgx.Identifier{nokey}.Sanitize()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p.exec(ctx, shard, fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL DEFAULT tributary.next_id(), workspace_id bigint NOT NULL, title text)`, q))
+	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", q))
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		if conn, err := pgx.Connect(cctx, p.stack.ShardDSNs[shard]); err == nil {
+			conn.Exec(cctx, "DROP TABLE IF EXISTS "+q) //nolint:errcheck
+			conn.Close(cctx)
+		}
+	})
+	tablesJSON := fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[
+		{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"},
+		{"name":%q,"id_column":"id","id_layout":"seed000"}]}`, p.suffix, p.table(), nokey)
+	cfg, err := tables.Parse([]byte(tablesJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.tables = cfg
+	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title) SELECT g %% 7, 'k' || g FROM generate_series(1, %d) g", q, rows))
+	p.exec(ctx, shard, "ANALYZE "+q)
+	// Not a replica identity: the table stays keyless for the reader.
+	p.exec(ctx, shard, fmt.Sprintf("CREATE INDEX %s ON %s (id DESC)", pgx.Identifier{nokey + "_desc"}.Sanitize(), q))
+
+	loaderCtx, stopLoader := context.WithCancel(context.Background())
+	t.Cleanup(stopLoader)
+	p.startLoader(loaderCtx, "l1")
+	slot := fmt.Sprintf("e2e_%s_%d", p.suffix, shard)
+	stateTopic := "e2e_" + p.suffix + ".state"
+	rd, logFile := readerProcess(t, p, shard, tablesJSON,
+		"--snapshot-workers", "2", "--snapshot-chunk-rows", strconv.Itoa(chunk),
+		"--snapshot-max-rows-per-second", strconv.Itoa(rate), "--snapshot-progress-interval", "1s")
+	defer stopReaderProcess(t, rd, logFile)
+
+	for {
+		st, err := readState(ctx, p.brokers, stateTopic, slot)
+		if err != nil && ctx.Err() != nil {
+			t.Fatalf("reading the reader state: %v", err)
+		}
+		if st != nil && st.SnapshotDone {
+			t.Fatal("the snapshot finished before the rewrite (slow the copy: --snapshot-max-rows-per-second)")
+		}
+		if n, _, _ := st.rowsOrZero(); n >= 4*chunk {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.exec(ctx, shard, fmt.Sprintf("DELETE FROM %s WHERE id %% 5 = 0", q))
+	p.exec(ctx, shard, fmt.Sprintf("CLUSTER %s USING %s", q, pgx.Identifier{nokey + "_desc"}.Sanitize()))
+	t.Log("CLUSTER in reverse order during the copy")
+	p.exec(ctx, shard, fmt.Sprintf("UPDATE %s SET title = 'after' WHERE workspace_id = 3", q))
+
+	var after *storedState
+	for after == nil || !after.SnapshotDone {
+		if ctx.Err() != nil {
+			t.Fatal("the reader did not finish the snapshot")
+		}
+		time.Sleep(200 * time.Millisecond)
+		after, _ = readState(ctx, p.brokers, stateTopic, slot)
+	}
+	deadline := time.Now().Add(time.Minute)
+	var diff string
+	for time.Now().Before(deadline) {
+		if diff = p.compareTitles(ctx, shard, nokey); diff == "" {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if diff != "" {
+		t.Fatalf("ClickHouse differs from the shard:\n%s", diff)
+	}
+	logs, _ := os.ReadFile(logFile)
+	if !strings.Contains(string(logs), "table rewritten during its copy") {
+		t.Error("the reader did not notice the rewrite")
+	}
+	if err := p.failed(); err != nil {
+		t.Fatal(err)
+	}
+}
