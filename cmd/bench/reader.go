@@ -56,6 +56,7 @@ type readerConfig struct {
 	snapChunkRows  int
 	partitions     int
 	maxBuffered    int
+	maxBufBytes    int
 	statusInterval time.Duration
 	poll           time.Duration
 	timeout        time.Duration
@@ -119,6 +120,7 @@ The shard DSN comes from $TRIBUTARY_SHARD_<shard>_DSN (a superuser DSN).`)
 	fs.Int(&c.snapChunkRows, "snapshot-chunk-rows", "", 10_000, "reader SnapshotChunkRows for case d (the cdc-reader default)")
 	fs.Int(&c.partitions, "partitions", "", 4, "partitions of the topics the reader creates")
 	fs.Int(&c.maxBuffered, "max-buffered", "", 100_000, "reader MaxBuffered (the cdc-reader default)")
+	fs.Int(&c.maxBufBytes, "max-buffered-bytes", "", 0, "reader MaxBufferedBytes (0: the reader's default)")
 	fs.Duration(&c.statusInterval, "status-interval", "", 50*time.Millisecond, "reader StatusInterval: how soon a confirmed position reaches the slot (cdc-reader default 1s)")
 	fs.Duration(&c.poll, "poll", "", 20*time.Millisecond, "how often the slots (and, for d, Kafka's committed offsets) are polled")
 	fs.Duration(&c.timeout, "timeout", "", 15*time.Minute, "give up a run after this long")
@@ -171,7 +173,7 @@ The shard DSN comes from $TRIBUTARY_SHARD_<shard>_DSN (a superuser DSN).`)
 				"title_bytes": c.titleBytes, "update_rows": c.updateRows, "updates": c.updates,
 				"update_txn_rows": c.updateTxnRows, "row_bytes": c.rowBytes, "snapshot_rows": c.snapshotRows, "big_txn_mb": c.bigMB,
 				"snapshot_workers": c.snapWorkers, "snapshot_chunk_rows": c.snapChunkRows,
-				"partitions": c.partitions, "max_buffered": c.maxBuffered, "status_interval": c.statusInterval.String(),
+				"partitions": c.partitions, "max_buffered": c.maxBuffered, "max_buffered_bytes": c.maxBufBytes, "status_interval": c.statusInterval.String(),
 				"poll": c.poll.String()},
 			"runs": runs, "summary": sum,
 		}
