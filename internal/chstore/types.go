@@ -110,43 +110,76 @@ var pgTimestampLayouts = []string{
 }
 
 // convert turns PostgreSQL text into the Go value clickhouse-go appends.
+// The typed parsers below are shared with Block, so both agree.
 func (c colType) convert(s string) (any, error) {
 	switch c.kind {
-	case kindString:
+	case kindString, kindUUID:
 		return s, nil
 	case kindInt16:
-		v, err := strconv.ParseInt(s, 10, 16)
-		return int16(v), err
+		return parseInt16(s)
 	case kindInt32:
-		v, err := strconv.ParseInt(s, 10, 32)
-		return int32(v), err
+		return parseInt32(s)
 	case kindInt64:
-		return strconv.ParseInt(s, 10, 64)
+		return parseInt64(s)
 	case kindFloat64:
-		return strconv.ParseFloat(s, 64)
+		return parseFloat64(s)
 	case kindDecimal:
-		return decimal.NewFromString(s)
+		return parseDecimal(s)
 	case kindBool:
-		switch s {
-		case "t":
-			return uint8(1), nil
-		case "f":
-			return uint8(0), nil
+		v, err := parseBool(s)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("boolean %q", s)
+		return v, nil
 	case kindDate:
-		return time.Parse("2006-01-02", s)
+		return parseDate(s)
 	case kindDateTime:
-		for _, l := range pgTimestampLayouts {
-			if t, err := time.Parse(l, s); err == nil {
-				return t.UTC(), nil
-			}
+		v, err := parseDateTime(s)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("timestamp %q not in ISO format", s)
-	case kindUUID:
-		return s, nil
+		return v, nil
 	}
 	return nil, fmt.Errorf("internal: unknown kind %d", c.kind)
+}
+
+func parseString(s string) (string, error) { return s, nil }
+
+func parseInt16(s string) (int16, error) {
+	v, err := strconv.ParseInt(s, 10, 16)
+	return int16(v), err
+}
+
+func parseInt32(s string) (int32, error) {
+	v, err := strconv.ParseInt(s, 10, 32)
+	return int32(v), err
+}
+
+func parseInt64(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
+
+func parseFloat64(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+
+func parseDecimal(s string) (decimal.Decimal, error) { return decimal.NewFromString(s) }
+
+func parseBool(s string) (uint8, error) {
+	switch s {
+	case "t":
+		return 1, nil
+	case "f":
+		return 0, nil
+	}
+	return 0, fmt.Errorf("boolean %q", s)
+}
+
+func parseDate(s string) (time.Time, error) { return time.Parse("2006-01-02", s) }
+
+func parseDateTime(s string) (time.Time, error) {
+	for _, l := range pgTimestampLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("timestamp %q not in ISO format", s)
 }
 
 // zero is the value stored in a non-nullable column for a delete tombstone.

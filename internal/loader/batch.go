@@ -144,17 +144,19 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	return commit, nil
 }
 
-// converted is a row converted ahead of the sequential pass.
+// converted says how row i of a batch's block was converted ahead of the
+// sequential pass.
 type converted struct {
 	done bool
-	vals []any
 	err  error
 }
 
 // convertAll converts, on every core, the rows that need nothing from
-// earlier rows (all but truncates and unchanged-TOAST updates). A stale
-// version converted here is simply not used.
-func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now time.Time) []converted {
+// earlier rows (all but truncates and unchanged-TOAST updates) into row i
+// of one block per batch. A stale version converted here is simply not
+// inserted.
+func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now time.Time) (*chstore.Block, []converted) {
+	block := t.NewBlock(len(cs), now)
 	out := make([]converted, len(cs))
 	parallel(len(cs), len(l.decoders), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -162,11 +164,11 @@ func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now 
 			if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd || len(ev.Unchanged) > 0 {
 				continue
 			}
-			out[i].vals, out[i].err = t.Convert(sourceRow(ev, idColumn), now)
+			out[i].err = block.Set(i, sourceRow(ev, idColumn))
 			out[i].done = true
 		}
 	})
-	return out
+	return block, out
 }
 
 // sourceRow is the row a change writes: its new image, or for a delete the
@@ -371,11 +373,13 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 
 	now := time.Now()
 	// With needBase: the newest image of each row in this batch (an index
-	// into rows) and its version. The batch-local versions are what makes a
+	// into block) and its version. The batch-local versions are what makes a
 	// stale record unable to become a base, whatever Versions forgets.
 	latest := map[chstore.RowKey]int{}
 	batchVersion := map[chstore.RowKey]uint64{}
-	rows := make([][]any, 0, len(cs))
+	// rows are the block's rows to insert, in order.
+	rows := make([]int, 0, len(cs))
+	block, pre := l.convertAll(t, idColumn, cs, now)
 	// Ids whose liveness a written change can alter (insert, snapshot read,
 	// delete): the duplicate check asks about these. An update keeps the
 	// row live where it was.
@@ -400,7 +404,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		start := time.Now()
 		err := timed(stageInsert, func() error {
-			return l.retry(ctx, "insert "+name, func() error { return l.store.Insert(ctx, t, rows) })
+			return l.retry(ctx, "insert "+name, func() error { return l.store.InsertBlock(ctx, block, rows) })
 		})
 		if err != nil {
 			return err
@@ -410,7 +414,6 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		rows = rows[:0]
 		return nil
 	}
-	pre := l.convertAll(t, idColumn, cs, now)
 	var newest time.Time
 	for i, c := range cs {
 		ev := c.ev
@@ -458,10 +461,9 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			l.m.dropped.WithLabelValues(name).Inc()
 			continue
 		}
-		var vals []any
 		var err error
 		if pre[i].done {
-			vals, err = pre[i].vals, pre[i].err
+			err = pre[i].err
 		} else {
 			row := sourceRow(ev, idColumn)
 			if len(ev.Unchanged) > 0 {
@@ -472,13 +474,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 				var base func(col string) any
 				st, haveStored := stored[k]
 				if j, ok := latest[k]; ok && (!haveStored || batchVersion[k] >= st.Version) {
-					img := rows[j]
-					base = func(col string) any {
-						if ci := t.Index(col); ci >= 0 {
-							return img[ci]
-						}
-						return nil
-					}
+					base = func(col string) any { return block.Value(j, col) }
 				} else if haveStored && !st.Deleted {
 					base = func(col string) any { return st.Values[col] }
 				}
@@ -493,17 +489,17 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 					row.Filled[col] = base(col)
 				}
 			}
-			vals, err = t.Convert(row, now)
+			err = block.Set(i, row)
 		}
 		if err != nil {
 			dead = append(dead, deadLetter{c.rec, "convert", err})
 			continue
 		}
 		if needBase {
-			latest[k] = len(rows)
+			latest[k] = i
 			batchVersion[k] = ver
 		}
-		rows = append(rows, vals)
+		rows = append(rows, i)
 		// Remembered before the insert: an insert is retried until it
 		// succeeds or the loader stops, and a stopped loader forgets.
 		l.versions.Written(dk, ver)
@@ -605,21 +601,23 @@ func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change)
 	if err != nil {
 		return 0, err
 	}
-	now := time.Now()
-	var rows [][]any
+	var mine []string
 	for _, id := range ids {
-		if kafkaPartitioner.Partition(&kgo.Record{Key: []byte(id)}, int(ev.Partitions)) != int(c.rec.Partition) {
-			continue
+		if kafkaPartitioner.Partition(&kgo.Record{Key: []byte(id)}, int(ev.Partitions)) == int(c.rec.Partition) {
+			mine = append(mine, id)
 		}
-		idv := id
-		vals, err := t.Convert(&chstore.Row{Shard: uint16(ev.Shard), Version: cut, Deleted: true,
-			CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: map[string]*string{t.IDColumn: &idv}}, now)
+	}
+	block := t.NewBlock(len(mine), time.Now())
+	rows := make([]int, len(mine))
+	for i, id := range mine {
+		err := block.Set(i, &chstore.Row{Shard: uint16(ev.Shard), Version: cut, Deleted: true,
+			CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: map[string]*string{t.IDColumn: &id}})
 		if err != nil {
 			return 0, err
 		}
-		rows = append(rows, vals)
+		rows[i] = i
 	}
-	if err := l.retry(ctx, "truncate "+t.Name, func() error { return l.store.Insert(ctx, t, rows) }); err != nil {
+	if err := l.retry(ctx, "truncate "+t.Name, func() error { return l.store.InsertBlock(ctx, block, rows) }); err != nil {
 		return 0, err
 	}
 	l.versions.Forget() // tombstones may be newer than what it remembers
