@@ -165,6 +165,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 
 // Run consumes until ctx is done or a non-retryable error happens.
 func (l *Loader) Run(ctx context.Context) error {
+	l.logCapabilities(ctx)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(l.cfg.Brokers...),
 		kgo.ConsumerGroup(l.cfg.Group),
@@ -372,4 +373,19 @@ func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error
 		}
 	}
 	return out, nil
+}
+
+// logCapabilities says which optional server features exist. None is used
+// yet: insert deduplication tokens need Replicated tables, and the loader's
+// are ReplacingMergeTree (exactness comes from source versions either way).
+// A failed detection only loses the log line.
+func (l *Loader) logCapabilities(ctx context.Context) {
+	caps, err := l.store.DetectCapabilities(ctx)
+	if err != nil {
+		l.log.Warn("clickhouse capabilities not detected", slog.Any("err", err))
+		return
+	}
+	l.log.Info("clickhouse capabilities", slog.String("version", caps.Version),
+		slog.Bool("insert_deduplication_token", caps.InsertDeduplicationToken),
+		slog.Bool("insert_deduplication_token_used", caps.UseInsertDeduplicationToken(false)))
 }
