@@ -211,6 +211,13 @@ func benchLoader(ctx context.Context, args []string) error {
 			break
 		}
 	}
+	if path := os.Getenv("TRIBUTARY_BENCH_MEMPROFILE"); path != "" {
+		// Heap at the end of the load, while the loader still runs: what it
+		// holds between batches (inuse) and what it allocated (alloc).
+		if err := writeHeapProfile(path); err != nil {
+			return err
+		}
+	}
 	var ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1) //nolint:errcheck
 	cancel()
@@ -342,4 +349,14 @@ func sortedKeys(m map[string]float64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// writeHeapProfile writes a heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.WriteHeapProfile(f)
 }
