@@ -175,6 +175,10 @@ func TestArcMoveRevenueExact(t *testing.T) {
 	if rows := arcMisplaced(ctx, t, p); len(rows) != 0 {
 		t.Fatalf("a planned move's copies are listed as misplaced: %+v", rows[0])
 	}
+	// By id, a copied row is one row: the owner's copy, the staged
+	// owner's named as moving.
+	movedID := p.queryID(ctx, v1.OwnerInt64(moving[0]), fmt.Sprintf("SELECT min(id) FROM %s WHERE account_id = $1", tbl), moving[0])
+	arcByID(ctx, t, p, movedID, v1.OwnerInt64(moving[0]), hidden{2, "moving"})
 	if n := metric("tributary_misplaced_writes_total", map[string]string{"table": p.table(), "shard": "2"}); n != 0 {
 		t.Errorf("tributary_misplaced_writes_total{shard=2} = %v during a planned move, want 0", n)
 	}
@@ -218,6 +222,8 @@ func TestArcMoveRevenueExact(t *testing.T) {
 			t.Errorf("misplaced row %+v, want a leftover on shard 0 or 1 owned by 2 under ring v2", r)
 		}
 	}
+	// By id, the new owner's copy now; the old owner's is misplaced.
+	arcByID(ctx, t, p, movedID, 2, hidden{v1.OwnerInt64(moving[0]), "misplaced"})
 	// Once cut over, a row still on both shards is a half-done move: a
 	// duplicate, alerted after the grace period.
 	p.waitFor(ctx, 30*time.Second, "leftovers turned from arc_move into duplicates", func() bool {
@@ -396,4 +402,44 @@ func arcMisplaced(ctx context.Context, t *testing.T, p *pipeline) []query.Mispla
 	}
 	t.Fatal("misplaced listing does not end")
 	return nil
+}
+
+// hidden is a copy a by-id answer names but does not show.
+type hidden struct {
+	shard  int
+	reason string
+}
+
+// arcByID checks GET /v1/documents/{id} (the orders table here) shows one
+// copy, on shard, and names the other.
+func arcByID(ctx context.Context, t *testing.T, p *pipeline, id int64, shard int, other hidden) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/documents/%d", p.api.URL, id), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Copies []struct {
+			Shard int `json:"shard"`
+		} `json:"copies"`
+		Duplicate bool `json:"duplicate"`
+		Placement *struct {
+			Hidden []struct {
+				Shard  int    `json:"shard"`
+				Reason string `json:"reason"`
+			} `json:"hidden_copies"`
+		} `json:"placement"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/documents/%d: %d %v", id, resp.StatusCode, err)
+	}
+	if len(got.Copies) != 1 || got.Copies[0].Shard != shard || got.Duplicate || got.Placement == nil ||
+		len(got.Placement.Hidden) != 1 || got.Placement.Hidden[0].Shard != other.shard || got.Placement.Hidden[0].Reason != other.reason {
+		t.Errorf("GET /v1/documents/%d = %+v (placement %+v), want the copy on shard %d and %+v hidden", id, got, got.Placement, shard, other)
+	}
 }

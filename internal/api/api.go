@@ -229,14 +229,18 @@ type rowResponse struct {
 	Duplicate bool         `json:"duplicate"`
 	// Move is the document's newest move (GET /v1/documents/{id} with a
 	// move log configured); Anomaly says what is wrong with it, if anything.
-	Move      *moveStatus            `json:"move,omitempty"`
-	Anomaly   *rowAnomaly            `json:"anomaly,omitempty"`
+	Move    *moveStatus `json:"move,omitempty"`
+	Anomaly *rowAnomaly `json:"anomaly,omitempty"`
+	// Placement names the copies the ring map says are not current
+	// (GET /v1/documents/{id}; see placement.go).
+	Placement *placementStatus       `json:"placement,omitempty"`
 	Freshness []query.ShardFreshness `json:"freshness"`
 }
 
-// lookup answers a by-id read of table. With moves, copies are narrowed to
-// the current one per the move log (see moves.go).
-func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText string, moves *query.MoveLog) error {
+// lookup answers a by-id read of table. With current (the document
+// route), copies are narrowed to the current one: per the move log when
+// moves is set (see moves.go), and per ring-map ownership (placement.go).
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText string, moves *query.MoveLog, current bool) error {
 	t, ok := s.cfg.Tables.ByName(table)
 	if !ok {
 		return &Error{Status: http.StatusNotFound, Code: "unknown_table", Message: fmt.Sprintf("table %q is not replicated", table)}
@@ -255,6 +259,10 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	if errors.Is(err, query.ErrUnknownTable) {
 		copies, err = nil, nil // nothing loaded yet: a plain 404 with freshness
 	}
+	var placement *placementStatus
+	if err == nil && current {
+		copies, placement, err = s.ownedCopies(r.Context(), t, copies)
+	}
 	if err != nil {
 		return err
 	}
@@ -265,17 +273,17 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	}
 	return writeJSON(w, http.StatusOK, rowResponse{
 		Table: table, ID: idText, DecodedID: decoded, Copies: copies, Duplicate: len(copies) > 1,
-		Move: move, Anomaly: anomaly, Freshness: fresh,
+		Move: move, Anomaly: anomaly, Placement: placement, Freshness: fresh,
 	})
 }
 
 func (s *Server) document(w http.ResponseWriter, r *http.Request) error {
 	moves, _ := query.MoveLogOf(s.cfg.Tables, s.cfg.DocumentsTable)
-	return s.lookup(w, r, s.cfg.DocumentsTable, r.PathValue("id"), moves)
+	return s.lookup(w, r, s.cfg.DocumentsTable, r.PathValue("id"), moves, true)
 }
 
 func (s *Server) tableRow(w http.ResponseWriter, r *http.Request) error {
-	return s.lookup(w, r, r.PathValue("table"), r.PathValue("id"), nil)
+	return s.lookup(w, r, r.PathValue("table"), r.PathValue("id"), nil, false)
 }
 
 func (s *Server) shards(w http.ResponseWriter, r *http.Request) error {
