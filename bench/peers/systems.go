@@ -29,10 +29,9 @@ var systemNames = []string{"tributary", "debezium", "debezium-tuned"}
 
 // debeziumTunedDefault is Debezium's tuned run (--debezium-tuned): 4x the
 // default batch and queue (2048 and 8192), so that the sink waits for Kafka
-// once per bigger batch, and poll.interval.ms 10 instead of 500: the
-// streaming loop sleeps that long whenever no replication message is
-// pending, which with the default throttles a backlog to what the socket
-// buffers hold per half second.
+// once per bigger batch, and poll.interval.ms 10 instead of 500 (how long
+// the streaming loop sleeps when no replication message is pending and the
+// queue waits for a batch to fill). docs/peers.md: it did not help.
 const debeziumTunedDefault = "max.batch.size=8192,max.queue.size=32768,poll.interval.ms=10"
 
 // parseTuning reads "k=v,k=v".
