@@ -564,6 +564,28 @@ func TestLoaderOutOfOrder(t *testing.T) {
 	if _, d := p.getDoc(ctx, c); d.Copies[0].Row["body"] != "new body" {
 		t.Errorf("id %d after repeats: body %q, want %q", c, d.Copies[0].Row["body"], "new body")
 	}
+
+	// A re-snapshot (epoch 1) loaded in one batch: the new copy of the row,
+	// the snapshot end, then a streamed update leaving the body unchanged.
+	// The snapshot end tombstones older epochs only: the copy stays the
+	// update's base (it was forgotten, and the update dead-lettered).
+	copied := docRow(c, "1", "copied", "copy body")
+	read := p.changeEnv(cols, envelope.OpRead, c, 0, copied)
+	read.Epoch, read.CommitLSN = 1, 0
+	end := &envelope.Event{V: envelope.Version, Kind: envelope.KindChange, Shard: 0, Schema: "public", Table: p.table(),
+		Op: envelope.OpSnapshotEnd, Epoch: 1, CommitLSN: lsn("0/4800"), CommitTime: time.Now().UTC().Truncate(time.Second),
+		Partitions: int32(p.partitions(ctx))}
+	up3 := docRow(c, "1", "after the snapshot end", "")
+	delete(up3, "body")
+	upd3 := p.changeEnv(cols, envelope.OpUpdate, c, lsn("0/5000"), up3)
+	upd3.Epoch, upd3.Unchanged = 1, []string{"body"}
+	p.produce(ctx, p.record(read, part), p.record(end, part), p.record(upd3, part))
+	p.waitDoc(ctx, c, "unchanged-TOAST update after a snapshot end", func(s int, d docAnswer) bool {
+		return s == http.StatusOK && len(d.Copies) == 1 && d.Copies[0].Row["title"] == "after the snapshot end"
+	})
+	if _, d := p.getDoc(ctx, c); d.Copies[0].Row["body"] != "copy body" {
+		t.Errorf("id %d after a snapshot end: body %q, want %q (the new epoch's copy)", c, d.Copies[0].Row["body"], "copy body")
+	}
 }
 
 // TestLoaderSchemaEvolution: columns added at the source appear in

@@ -442,8 +442,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			}
 			l.log.Info(what, slog.String("table", name), slog.Int("shard", ev.Shard), slog.Int("epoch", int(ev.Epoch)),
 				slog.Int("partition", int(c.rec.Partition)), slog.Int("rows", n))
-			clear(latest)
-			clear(batchVersion)
+			forgetCut(latest, batchVersion, c)
 			continue
 		}
 		k := chstore.RowKey{ID: ev.ID, Shard: uint16(ev.Shard)}
@@ -577,6 +576,24 @@ func (l *Loader) sendDead(ctx context.Context, cl *kgo.Client, dead []deadLetter
 // kafkaPartitioner routes ids as the reader does (Kafka's murmur2), to find
 // which rows a partition holds.
 var kafkaPartitioner = kgo.StickyKeyPartitioner(nil).ForTopic("")
+
+// forgetCut drops, from a batch's unchanged-TOAST bases, the rows a
+// TRUNCATE or snapshot end c just tombstoned: those of its shard and
+// partition below its version. Rows at or above it survive — a new epoch's
+// copy that precedes its snapshot end in the batch — and stay the base of a
+// later unchanged-TOAST update (forgetting them sent such updates to the
+// dead-letter topic after a re-snapshot).
+func forgetCut(latest map[chstore.RowKey]int, batchVersion map[chstore.RowKey]uint64, c change) {
+	cut := c.ev.RowVersion()
+	for k, v := range batchVersion {
+		if k.Shard != uint16(c.ev.Shard) || v >= cut ||
+			kafkaPartitioner.Partition(&kgo.Record{Key: []byte(k.ID)}, int(c.ev.Partitions)) != int(c.rec.Partition) {
+			continue
+		}
+		delete(latest, k)
+		delete(batchVersion, k)
+	}
+}
 
 // tombstoneOlder applies a TRUNCATE or a snapshot end: every live row of
 // its shard that this partition holds and whose version is below the
