@@ -54,17 +54,23 @@ func (v *Versions) Stale(k Key, version uint64) bool {
 // Written records that version of k is in the store. It never lowers a
 // remembered version.
 func (v *Versions) Written(k Key, version uint64) {
-	if x, ok := v.get(k); ok && x > version {
+	// As few lookups as possible: with a million keys each one is a cache
+	// miss, and this runs for every change written.
+	if x, ok := v.cur[k]; ok {
+		if version > x {
+			v.cur[k] = version
+		}
+		return
+	}
+	if x, ok := v.old[k]; ok && x > version {
 		version = x
 	}
-	if _, ok := v.cur[k]; !ok {
-		if len(v.cur) >= v.half {
-			v.old, v.cur = v.cur, make(map[Key]uint64, v.half)
-		}
-		// The id may be a slice of a whole decoded record (the envelope
-		// decoder shares one string per record): keep only the id.
-		k.ID = strings.Clone(k.ID)
+	if len(v.cur) >= v.half {
+		v.old, v.cur = v.cur, make(map[Key]uint64, v.half)
 	}
+	// The id may be a slice of a whole decoded record (the envelope
+	// decoder shares one string per record): keep only the id.
+	k.ID = strings.Clone(k.ID)
 	v.cur[k] = version
 }
 

@@ -41,6 +41,14 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	var dead []deadLetter
 	var wms []chstore.Watermark
 	commit := make([]*kgo.Record, 0, len(recs))
+	// Counted per batch, added once: a labelled counter costs a hash of its
+	// labels on every call.
+	counts := map[[2]string]int{}
+	defer func() {
+		for k, n := range counts {
+			l.m.records.WithLabelValues(k[0], k[1]).Add(float64(n))
+		}
+	}()
 
 	for i, r := range recs {
 		t, ok := l.cfg.Tables.ByTopic(r.Topic)
@@ -54,21 +62,21 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		}
 		ev, err := decoded[i].ev, decoded[i].err
 		if err != nil {
-			l.m.records.WithLabelValues(r.Topic, "invalid").Inc()
+			counts[[2]string{r.Topic, "invalid"}]++
 			dead = append(dead, deadLetter{r, "decode", err})
 			commit = append(commit, r)
 			continue
 		}
 		switch ev.Kind {
 		case envelope.KindWatermark:
-			l.m.records.WithLabelValues(r.Topic, "watermark").Inc()
+			counts[[2]string{r.Topic, "watermark"}]++
 			wms = append(wms, chstore.Watermark{
 				Topic: r.Topic, Partition: r.Partition, Partitions: ev.Partitions,
 				Shard: uint16(ev.Shard), CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime,
 			})
 			commit = append(commit, r)
 		case envelope.KindChange:
-			l.m.records.WithLabelValues(r.Topic, "change").Inc()
+			counts[[2]string{r.Topic, "change"}]++
 			if ev.Table != t.Name {
 				dead = append(dead, deadLetter{r, "wrong_table", fmt.Errorf("record of table %q in topic %q", ev.Table, r.Topic)})
 				commit = append(commit, r)
