@@ -190,7 +190,11 @@ func (r *Reader) Run(ctx context.Context) error {
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
 
-	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic}
+	sys, err := pglogrepl.IdentifySystem(ctx, repl)
+	if err != nil {
+		return fmt.Errorf("identify system of shard %d: %w", r.cfg.Shard, err)
+	}
+	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic, timeline: uint32(sys.Timeline)}
 	if err := ensureStateTopic(ctx, r.producer, r.cfg.StateTopic); err != nil {
 		return err
 	}
@@ -202,6 +206,7 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	slot.timeline = r.state.timeline
 	if slot.exists && slot.plugin != "pgoutput" {
 		return fmt.Errorf("slot %s exists with plugin %q, not pgoutput: choose another --slot", r.cfg.Slot, slot.plugin)
 	}

@@ -105,6 +105,8 @@ type slotInfo struct {
 	confirmed envelope.LSN
 	walStatus string
 	active    bool
+	// timeline is the source's current WAL timeline (IDENTIFY_SYSTEM).
+	timeline uint32
 }
 
 func readSlot(ctx context.Context, conn *pgx.Conn, name string) (slotInfo, error) {

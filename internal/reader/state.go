@@ -41,6 +41,12 @@ type readerState struct {
 	// envelope.Event.Epoch): 0 for the first copy, one more per copy taken
 	// again after changes were lost.
 	Epoch uint16 `json:"epoch,omitempty"`
+	// Timeline is the source's WAL timeline when the state was saved (0 in
+	// states saved before it was recorded). A slot behind the stored
+	// position on the same timeline went back in a crash (PostgreSQL
+	// persists confirmed_flush_lsn at checkpoints only); on another
+	// timeline the database itself went back (a restore).
+	Timeline uint32 `json:"timeline,omitempty"`
 	// Snapshot is the progress of an unfinished snapshot (nil once done).
 	Snapshot  *snapshotState `json:"snapshot,omitempty"`
 	UpdatedAt time.Time      `json:"updated_at"`
@@ -48,9 +54,10 @@ type readerState struct {
 
 // stateStore reads and writes reader state.
 type stateStore struct {
-	cl    *kgo.Client
-	topic string
-	epoch uint16 // stamped on every state saved
+	cl       *kgo.Client
+	topic    string
+	epoch    uint16 // stamped on every state saved
+	timeline uint32 // likewise
 }
 
 func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string) error {
@@ -130,7 +137,7 @@ func (s *stateStore) load(ctx context.Context, brokers []string, slot string) (*
 // save stores st synchronously.
 func (s *stateStore) save(ctx context.Context, st readerState) error {
 	st.UpdatedAt = time.Now().UTC()
-	st.Epoch = s.epoch
+	st.Epoch, st.Timeline = s.epoch, s.timeline
 	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
@@ -193,9 +200,12 @@ func (a startAction) String() string {
 // decideStart compares the slot with the stored state and says what to do
 // and why. The slot's confirmed position wins over the stored one when it
 // is ahead (the stored one lags by up to one save interval, and the slot
-// is confirmed only after Kafka acknowledged); a slot behind the stored
-// position was dropped and recreated behind our back, and everything in
-// between is lost to it.
+// is confirmed only after Kafka acknowledged). A slot behind the stored
+// position on the same timeline lost its newest position in a crash
+// (confirmed_flush_lsn is persisted at checkpoints): resuming from it sends
+// changes again, which is harmless. Behind it on another timeline (or with
+// no timeline recorded), the database or slot was restored or recreated,
+// and the slot cannot be trusted.
 func decideStart(slot slotInfo, stored *readerState) (startAction, string) {
 	switch {
 	case !slot.exists:
@@ -215,9 +225,12 @@ func decideStart(slot slotInfo, stored *readerState) (startAction, string) {
 	case !stored.SnapshotDone:
 		return actionResumeSnapshot, fmt.Sprintf("the initial snapshot did not finish; continuing it from its stored progress (slot still at its consistent point %s)",
 			slot.confirmed)
+	case stored.Confirmed > slot.confirmed && stored.Timeline != 0 && stored.Timeline == slot.timeline:
+		return actionResume, fmt.Sprintf("the slot is at %s, behind the stored %s on the same timeline %d: PostgreSQL went down before it persisted the slot's newer position; resuming from the slot, so the changes in between are produced again (the loader drops the repeats)",
+			slot.confirmed, stored.Confirmed, slot.timeline)
 	case stored.Confirmed > slot.confirmed:
-		return actionRecreate, fmt.Sprintf("the slot is at %s, behind the stored %s: it was dropped and recreated, changes in between are lost to it",
-			slot.confirmed, stored.Confirmed)
+		return actionRecreate, fmt.Sprintf("the slot is at %s, behind the stored %s, and the timeline is %d (stored: %d; 0 = not recorded): the database or the slot was restored or recreated behind our back, so what the slot streams cannot be trusted to match what was produced",
+			slot.confirmed, stored.Confirmed, slot.timeline, stored.Timeline)
 	}
 	return actionResume, fmt.Sprintf("resuming at the slot's confirmed position %s (stored %s; the slot wins: it only moves after Kafka acknowledged)",
 		slot.confirmed, stored.Confirmed)

@@ -23,7 +23,11 @@ func TestDecideStart(t *testing.T) {
 		{"interrupted snapshot, slot at its consistent point", slotInfo{exists: true, confirmed: 100, walStatus: "reserved"}, inProgress, actionResumeSnapshot},
 		{"interrupted snapshot, slot confirmed past it", slotInfo{exists: true, confirmed: 150}, inProgress, actionRecreate},
 		{"interrupted snapshot, slot recreated behind", slotInfo{exists: true, confirmed: 50}, inProgress, actionRecreate},
-		{"slot went backwards", slotInfo{exists: true, confirmed: 50}, done, actionRecreate},
+		{"slot went backwards, no timeline recorded", slotInfo{exists: true, confirmed: 50, timeline: 1}, done, actionRecreate},
+		{"slot went backwards in a crash (same timeline)", slotInfo{exists: true, confirmed: 50, timeline: 1},
+			&readerState{SnapshotDone: true, Confirmed: 100, Timeline: 1}, actionResume},
+		{"slot went backwards on a new timeline (a restore)", slotInfo{exists: true, confirmed: 50, timeline: 2},
+			&readerState{SnapshotDone: true, Confirmed: 100, Timeline: 1}, actionRecreate},
 		{"slot ahead of state", slotInfo{exists: true, confirmed: 300, walStatus: "reserved"}, done, actionResume},
 		{"slot equal to state", slotInfo{exists: true, confirmed: 100}, done, actionResume},
 	} {
