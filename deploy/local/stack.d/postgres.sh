@@ -103,6 +103,12 @@ host    replication  tributary_repl  $HOST/32   scram-sha-256
 EOF
 }
 
+# PUB_TABLES are the demo's replicated tables: every table of
+# deploy/local/tables.json (tests/stack_test.go checks the two agree). The
+# stack creates the publication because the replication role, which owns no
+# table, may not.
+PUB_TABLES="documents, invoices, document_moves, legacy_notes"
+
 # pg_bootstrap_sql prints the per-shard SQL that follows the schema files:
 # this shard's identity, the replication role's grants and the publication.
 pg_bootstrap_sql() {
@@ -118,7 +124,7 @@ COMMIT;
 -- the initial snapshot) and the shard's identity.
 GRANT CONNECT ON DATABASE app TO tributary_repl;
 GRANT USAGE ON SCHEMA public TO tributary_repl;
-GRANT SELECT ON documents, invoices TO tributary_repl;
+GRANT SELECT ON $PUB_TABLES TO tributary_repl;
 GRANT USAGE ON SCHEMA tributary TO tributary_repl;
 GRANT SELECT ON ALL TABLES IN SCHEMA tributary TO tributary_repl;
 ALTER DEFAULT PRIVILEGES IN SCHEMA tributary GRANT SELECT ON TABLES TO tributary_repl;
@@ -126,7 +132,11 @@ ALTER DEFAULT PRIVILEGES IN SCHEMA tributary GRANT SELECT ON TABLES TO tributary
 DO \$\$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'tributary_pub') THEN
-        CREATE PUBLICATION tributary_pub FOR TABLE documents, invoices;
+        CREATE PUBLICATION tributary_pub FOR TABLE $PUB_TABLES;
+    ELSE
+        -- A stack made before a table was added: the replication role may
+        -- not alter a publication it does not own.
+        ALTER PUBLICATION tributary_pub SET TABLE $PUB_TABLES;
     END IF;
 END
 \$\$;
