@@ -104,7 +104,7 @@ EOF
 }
 
 # PUB_TABLES are the demo's replicated tables: every table of
-# deploy/local/tables.json (tests/stack_test.go checks the two agree). The
+# deploy/local/tables.json (tests/demo_publication_test.go checks the two agree). The
 # stack creates the publication because the replication role, which owns no
 # table, may not.
 PUB_TABLES="documents, invoices, document_moves, legacy_notes"
