@@ -63,7 +63,7 @@ func (s *Server) readCopies(ctx context.Context, t *tables.Table, id any, moves 
 	})
 	if moves != nil {
 		g.Go(func() (err error) {
-			move, err = s.q.LatestMove(gctx, moves, canonicalID(id))
+			move, err = s.q.LatestMove(gctx, moves, id)
 			return err
 		})
 	}
