@@ -269,7 +269,7 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	if len(copies) == 0 {
 		return &Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("no live row with id %s in %s as of the freshness below", idText, table),
-			Detail:  map[string]any{"freshness": fresh, "decoded_id": decoded, "move": move, "anomaly": anomaly}}
+			Detail:  notFoundDetail(fresh, decoded, move, anomaly)}
 	}
 	return writeJSON(w, http.StatusOK, rowResponse{
 		Table: table, ID: idText, DecodedID: decoded, Copies: copies, Duplicate: len(copies) > 1,

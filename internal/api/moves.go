@@ -110,6 +110,20 @@ func describeMove(m *query.Move, cfg *tables.Moves, all, current []query.Copy, n
 	return st, nil
 }
 
+// notFoundDetail is the detail of a by-id 404: freshness and the decoded
+// id, and the document's newest move when the log has one (a lost document
+// says so here).
+func notFoundDetail(fresh []query.ShardFreshness, decoded *idInfo, move *moveStatus, anomaly *rowAnomaly) map[string]any {
+	d := map[string]any{"freshness": fresh, "decoded_id": decoded}
+	if move != nil {
+		d["move"] = move
+	}
+	if anomaly != nil {
+		d["anomaly"] = anomaly
+	}
+	return d
+}
+
 func containsShard(cs []query.Copy, shard int) bool {
 	for _, c := range cs {
 		if c.Shard == shard {
