@@ -58,6 +58,8 @@ type Server struct {
 
 	// watch shares watermark polls among after= waiters.
 	watch *watermarkWatch
+	// preagg caches the revenue pre-aggregates' state (preagg.go).
+	preagg preaggCache
 	// layouts holds each table's id layout, resolved once.
 	layouts map[string]tableLayout
 

@@ -352,43 +352,6 @@ type revenueResponse struct {
 	Freshness []query.ShardFreshness `json:"freshness"`
 }
 
-// maxPreaggLag is how far behind the table the pre-aggregates may be and
-// still answer: beyond it (an aggregator stopped or slow), the live query
-// does.
-const maxPreaggLag = 30 * time.Second
-
-// preaggFreshness returns the pre-aggregates' freshness when they can
-// answer req — an eligible request without after=, pre-aggregates computed
-// under the ring version in force, covering every shard of live and at
-// most maxPreaggLag behind it — or nil.
-func (s *Server) preaggFreshness(r *http.Request, table string, req query.RevenueRequest, live []query.ShardFreshness) []query.ShardFreshness {
-	if !query.PreaggEligible(req) || r.URL.Query().Has("after") || len(live) == 0 {
-		return nil
-	}
-	st, err := s.q.ReadPreaggState(r.Context(), table)
-	if err != nil {
-		s.log.Warn("pre-aggregate state unreadable; answering live", slog.Any("err", err))
-		return nil
-	}
-	if st == nil {
-		return nil
-	}
-	if ring, err := s.q.RingVersion(r.Context(), table); err != nil || ring != st.RingVersion {
-		return nil // computed under other ownership (a cutover the aggregator has not caught up with)
-	}
-	byShard := map[int]query.ShardFreshness{}
-	for _, f := range st.Freshness {
-		byShard[f.Shard] = f
-	}
-	for _, f := range live {
-		p, ok := byShard[f.Shard]
-		if !ok || !f.Complete || f.CommitTS.Sub(p.CommitTS) > maxPreaggLag {
-			return nil
-		}
-	}
-	return st.Freshness
-}
-
 // definitionOf is the revenue definition cfg configures.
 func definitionOf(cfg *tables.Revenue) string {
 	if cfg.RefundedAmountColumn != "" {
