@@ -18,7 +18,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -146,24 +145,9 @@ func planPreagg(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan 
 		where = append(where, "c IN ?")
 		args = append(args, groupSet(req.Currencies))
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "SELECT %s FROM %s.%s FINAL ARRAY JOIN %s WHERE %s", strings.Join(sel, ", "),
-		quote(db), quote(PreaggBlocksTable(cfg.Table)), join, strings.Join(where, " AND "))
-	if len(p.keys) > 0 {
-		aliases := make([]string, len(p.keys))
-		for i := range p.keys {
-			aliases[i] = aliasPrefix + strconv.Itoa(i)
-		}
-		fmt.Fprintf(&b, " GROUP BY %[1]s ORDER BY %[1]s", strings.Join(aliases, ", "))
-	} else {
-		p.dropEmpty = true
-	}
-	maxRows := req.MaxRows
-	if maxRows <= 0 {
-		maxRows = DefaultMaxRevenueRows
-	}
-	fmt.Fprintf(&b, " LIMIT %d", maxRows+1)
-	p.sql, p.args = b.String(), args
+	p.finish(fmt.Sprintf("SELECT %s FROM %s.%s FINAL ARRAY JOIN %s WHERE %s", strings.Join(sel, ", "),
+		quote(db), quote(PreaggBlocksTable(cfg.Table)), join, strings.Join(where, " AND ")), req.MaxRows)
+	p.args = args
 	return p
 }
 

@@ -317,9 +317,19 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan
 	}
 	sel = append(sel, sums...)
 
+	p.finish(fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s", strings.Join(sel, ", "),
+		quote(db), quote(cfg.Table), strings.Join(where, " AND ")), req.MaxRows)
+	p.args = append(selArgs, whereArgs...)
+	return p
+}
+
+// finish completes the query: grouped and ordered by every key, or one row
+// (dropped when empty) without keys, and limited to one row more than
+// maxRows (0: DefaultMaxRevenueRows), to tell "exactly the limit" from
+// "over it".
+func (p *revenuePlan) finish(query string, maxRows int) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "SELECT %s FROM %s.%s FINAL WHERE %s", strings.Join(sel, ", "),
-		quote(db), quote(cfg.Table), strings.Join(where, " AND "))
+	b.WriteString(query)
 	if len(p.keys) > 0 {
 		aliases := make([]string, len(p.keys))
 		for i := range p.keys {
@@ -329,15 +339,11 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan
 	} else {
 		p.dropEmpty = true
 	}
-	maxRows := req.MaxRows
 	if maxRows <= 0 {
 		maxRows = DefaultMaxRevenueRows
 	}
-	// One more than allowed, to tell "exactly the limit" from "over it".
 	fmt.Fprintf(&b, " LIMIT %d", maxRows+1)
 	p.sql = b.String()
-	p.args = append(selArgs, whereArgs...)
-	return p
 }
 
 // revenueSums returns the three result columns every revenue query ends
