@@ -64,7 +64,10 @@ func newSystem(name, table, workDir string, tuned map[string]string) (*system, e
 	} else {
 		s.kind = "debezium"
 		s.dataTopic = s.slot + ".public." + table
-		s.topics = []string{s.dataTopic, "__debezium-heartbeat." + s.slot} // heartbeats: priming only
+		// Heartbeats (priming only) and logical decoding messages, which
+		// Debezium captures by default: other clients of the shard (the
+		// demo's readers) emit some while the bench runs.
+		s.topics = []string{s.dataTopic, "__debezium-heartbeat." + s.slot, s.slot + ".message"}
 		if name == "debezium-tuned" {
 			s.tuning = tuned
 		}
