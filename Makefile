@@ -64,7 +64,8 @@ test: install vet
 # after traffic stopped (make demo ends its traffic before the tour).
 verify:
 	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
-		TRIBUTARY_TABLES=deploy/local/tables.json $(GO) run ./cmd/verify
+		TRIBUTARY_TABLES=deploy/local/tables.json TRIBUTARY_RING_MAP=$$(test "$${TRIBUTARY_SHARDS:-4}" = 4 && echo deploy/local/ringmap.json) \
+		$(GO) run ./cmd/verify
 
 # Benchmarks print numbers; see docs/benchmarks.md for results and machine.
 bench-loader:

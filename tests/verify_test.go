@@ -17,6 +17,12 @@ import (
 // ClickHouse database.
 func (p *pipeline) runVerify(ctx context.Context) *verify.Report {
 	p.t.Helper()
+	return p.runVerifyWait(ctx, 60*time.Second)
+}
+
+// runVerifyWait is runVerify with the verifier's wait for positions.
+func (p *pipeline) runVerifyWait(ctx context.Context, wait time.Duration) *verify.Report {
+	p.t.Helper()
 	var shards []verify.Shard
 	for _, s := range p.shards {
 		shards = append(shards, verify.Shard{ID: s, DSN: p.stack.ShardDSNs[s]})
@@ -24,7 +30,7 @@ func (p *pipeline) runVerify(ctx context.Context) *verify.Report {
 	rep, err := verify.Run(ctx, verify.Config{
 		Shards: shards, Tables: p.tables, APIURL: p.api.URL,
 		ClickHouse: verify.ClickHouse{Addr: p.stack.ClickHouseAddr, Database: p.chDB},
-		Sample:     100000, Wait: 60 * time.Second, Concurrency: 8, ShardTimeout: 30 * time.Second,
+		Sample:     100000, Wait: wait, Concurrency: 8, ShardTimeout: 30 * time.Second,
 		MaxDifferences: 50, Log: p.log,
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
 	"github.com/tributary/tributary/internal/verify"
@@ -46,6 +47,7 @@ Example:
 type Config struct {
 	verify.Config
 	TablesFile string
+	RingMap    string
 	JSON       bool
 	LogLevel   string
 }
@@ -66,6 +68,7 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&c.MaxDifferences, "max-diffs", "TRIBUTARY_VERIFY_MAX_DIFFS", 20, "differences listed in detail (all are counted)")
 	fs.BoolVar(&c.JSON, "json", false, "write the report as JSON on stdout")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "progress log level on stderr: debug, info, warn, error")
+	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "the ring map the loaders run with, if any: revenue rows count on the owner of their shard key only, as the API counts them")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -78,6 +81,11 @@ func parse(args []string) (*Config, error) {
 	}
 	if c.Shards, err = verify.ShardsFromEnv(os.Getenv); err != nil {
 		return nil, err
+	}
+	if c.RingMap != "" {
+		if c.Ring, err = ring.Load(c.RingMap); err != nil {
+			return nil, err
+		}
 	}
 	if c.Log, err = telemetry.Logger("text", c.LogLevel); err != nil {
 		return nil, err

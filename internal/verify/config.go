@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -55,6 +56,10 @@ type Config struct {
 	Log *slog.Logger
 	// HTTPClient is used for the API if set.
 	HTTPClient *http.Client
+	// Ring is the published ring map, if the loaders run with one: revenue
+	// rows count on the owner of their workspace only, as the API counts
+	// them.
+	Ring *ring.Map
 }
 
 // Validate reports every missing or invalid setting at once.

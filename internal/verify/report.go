@@ -63,6 +63,7 @@ type Mismatches struct {
 	Lagging       int `json:"lagging"`
 	MoveShown     int `json:"move_shown"`
 	MoveAnomaly   int `json:"move_anomaly"`
+	Revenue       int `json:"revenue"`
 }
 
 func (m *Mismatches) add(k Kind) {
@@ -83,12 +84,14 @@ func (m *Mismatches) add(k Kind) {
 		m.MoveShown++
 	case KindMoveAnomaly:
 		m.MoveAnomaly++
+	case KindRevenue:
+		m.Revenue++
 	}
 }
 
 // Total is the number of differences of every kind.
 func (m Mismatches) Total() int {
-	return m.Missing + m.Extra + m.WrongShard + m.WrongValue + m.CountMismatch + m.Lagging + m.MoveShown + m.MoveAnomaly
+	return m.Missing + m.Extra + m.WrongShard + m.WrongValue + m.CountMismatch + m.Lagging + m.MoveShown + m.MoveAnomaly + m.Revenue
 }
 
 // MovesReport is what was checked of the move log (table config `moves`).
@@ -145,6 +148,8 @@ type Report struct {
 	Tables      []TableReport `json:"tables"`
 	// Moves is set when a move log is configured.
 	Moves *MovesReport `json:"moves,omitempty"`
+	// Revenue is set when revenue is configured.
+	Revenue *RevenueReport `json:"revenue,omitempty"`
 	// Mismatches counts every difference found (after the re-check).
 	Mismatches Mismatches `json:"mismatches"`
 	// Rechecked is how many ids and counts were checked a second time.
@@ -209,9 +214,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "\nmoves of %s: %d logged, %d in progress (each looked up by id), %d stuck, %d lost, %d arrived then deleted\n",
 			mv.Table, mv.Moves, mv.InProgress, mv.Stuck, mv.Lost, mv.ArrivedThenDeleted)
 	}
+	if rv := r.Revenue; rv != nil {
+		fmt.Fprintf(&b, "\nrevenue %s..%s: %d groups (by month, shard and workspace, each with currency) compared with the shards' sums, answered from %s\n",
+			rv.From.Format(time.DateOnly), rv.To.Format(time.DateOnly), rv.Groups, strings.Join(rv.Sources, " and "))
+	}
 	m := r.Mismatches
-	fmt.Fprintf(&b, "\nmismatches: missing %d, extra %d, wrong shard %d, wrong value %d, count mismatch %d, lagging %d, move shown %d, move anomaly %d (re-checked %d)\n",
-		m.Missing, m.Extra, m.WrongShard, m.WrongValue, m.CountMismatch, m.Lagging, m.MoveShown, m.MoveAnomaly, r.Rechecked)
+	fmt.Fprintf(&b, "\nmismatches: missing %d, extra %d, wrong shard %d, wrong value %d, count mismatch %d, lagging %d, move shown %d, move anomaly %d, revenue %d (re-checked %d)\n",
+		m.Missing, m.Extra, m.WrongShard, m.WrongValue, m.CountMismatch, m.Lagging, m.MoveShown, m.MoveAnomaly, m.Revenue, r.Rechecked)
 	if len(r.Differences) > 0 {
 		fmt.Fprintf(&b, "\nfirst %d of %d difference(s):\n", len(r.Differences), m.Total())
 		for _, d := range r.Differences {

@@ -133,10 +133,14 @@ func (v *verifier) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	revRep, revDiffs, err := v.checkRevenue(ctx)
+	if err != nil {
+		return nil, err
+	}
 
 	// A difference may be a change still in flight: wait for fresh
 	// positions and check each one once more.
-	pending := len(moveDiffs)
+	pending := len(moveDiffs) + len(revDiffs)
 	for _, ts := range states {
 		pending += len(ts.diffs) + len(ts.counts)
 	}
@@ -158,10 +162,16 @@ func (v *verifier) run(ctx context.Context) (*Report, error) {
 				return nil, err
 			}
 		}
+		if len(revDiffs) > 0 {
+			rep.Rechecked += len(revDiffs)
+			if revRep, revDiffs, err = v.checkRevenue(ctx); err != nil {
+				return nil, err
+			}
+		}
 	}
 
-	rep.Moves = movesRep
-	v.fill(rep, states, positions, moveDiffs)
+	rep.Moves, rep.Revenue = movesRep, revRep
+	v.fill(rep, states, positions, append(moveDiffs, revDiffs...))
 	rep.TookSeconds = time.Since(start).Seconds()
 	return rep, nil
 }
