@@ -99,7 +99,9 @@ func newMovesPipeline(t *testing.T, shards []int) *movesPipeline {
 	return mp
 }
 
-func (mp *movesPipeline) shard(id int) loadgen.Shard { return loadgen.Shard{ID: id, Pool: mp.pools[id]} }
+func (mp *movesPipeline) shard(id int) loadgen.Shard {
+	return loadgen.Shard{ID: id, Pool: mp.pools[id]}
+}
 
 // get returns the status and JSON body of a GET on the test API.
 func (mp *movesPipeline) get(ctx context.Context, path string) (int, map[string]any) {
