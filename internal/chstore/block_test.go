@@ -38,7 +38,7 @@ func TestBlockMatchesConvert(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	rows := []*Row{
 		{Shard: 1, Version: 10, Values: map[string]*string{"id": str("7"), "title": str("a"), "amount": str("12.34"), "created_at": str("2026-11-30 12:00:00.5+01")}},
-		{Shard: 2, Version: 11, Values: map[string]*string{"id": str("8")}}, // NULLs
+		{Shard: 2, Version: 11, Values: map[string]*string{"id": str("8")}},  // NULLs
 		{Shard: 2, Version: 12, Deleted: true, Values: map[string]*string{}}, // tombstone: key zero
 		{Shard: 3, Version: 13, Values: map[string]*string{"id": str("9"), "title": str("b")},
 			Filled: map[string]any{"amount": decimal.RequireFromString("1.50"), "created_at": (*time.Time)(nil)}},
