@@ -25,27 +25,9 @@ import (
 func TestSnapshotKeylessCtidChunksResume(t *testing.T) {
 	const shard, rows, chunk, rate = 3, 40000, 500, 8000
 	p := setupPipeline(t, []int{shard}, nil, true)
-	nokey := "nokey_" + p.suffix
-	q := pgx.Identifier{nokey}.Sanitize()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p.exec(ctx, shard, fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL DEFAULT tributary.next_id(), workspace_id bigint NOT NULL, title text)`, q))
-	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", q))
-	t.Cleanup(func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		if conn, err := pgx.Connect(cctx, p.stack.ShardDSNs[shard]); err == nil {
-			conn.Exec(cctx, "DROP TABLE IF EXISTS "+q) //nolint:errcheck
-			conn.Close(cctx)
-		}
-	})
-	tablesJSON := fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[
-		{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"},
-		{"name":%q,"id_column":"id","id_layout":"seed000"}]}`, p.suffix, p.table(), nokey)
-	cfg, err := tables.Parse([]byte(tablesJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nokey, q, tablesJSON, cfg := keylessTable(ctx, t, p, shard)
 	p.tables = cfg // the loader and the cleanup's topic list see both tables
 	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title) SELECT g %% 7, 'k' || g FROM generate_series(1, %d) g", q, rows))
 	p.exec(ctx, shard, "ANALYZE "+q) // row estimate: chunks of about `chunk` rows
@@ -173,27 +155,9 @@ func churnKeyless(ctx context.Context, dsn, q string) error {
 func TestSnapshotKeylessRewriteDuringCopy(t *testing.T) {
 	const shard, rows, chunk, rate = 3, 30000, 500, 6000
 	p := setupPipeline(t, []int{shard}, nil, true)
-	nokey := "nokey_" + p.suffix
-	q := pgx.Identifier{nokey}.Sanitize()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	p.exec(ctx, shard, fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL DEFAULT tributary.next_id(), workspace_id bigint NOT NULL, title text)`, q))
-	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", q))
-	t.Cleanup(func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		if conn, err := pgx.Connect(cctx, p.stack.ShardDSNs[shard]); err == nil {
-			conn.Exec(cctx, "DROP TABLE IF EXISTS "+q) //nolint:errcheck
-			conn.Close(cctx)
-		}
-	})
-	tablesJSON := fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[
-		{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"},
-		{"name":%q,"id_column":"id","id_layout":"seed000"}]}`, p.suffix, p.table(), nokey)
-	cfg, err := tables.Parse([]byte(tablesJSON))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nokey, q, tablesJSON, cfg := keylessTable(ctx, t, p, shard)
 	p.tables = cfg
 	p.exec(ctx, shard, fmt.Sprintf("INSERT INTO %s (workspace_id, title) SELECT g %% 7, 'k' || g FROM generate_series(1, %d) g", q, rows))
 	p.exec(ctx, shard, "ANALYZE "+q)
@@ -254,4 +218,31 @@ func TestSnapshotKeylessRewriteDuringCopy(t *testing.T) {
 	if err := p.failed(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// keylessTable creates, on shard, a table with no key (REPLICA IDENTITY
+// FULL) dropped at cleanup, and returns its name, quoted name, and the
+// table config (JSON and parsed) naming the pipeline's table and it.
+func keylessTable(ctx context.Context, t *testing.T, p *pipeline, shard int) (nokey, q, tablesJSON string, cfg *tables.Config) {
+	t.Helper()
+	nokey = "nokey_" + p.suffix
+	q = pgx.Identifier{nokey}.Sanitize()
+	p.exec(ctx, shard, fmt.Sprintf(`CREATE TABLE %s (id bigint NOT NULL DEFAULT tributary.next_id(), workspace_id bigint NOT NULL, title text)`, q))
+	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL", q))
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		if conn, err := pgx.Connect(cctx, p.stack.ShardDSNs[shard]); err == nil {
+			conn.Exec(cctx, "DROP TABLE IF EXISTS "+q) //nolint:errcheck
+			conn.Close(cctx)
+		}
+	})
+	tablesJSON = fmt.Sprintf(`{"topic_prefix":"e2e_%s.","tables":[
+		{"name":%q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"},
+		{"name":%q,"id_column":"id","id_layout":"seed000"}]}`, p.suffix, p.table(), nokey)
+	cfg, err := tables.Parse([]byte(tablesJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nokey, q, tablesJSON, cfg
 }
