@@ -52,19 +52,9 @@ func TestSnapshotAlterTableDuringCopy(t *testing.T) {
 	// waitRecorded waits until the reader (started at least starts
 	// times) has recorded n rows of the copy, and returns how many.
 	waitRecorded := func(n int64, starts int) int64 {
-		for {
-			st, err := readState(ctx, p.brokers, stateTopic, slot)
-			if err != nil && ctx.Err() != nil {
-				t.Fatalf("reading the reader state: %v", err)
-			}
-			if st != nil && st.SnapshotDone {
-				t.Fatal("the snapshot finished before the ALTER (slow the copy: --snapshot-max-rows-per-second)")
-			}
-			if done, _, _ := st.rowsOrZero(); done >= n && rd.startCount() >= starts {
-				return done
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		st := p.waitCopying(ctx, stateTopic, slot, n, "the ALTER", func() bool { return rd.startCount() >= starts })
+		done, _, _ := st.rows()
+		return done
 	}
 	at := waitRecorded(5*chunk, 1)
 	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s ADD COLUMN extra text", q))
@@ -76,14 +66,7 @@ func TestSnapshotAlterTableDuringCopy(t *testing.T) {
 	setExtra(ctx, t, p, shard, q, 20)
 	t.Logf("DROP COLUMN during the copy, %d rows recorded", at)
 
-	var after *storedState
-	for after == nil || !after.SnapshotDone {
-		if ctx.Err() != nil {
-			t.Fatal("the reader did not finish the snapshot")
-		}
-		time.Sleep(200 * time.Millisecond)
-		after, _ = readState(ctx, p.brokers, stateTopic, slot)
-	}
+	p.waitSnapshotDone(ctx, stateTopic, slot)
 	setExtra(ctx, t, p, shard, q, 50) // streamed
 	time.Sleep(time.Second)
 	stopWrites()

@@ -48,50 +48,19 @@ func TestSnapshotKeylessCtidChunksResume(t *testing.T) {
 	churned := make(chan error, 1)
 	go func() { churned <- churnKeyless(wctx, p.stack.ShardDSNs[shard], q) }()
 
-	var before *storedState
-	for {
-		st, err := readState(ctx, p.brokers, stateTopic, slot)
-		if err != nil && ctx.Err() != nil {
-			t.Fatalf("reading the reader state: %v", err)
-		}
-		if st != nil && st.SnapshotDone {
-			t.Fatal("the snapshot finished before the test could kill it (slow the copy: --snapshot-max-rows-per-second)")
-		}
-		if n, _, _ := st.rowsOrZero(); n >= 5*chunk {
-			before = st
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	before := p.waitCopying(ctx, stateTopic, slot, 5*chunk, "the test could kill it", nil)
 	rd.kill()
 	doneRows, ranges, doneRanges := before.rows()
 	t.Logf("SIGKILLed the reader with %d rows recorded, %d of %d ranges done", doneRows, doneRanges, ranges)
 
-	var after *storedState
-	for after == nil || !after.SnapshotDone {
-		if ctx.Err() != nil {
-			t.Fatal("the restarted reader did not finish the snapshot")
-		}
-		time.Sleep(200 * time.Millisecond)
-		after, _ = readState(ctx, p.brokers, stateTopic, slot)
-	}
+	p.waitSnapshotDone(ctx, stateTopic, slot)
 	time.Sleep(time.Second) // writes after the snapshot, too
 	stopWrites()
 	if err := <-churned; err != nil {
 		t.Fatalf("writes: %v", err)
 	}
 
-	deadline := time.Now().Add(time.Minute)
-	var diff string
-	for time.Now().Before(deadline) {
-		if diff = p.compareTitles(ctx, shard, nokey); diff == "" {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if diff != "" {
-		t.Fatalf("ClickHouse differs from the shard:\n%s", diff)
-	}
+	p.waitTitlesEqual(ctx, shard, nokey)
 
 	logs, _ := os.ReadFile(logFile)
 	if !strings.Contains(string(logs), "copied by ctid (heap block) ranges") {
@@ -174,43 +143,14 @@ func TestSnapshotKeylessRewriteDuringCopy(t *testing.T) {
 		"--snapshot-max-rows-per-second", strconv.Itoa(rate), "--snapshot-progress-interval", "1s")
 	defer stopReaderProcess(t, rd, logFile)
 
-	for {
-		st, err := readState(ctx, p.brokers, stateTopic, slot)
-		if err != nil && ctx.Err() != nil {
-			t.Fatalf("reading the reader state: %v", err)
-		}
-		if st != nil && st.SnapshotDone {
-			t.Fatal("the snapshot finished before the rewrite (slow the copy: --snapshot-max-rows-per-second)")
-		}
-		if n, _, _ := st.rowsOrZero(); n >= 4*chunk {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	p.waitCopying(ctx, stateTopic, slot, 4*chunk, "the rewrite", nil)
 	p.exec(ctx, shard, fmt.Sprintf("DELETE FROM %s WHERE id %% 5 = 0", q))
 	p.exec(ctx, shard, fmt.Sprintf("CLUSTER %s USING %s", q, pgx.Identifier{nokey + "_desc"}.Sanitize()))
 	t.Log("CLUSTER in reverse order during the copy")
 	p.exec(ctx, shard, fmt.Sprintf("UPDATE %s SET title = 'after' WHERE workspace_id = 3", q))
 
-	var after *storedState
-	for after == nil || !after.SnapshotDone {
-		if ctx.Err() != nil {
-			t.Fatal("the reader did not finish the snapshot")
-		}
-		time.Sleep(200 * time.Millisecond)
-		after, _ = readState(ctx, p.brokers, stateTopic, slot)
-	}
-	deadline := time.Now().Add(time.Minute)
-	var diff string
-	for time.Now().Before(deadline) {
-		if diff = p.compareTitles(ctx, shard, nokey); diff == "" {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	if diff != "" {
-		t.Fatalf("ClickHouse differs from the shard:\n%s", diff)
-	}
+	p.waitSnapshotDone(ctx, stateTopic, slot)
+	p.waitTitlesEqual(ctx, shard, nokey)
 	logs, _ := os.ReadFile(logFile)
 	if !strings.Contains(string(logs), "table rewritten during its copy") {
 		t.Error("the reader did not notice the rewrite")

@@ -150,34 +150,13 @@ func TestSnapshotResumesAfterKill(t *testing.T) {
 	go func() { churned <- churn(wctx, p.stack.ShardDSNs[0], tbl, 0) }()
 
 	// Kill once some chunks are recorded, well before the end.
-	var before *storedState
-	for {
-		st, err := readState(ctx, p.brokers, stateTopic, slot)
-		if err != nil && ctx.Err() != nil {
-			t.Fatalf("reading the reader state: %v", err)
-		}
-		if st != nil && st.SnapshotDone {
-			t.Fatal("the snapshot finished before the test could kill it (slow the copy: --snapshot-max-rows-per-second)")
-		}
-		if n, _, _ := st.rowsOrZero(); n >= 5*chunk {
-			before = st
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	before := p.waitCopying(ctx, stateTopic, slot, 5*chunk, "the test could kill it", nil)
 	rd.kill()
 	doneRows, ranges, doneRanges := before.rows()
 	t.Logf("SIGKILLed the reader with %d rows recorded, %d of %d ranges done, consistent point %s", doneRows, doneRanges, ranges, before.ConsistentPoint)
 
 	// The restarted reader finishes the snapshot and streams.
-	var after *storedState
-	for after == nil || !after.SnapshotDone {
-		if ctx.Err() != nil {
-			t.Fatal("the restarted reader did not finish the snapshot")
-		}
-		time.Sleep(200 * time.Millisecond)
-		after, _ = readState(ctx, p.brokers, stateTopic, slot)
-	}
+	after := p.waitSnapshotDone(ctx, stateTopic, slot)
 	time.Sleep(time.Second) // writes after the snapshot, too
 	stopWrites()
 	if err := <-churned; err != nil {
@@ -285,6 +264,63 @@ func (s *storedState) rowsOrZero() (int64, int, int) {
 	return s.rows()
 }
 
+// waitCopying polls the reader state until an unfinished copy has recorded
+// at least rows rows and ready() holds, and returns that state; a copy
+// that finishes first fails the test ("the snapshot finished before
+// <before>").
+func (p *pipeline) waitCopying(ctx context.Context, stateTopic, slot string, rows int64, before string, ready func() bool) *storedState {
+	p.t.Helper()
+	for {
+		st, err := readState(ctx, p.brokers, stateTopic, slot)
+		if err != nil && ctx.Err() != nil {
+			p.t.Fatalf("reading the reader state: %v", err)
+		}
+		if st != nil && st.SnapshotDone {
+			p.t.Fatalf("the snapshot finished before %s (slow the copy: --snapshot-max-rows-per-second)", before)
+		}
+		if n, _, _ := st.rowsOrZero(); n >= rows && (ready == nil || ready()) {
+			return st
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitSnapshotDone polls the reader state until the copy is done.
+func (p *pipeline) waitSnapshotDone(ctx context.Context, stateTopic, slot string) *storedState {
+	p.t.Helper()
+	for {
+		if st, _ := readState(ctx, p.brokers, stateTopic, slot); st != nil && st.SnapshotDone {
+			return st
+		}
+		if ctx.Err() != nil {
+			p.t.Fatal("the reader did not finish the snapshot")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitTitlesEqual waits up to a minute for (id, title) of every table to be
+// equal on the shard and in ClickHouse, and fails the test with the
+// difference otherwise.
+func (p *pipeline) waitTitlesEqual(ctx context.Context, shard int, tables ...string) {
+	p.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var diff string
+	for time.Now().Before(deadline) {
+		diff = ""
+		for _, tbl := range tables {
+			if diff = p.compareTitles(ctx, shard, tbl); diff != "" {
+				break
+			}
+		}
+		if diff == "" {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	p.t.Fatalf("ClickHouse differs from the shard:\n%s", diff)
+}
+
 // TestSnapshotTruncateAndKeylessTable: a TRUNCATE lands in the middle of
 // a chunked copy (rows copied before it must go, rows inserted after it
 // must stay); a table without a primary key (REPLICA IDENTITY FULL) is
@@ -343,19 +379,7 @@ func TestSnapshotTruncateAndKeylessTable(t *testing.T) {
 	}, p.log, prometheus.NewRegistry())
 	p.goRun("reader", func() error { return r.Run(runCtx) })
 
-	for {
-		st, err := readState(ctx, p.brokers, stateTopic, slot)
-		if err != nil && ctx.Err() != nil {
-			t.Fatalf("reading the reader state: %v", err)
-		}
-		if st != nil && st.SnapshotDone {
-			t.Fatal("the snapshot finished before the truncate (slow the copy down)")
-		}
-		if n, _, _ := st.rowsOrZero(); n >= 3000 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p.waitCopying(ctx, stateTopic, slot, 3000, "the truncate", nil)
 	// Mid-copy: truncate the chunked table and refill part of it; change
 	// the keyless one.
 	p.exec(ctx, shard, "TRUNCATE "+pgx.Identifier{docs}.Sanitize())
