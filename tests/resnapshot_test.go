@@ -38,17 +38,7 @@ func TestSlotLostResnapshotIsExact(t *testing.T) {
 	// The reader stops; its slot is dropped (as an operator, or
 	// max_slot_wal_keep_size, would): what happens next is lost to it.
 	stopR1()
-	slot := fmt.Sprintf("e2e_%s_0", p.suffix)
-	p.waitFor(ctx, 20*time.Second, "slot inactive", func() bool {
-		conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[0])
-		if err != nil {
-			return false
-		}
-		defer conn.Close(ctx)
-		var active bool
-		err = conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
-		return err == nil && !active
-	})
+	slot := p.waitSlotInactive(ctx, 0)
 	p.exec(ctx, 0, "SELECT pg_drop_replication_slot($1)", slot)
 	p.exec(ctx, 0, fmt.Sprintf("UPDATE %s SET title = 'changed in the gap' WHERE id = ANY($1)", pgx.Identifier{tbl}.Sanitize()), ids[:5])
 	p.exec(ctx, 0, fmt.Sprintf("DELETE FROM %s WHERE id = ANY($1)", pgx.Identifier{tbl}.Sanitize()), ids[15:])
@@ -68,4 +58,23 @@ func TestSlotLostResnapshotIsExact(t *testing.T) {
 	if err := p.failed(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitSlotInactive waits until the reader of shard has let go of its slot
+// (it stopped: its final position is reported and its state saved), and
+// returns the slot's name.
+func (p *pipeline) waitSlotInactive(ctx context.Context, shard int) string {
+	p.t.Helper()
+	slot := fmt.Sprintf("e2e_%s_%d", p.suffix, shard)
+	p.waitFor(ctx, 20*time.Second, "slot inactive", func() bool {
+		conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[shard])
+		if err != nil {
+			return false
+		}
+		defer conn.Close(ctx)
+		var active bool
+		err = conn.QueryRow(ctx, "SELECT active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active)
+		return err == nil && !active
+	})
+	return slot
 }

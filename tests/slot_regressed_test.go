@@ -34,12 +34,11 @@ func TestSlotBehindStateAfterCrashResumes(t *testing.T) {
 	}
 	p.waitFor(ctx, 30*time.Second, "first copy and stream applied", func() bool { return p.compare(ctx, tbl) == "" })
 	stopR1()
-	time.Sleep(500 * time.Millisecond) // the reader's final state is saved
+	slot := p.waitSlotInactive(ctx, 0) // stopped: its final state is saved
 
 	// The stored state, pushed ahead of the slot by 16 MB of WAL: what a
 	// crash that lost the slot's newest position leaves.
 	stateTopic := "e2e_" + p.suffix + ".state"
-	slot := fmt.Sprintf("e2e_%s_0", p.suffix)
 	cl := p.kafka(kgo.ConsumeTopics(stateTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	defer cl.Close()
 	var last map[string]any
