@@ -40,6 +40,10 @@ type Aggregator struct {
 	q    *query.Queries
 	log  *slog.Logger
 
+	// blocksReady: the blocks table exists (created once, on the first
+	// round with data).
+	blocksReady bool
+
 	rounds     *prometheus.CounterVec
 	recomputed prometheus.Counter
 	lag        prometheus.Gauge
@@ -336,6 +340,9 @@ func deref(d *decimal.Decimal) decimal.Decimal {
 // ensureBlocks creates the blocks table once the revenue table exists
 // (its arrays take the amount's Decimal scale).
 func (a *Aggregator) ensureBlocks(ctx context.Context) error {
+	if a.blocksReady {
+		return nil
+	}
 	var typ string
 	err := a.conn.QueryRow(ctx, "SELECT type FROM system.columns WHERE database = ? AND table = ? AND name = ?",
 		a.db, a.cfg.Revenue.Table, a.cfg.Revenue.AmountColumn).Scan(&typ)
@@ -347,11 +354,13 @@ func (a *Aggregator) ensureBlocks(ctx context.Context) error {
 		return fmt.Errorf("%w: %s.%s is %s", query.ErrInexactAmount, a.cfg.Revenue.Table, a.cfg.Revenue.AmountColumn, typ)
 	}
 	dec := fmt.Sprintf("Array(Decimal(38, %d))", scale)
-	return a.conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, block Int64, computed UInt64,
+	err = a.conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, block Int64, computed UInt64,
 		day Array(Date), currency Array(String), kept %[3]s, refunds %[3]s, invoices Array(UInt64),
 		s_day Array(Date), s_shard Array(UInt16), s_currency Array(String), s_kept %[3]s, s_refunds %[3]s, s_invoices Array(UInt64))
 		ENGINE = ReplacingMergeTree(computed) ORDER BY (source_table, block)`,
 		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table)), dec))
+	a.blocksReady = err == nil
+	return err
 }
 
 // storedBlocks lists the blocks that have a row.
