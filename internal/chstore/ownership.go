@@ -235,33 +235,72 @@ func ListMisplaced(ctx context.Context, conn driver.Conn, db, table, idColumn, s
 
 // fillOwners sets the owner of each listed row's shard-key value.
 func fillOwners(ctx context.Context, conn driver.Conn, db, table string, ms []Misplaced) error {
-	if len(ms) == 0 {
-		return nil
-	}
-	keys := make([]any, 0, len(ms))
+	keys := make([]string, 0, len(ms))
 	for _, m := range ms {
 		keys = append(keys, m.Key)
 	}
-	rows, err := conn.Query(ctx, fmt.Sprintf(
-		"SELECT key, argMax(owner, ring_version) FROM %s.%s WHERE source_table = ? AND key IN ? GROUP BY key",
-		quote(db), ownershipTable), table, clickhouse.GroupSet{Value: keys})
+	owners, err := KeyOwners(ctx, conn, db, table, keys)
 	if err != nil {
-		return fmt.Errorf("owners: %w", err)
-	}
-	defer rows.Close()
-	owner := map[string]uint16{}
-	for rows.Next() {
-		var k string
-		var o uint16
-		if err := rows.Scan(&k, &o); err != nil {
-			return fmt.Errorf("owners: %w", err)
-		}
-		owner[k] = o
+		return err
 	}
 	for i := range ms {
-		ms[i].Owner = owner[ms[i].Key]
+		ms[i].Owner = uint16(owners[ms[i].Key].Owner)
 	}
-	return rows.Err()
+	return nil
+}
+
+// KeyOwner is where a shard-key value belongs under the ring map in force
+// (as the loaders placed it), and under a staged map that moves it.
+type KeyOwner struct {
+	Owner       int
+	RingVersion int64
+	// Staged is the owner under a staged ring map (a planned arc move),
+	// or -1.
+	Staged int
+}
+
+// KeyOwners returns the owners of the given shard-key values (as text) of
+// table; values never placed are absent.
+func KeyOwners(ctx context.Context, conn driver.Conn, db, table string, keys []string) (map[string]KeyOwner, error) {
+	out := map[string]KeyOwner{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	vals := make([]any, len(keys))
+	for i, k := range keys {
+		vals[i] = k
+	}
+	read := func(tbl, cols string, each func(key string, owner uint16, version int64)) error {
+		rows, err := conn.Query(ctx, fmt.Sprintf("SELECT key, %s FROM %s.%s WHERE source_table = ? AND key IN ? GROUP BY key",
+			cols, quote(db), tbl), table, clickhouse.GroupSet{Value: vals})
+		if err != nil {
+			return fmt.Errorf("owners of %s: %w", table, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			var o uint16
+			var v int64
+			if err := rows.Scan(&k, &o, &v); err != nil {
+				return fmt.Errorf("owners of %s: %w", table, err)
+			}
+			each(k, o, v)
+		}
+		return rows.Err()
+	}
+	err := read(ownershipTable, "argMax(owner, ring_version), max(ring_version)", func(k string, o uint16, v int64) {
+		out[k] = KeyOwner{Owner: int(o), RingVersion: v, Staged: -1}
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = read(nextTable, "argMax(next_owner, next_version), max(next_version)", func(k string, o uint16, v int64) {
+		if cur, ok := out[k]; ok && v > cur.RingVersion {
+			cur.Staged = int(o)
+			out[k] = cur
+		}
+	})
+	return out, err
 }
 
 // RingVersion is the newest ring version stored for table (0: none).
