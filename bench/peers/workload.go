@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tributary/tributary/internal/benchwork"
 )
 
-// The workloads are those of `go run ./cmd/bench reader` (cmd/bench/reader.go,
-// docs/benchmarks.md "Reader"), rebuilt here so that both systems read the
-// very same committed changes: the SQL is the same, row for row.
+// The workloads are those of `go run ./cmd/bench reader` (both come from
+// internal/benchwork), so that both systems read the very same committed
+// changes as the reader benchmark.
 
 // workCase is one workload: a table and the transactions that change it.
 type workCase struct {
@@ -25,44 +27,12 @@ type workCase struct {
 }
 
 func newCase(name string, c config) (*workCase, error) {
-	switch name {
-	case "a":
-		return &workCase{name: "a", desc: fmt.Sprintf("%d inserts, one transaction", c.rows), changes: int64(c.rows),
-			batches: 1, setup: createRows,
-			batch: func(t, k string) string { return insertRows(t, k, c.rows, c.titleBytes) }}, nil
-	case "b":
-		return &workCase{name: "b", desc: fmt.Sprintf("%d inserts, %d per transaction", c.rows, c.txnRows), changes: int64(c.rows),
-			batches: c.rows / c.txnRows, setup: createRows,
-			batch: func(t, k string) string { return insertRows(t, k, c.txnRows, c.titleBytes) }}, nil
-	case "c":
-		return &workCase{name: "c", desc: fmt.Sprintf("%d updates of %d B rows, %d per transaction", c.updates, c.rowBytes, c.updateTxnRows),
-			changes: int64(c.updates), batches: c.updates / c.updateTxnRows,
-			setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
-				_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, version bigint NOT NULL, body text NOT NULL);
-					INSERT INTO %s SELECT g, 0, left(repeat(md5(g::text), %d), %d) FROM generate_series(1, %d) g`,
-					t, t, c.rowBytes/32+1, c.rowBytes, c.updateRows))
-				return err
-			},
-			batch: func(t, k string) string {
-				lo := fmt.Sprintf("((%s) * %d) %% %d + 1", k, c.updateTxnRows, c.updateRows)
-				return fmt.Sprintf("UPDATE %s SET version = version + 1, body = left(repeat(md5((id + version + 1)::text), %d), %d) WHERE id BETWEEN %s AND %s + %d",
-					t, c.rowBytes/32+1, c.rowBytes, lo, lo, c.updateTxnRows-1)
-			}}, nil
+	w, err := benchwork.Case(name, benchwork.Params{Rows: c.rows, TxnRows: c.txnRows, TitleBytes: c.titleBytes,
+		Updates: c.updates, UpdateRows: c.updateRows, UpdateTxnRows: c.updateTxnRows, RowBytes: c.rowBytes})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("unknown case %q (a, b, c)", name)
-}
-
-func createRows(ctx context.Context, conn *pgx.Conn, t string) error {
-	_, err := conn.Exec(ctx, "CREATE TABLE "+t+` (id bigint PRIMARY KEY, workspace_id bigint NOT NULL,
-		title text NOT NULL, amount numeric(12,2) NOT NULL, created_at timestamptz NOT NULL)`)
-	return err
-}
-
-// insertRows inserts ids k*n+1 .. (k+1)*n, about 100 bytes of text per row.
-func insertRows(t, k string, n, titleBytes int) string {
-	return fmt.Sprintf(`INSERT INTO %s SELECT g, g %% 1000, left(repeat(md5(g::text), %d), %d), (g %% 10000000) / 100.0,
-		timestamptz '2026-11-30 12:00:00+00' + g * interval '1 ms' FROM generate_series((%s) * %d + 1, ((%s) + 1) * %d) g`,
-		t, titleBytes/32+1, titleBytes, k, n, k, n)
+	return &workCase{name: w.Name, desc: w.Desc, changes: w.Changes, batches: w.Batches, setup: w.Setup, batch: w.Batch}, nil
 }
 
 // runWorkload commits the case's transactions (server-side, synchronous_commit

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -30,37 +31,22 @@ type readerCase struct {
 func (b *readerBench) newCase(name string) *readerCase {
 	c := b.cfg
 	switch name {
-	case "a":
-		return &readerCase{name: "a", desc: fmt.Sprintf("%d inserts, one transaction", c.rows), changes: int64(c.rows),
-			setup: b.createRows, batches: 1,
-			batch: func(t, k string) string { return insertRows(t, k, c.rows, c.titleBytes) }}
-	case "b":
-		return &readerCase{name: "b", desc: fmt.Sprintf("%d inserts, %d per transaction", c.rows, c.txnRows), changes: int64(c.rows),
-			setup: b.createRows, batches: c.rows / c.txnRows,
-			batch: func(t, k string) string { return insertRows(t, k, c.txnRows, c.titleBytes) }}
-	case "c":
-		return &readerCase{name: "c", desc: fmt.Sprintf("%d updates of %d B rows, %d per transaction", c.updates, c.rowBytes, c.updateTxnRows),
-			changes: int64(c.updates), batches: c.updates / c.updateTxnRows,
-			setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
-				_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, version bigint NOT NULL, body text NOT NULL);
-					INSERT INTO %s SELECT g, 0, left(repeat(md5(g::text), %d), %d) FROM generate_series(1, %d) g`,
-					t, t, c.rowBytes/32+1, c.rowBytes, c.updateRows))
-				return err
-			},
-			batch: func(t, k string) string {
-				lo := fmt.Sprintf("((%s) * %d) %% %d + 1", k, c.updateTxnRows, c.updateRows)
-				return fmt.Sprintf("UPDATE %s SET version = version + 1, body = left(repeat(md5((id + version + 1)::text), %d), %d) WHERE id BETWEEN %s AND %s + %d",
-					t, c.rowBytes/32+1, c.rowBytes, lo, lo, c.updateTxnRows-1)
-			}}
+	case "a", "b", "c":
+		w, err := benchwork.Case(name, benchwork.Params{Rows: c.rows, TxnRows: c.txnRows, TitleBytes: c.titleBytes,
+			Updates: c.updates, UpdateRows: c.updateRows, UpdateTxnRows: c.updateTxnRows, RowBytes: c.rowBytes})
+		if err != nil {
+			panic(err) // names are checked by validate
+		}
+		return &readerCase{name: w.Name, desc: w.Desc, changes: w.Changes, setup: w.Setup, batches: w.Batches, batch: w.Batch}
 	case "e":
 		return b.bigTxnCase()
 	default: // "d", checked by validate
 		return &readerCase{name: "d", desc: fmt.Sprintf("snapshot of %d rows", c.snapshotRows), changes: int64(c.snapshotRows), snapshot: true,
 			setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
-				if err := b.createRows(ctx, conn, t); err != nil {
+				if err := benchwork.CreateRows(ctx, conn, t); err != nil {
 					return err
 				}
-				if _, err := conn.Exec(ctx, insertRows(t, "0", c.snapshotRows, c.titleBytes)); err != nil {
+				if _, err := conn.Exec(ctx, benchwork.InsertRows(t, "0", c.snapshotRows, c.titleBytes)); err != nil {
 					return err
 				}
 				// Hint bits and the visibility map, so that no reader pays for them.
@@ -87,20 +73,6 @@ func (b *readerBench) bigTxnCase() *readerCase {
 			return fmt.Sprintf("INSERT INTO %s SELECT g, left(repeat(md5(g::text), %d), %d) FROM generate_series((%s) * %d + 1, ((%s) + 1) * %d) g",
 				t, c.rowBytes/32+1, c.rowBytes, k, rows, k, rows)
 		}}
-}
-
-func (b *readerBench) createRows(ctx context.Context, conn *pgx.Conn, t string) error {
-	_, err := conn.Exec(ctx, "CREATE TABLE "+t+` (id bigint PRIMARY KEY, workspace_id bigint NOT NULL,
-		title text NOT NULL, amount numeric(12,2) NOT NULL, created_at timestamptz NOT NULL)`)
-	return err
-}
-
-// insertRows inserts ids k*n+1 .. (k+1)*n: about 100 bytes of text per row
-// with the default 50-byte title.
-func insertRows(t, k string, n, titleBytes int) string {
-	return fmt.Sprintf(`INSERT INTO %s SELECT g, g %% 1000, left(repeat(md5(g::text), %d), %d), (g %% 10000000) / 100.0,
-		timestamptz '2026-11-30 12:00:00+00' + g * interval '1 ms' FROM generate_series((%s) * %d + 1, ((%s) + 1) * %d) g`,
-		t, titleBytes/32+1, titleBytes, k, n, k, n)
 }
 
 // names are the per-case (and per-repetition) object names.
