@@ -55,3 +55,48 @@ func TestPrometheusRules(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertRunbooks: every alert links its section of docs/runbook.md, and
+// every section there is an alert's, so on-call never follows a dead link
+// and the runbook never describes an alert that no longer exists.
+func TestAlertRunbooks(t *testing.T) {
+	rules, err := os.ReadFile("../deploy/prometheus/tributary-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbook, err := os.ReadFile("../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]bool{} // GitHub-style anchors of "## " headings
+	for _, line := range strings.Split(string(runbook), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			sections[strings.ToLower(strings.ReplaceAll(strings.TrimSpace(h), " ", "-"))] = true
+		}
+	}
+	// An alert's block runs from its "- alert:" line to the next one.
+	blocks := regexp.MustCompile(`(?m)^\s*- alert:\s*`).Split(string(rules), -1)[1:]
+	if len(blocks) == 0 {
+		t.Fatal("no alerts in the rules")
+	}
+	linked := map[string]bool{}
+	for _, b := range blocks {
+		name := strings.TrimSpace(strings.SplitN(b, "\n", 2)[0])
+		m := regexp.MustCompile(`runbook_url:\s*"docs/runbook\.md#([a-z0-9-]+)"`).FindStringSubmatch(b)
+		switch {
+		case m == nil:
+			t.Errorf("alert %s has no runbook_url to docs/runbook.md", name)
+		case m[1] != strings.ToLower(name):
+			t.Errorf("alert %s links #%s, not its own section #%s", name, m[1], strings.ToLower(name))
+		case !sections[m[1]]:
+			t.Errorf("alert %s links #%s, which docs/runbook.md has no section for", name, m[1])
+		default:
+			linked[m[1]] = true
+		}
+	}
+	for s := range sections {
+		if !linked[s] {
+			t.Errorf("docs/runbook.md has a section #%s that no alert links", s)
+		}
+	}
+}
