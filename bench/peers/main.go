@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,46 +43,113 @@ type config struct {
 	jsonOut       string
 	keep          bool
 	tuned         map[string]string // properties of the debezium-tuned run
+	lowlat        map[string]string // properties of the debezium-lowlat run
+	lat           latencyConfig
 }
+
+const usage = `peers — Tributary's cdc-reader and Debezium's PostgreSQL connector on the
+same shard, workload and Kafka, measured alike from outside; prints a table
+and the ratios (docs/peers.md). Run it through bench/peers/run.sh (or make
+bench-peers), which builds the cdc-reader and the Debezium jar and takes
+/tmp/tributary-bench.lock.
+
+Two parts, in one run:
+
+  throughput  for each --cases workload, committed once before any system
+              runs: each --systems system alone drains it from its own slot;
+              changes/s, CPU per change, peak RSS, start-up.
+  latency     for each --latency-systems system alone, streaming live while
+              a paced workload commits --latency-rates changes/s (one phase
+              per rate, --latency-seconds each, after --latency-warmup):
+              commit → Kafka latency of every change, p50/p95/p99/max.
+              Commit time: the harness's clock when the INSERT's implicit
+              COMMIT returned; Kafka time: the broker's LogAppendTime (the
+              data topics are created with message.timestamp.type=
+              LogAppendTime). --latency-rates "" skips this part.
+
+Systems: tributary (cmd/cdc-reader, its defaults); debezium (the connector's
+and the JVM's defaults: max heap 1/4 of RAM); debezium-xmx<size>, e.g.
+debezium-xmx256m (the same with -Xmx<size>); debezium-tuned (the
+--debezium-tuned properties); debezium-lowlat (the --debezium-lowlat
+properties). --java-opts applies to every Debezium run.
+
+Flags:
+`
 
 func parseFlags(args []string) (config, error) {
 	var c config
-	var cases, systems, javaOpts, tuned string
+	var cases, systems, javaOpts, tuned, lowlat, rates, latSystems string
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
 	fs.IntVar(&c.shard, "shard", 0, "shard whose superuser DSN ($TRIBUTARY_SHARD_<n>_DSN) is used")
 	fs.StringVar(&c.brokers, "kafka-brokers", os.Getenv("TRIBUTARY_KAFKA_BROKERS"), "Kafka brokers (default $TRIBUTARY_KAFKA_BROKERS)")
-	fs.StringVar(&cases, "cases", "a,b", "cases: a = --rows inserts in one transaction, b = --rows inserts in --txn-rows transactions, c = --updates of --row-bytes rows")
-	fs.StringVar(&systems, "systems", "tributary,debezium,debezium-tuned", "systems, run in this order on every case")
+	fs.StringVar(&cases, "cases", "a,b", "throughput cases: a = --rows inserts in one transaction, b = --rows inserts in --txn-rows transactions, c = --updates of --row-bytes rows (\"\": none)")
+	fs.StringVar(&systems, "systems", "tributary,debezium,debezium-xmx128m", "systems of the throughput part, run in this order on every case (also: debezium-tuned, debezium-lowlat, debezium-xmx<any size>)")
 	fs.IntVar(&c.rows, "rows", 500_000, "rows inserted by cases a and b")
 	fs.IntVar(&c.txnRows, "txn-rows", 100, "rows per transaction in case b")
-	fs.IntVar(&c.titleBytes, "title-bytes", 50, "length of the text column of the ~100 B rows")
+	fs.IntVar(&c.titleBytes, "title-bytes", 50, "length of the text column of the ~100 B rows (cases a, b and the latency workload)")
 	fs.IntVar(&c.updates, "updates", 200_000, "updates in case c")
 	fs.IntVar(&c.updateRows, "update-rows", 10_000, "rows of the case c table (updated round-robin)")
 	fs.IntVar(&c.updateTxnRows, "update-txn-rows", 100, "updates per transaction in case c")
 	fs.IntVar(&c.rowBytes, "row-bytes", 1024, "length of the text column of case c")
 	fs.IntVar(&c.partitions, "partitions", 4, "partitions of every data topic")
 	fs.DurationVar(&c.poll, "poll", 20*time.Millisecond, "how often CPU, the slot and Kafka's high watermarks are sampled")
-	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "give up a run after this long")
+	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "give up a run (or a latency phase's drain) after this long")
 	fs.StringVar(&c.cdcReader, "cdc-reader", "", "cdc-reader binary (run.sh builds it)")
 	fs.StringVar(&c.java, "java", "java", "java binary (Java 17)")
-	fs.StringVar(&javaOpts, "java-opts", "", "JVM options for Debezium, space-separated (default: none, the JVM's own defaults)")
+	fs.StringVar(&javaOpts, "java-opts", "", "JVM options for every Debezium run, space-separated (default: none, the JVM's own defaults)")
 	fs.StringVar(&c.jar, "jar", "", "bench/peers/debezium/target/peers-debezium.jar (run.sh builds it)")
 	fs.StringVar(&c.workDir, "work-dir", "", "directory for configs, offsets and logs (default: a new one under /tmp)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.StringVar(&tuned, "debezium-tuned", debeziumTunedDefault, "connector properties of the debezium-tuned run (k=v,k=v)")
+	fs.StringVar(&lowlat, "debezium-lowlat", debeziumLowlatDefault, "connector properties of the debezium-lowlat run (k=v,k=v)")
+	fs.StringVar(&rates, "latency-rates", "1000,5000,10000,20000", "latency part: target changes/s of the paced phases, in this order (\"\": skip the latency part)")
+	fs.StringVar(&latSystems, "latency-systems", "tributary,debezium,debezium-lowlat", "systems of the latency part, run in this order")
+	fs.DurationVar(&c.lat.phase, "latency-seconds", 15*time.Second, "latency part: how long each rate's phase commits")
+	fs.DurationVar(&c.lat.warmup, "latency-warmup", 10*time.Second, "latency part: unmeasured phase at the median rate before the measured ones (JIT, connections, caches)")
+	fs.IntVar(&c.lat.txnRows, "latency-txn-rows", 10, "latency part: rows inserted per transaction (one INSERT, autocommit)")
+	fs.IntVar(&c.lat.workers, "latency-workers", 8, "latency part: connections committing the paced transactions")
 	fs.BoolVar(&c.keep, "keep", false, "keep tables, slots, publications and topics (for debugging)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
 	c.dsn = os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", c.shard))
-	c.cases = strings.Split(cases, ",")
-	c.systems = strings.Split(systems, ",")
+	c.cases = splitList(cases)
+	c.systems = splitList(systems)
+	c.lat.systems = splitList(latSystems)
 	c.javaOpts = strings.Fields(javaOpts)
 	var err error
-	if c.tuned, err = parseTuning(tuned); err != nil {
+	if c.tuned, err = parseTuning("--debezium-tuned", tuned); err != nil {
 		return c, err
 	}
+	if c.lowlat, err = parseTuning("--debezium-lowlat", lowlat); err != nil {
+		return c, err
+	}
+	for _, r := range splitList(rates) {
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("--latency-rates: %q is not a positive integer", r)
+		}
+		c.lat.rates = append(c.lat.rates, n)
+	}
 	return c, c.validate()
+}
+
+// splitList splits "a,b" into its non-empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (c *config) validate() error {
@@ -92,7 +160,17 @@ func (c *config) validate() error {
 	if c.brokers == "" {
 		errs = append(errs, errors.New("--kafka-brokers or $TRIBUTARY_KAFKA_BROKERS is required"))
 	}
-	for _, s := range c.systems {
+	var all []string
+	if len(c.cases) > 0 {
+		all = c.systems
+	}
+	if len(c.lat.rates) > 0 {
+		all = append(append([]string(nil), all...), c.lat.systems...)
+	}
+	for _, s := range all {
+		if !knownSystem(s) {
+			errs = append(errs, fmt.Errorf("unknown system %q (%s)", s, strings.Join(systemNames, ", ")))
+		}
 		if s == "tributary" && c.cdcReader == "" {
 			errs = append(errs, errors.New("--cdc-reader is required to run tributary"))
 		}
@@ -102,6 +180,12 @@ func (c *config) validate() error {
 	}
 	if c.rows < 1 || c.txnRows < 1 || c.updates < 1 || c.updateRows < 1 || c.updateTxnRows < 1 || c.partitions < 1 {
 		errs = append(errs, errors.New("counts must be >= 1"))
+	}
+	if c.lat.txnRows < 1 || c.lat.workers < 1 || c.lat.phase <= 0 || c.lat.warmup < 0 {
+		errs = append(errs, errors.New("--latency-txn-rows and --latency-workers must be >= 1, --latency-seconds > 0, --latency-warmup >= 0"))
+	}
+	if len(c.cases) == 0 && len(c.lat.rates) == 0 {
+		errs = append(errs, errors.New("nothing to run: no --cases and no --latency-rates"))
 	}
 	if c.rows%c.txnRows != 0 {
 		errs = append(errs, errors.New("--rows must be a multiple of --txn-rows"))
@@ -115,7 +199,7 @@ func (c *config) validate() error {
 func main() {
 	c, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
+		os.Exit(0)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
@@ -142,9 +226,19 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer b.close()
-	fmt.Printf("bench peers: shard %d, kafka %s, cases %s, systems %s, logs in %s, load average %s\n",
-		c.shard, c.brokers, strings.Join(c.cases, ","), strings.Join(c.systems, ","), c.workDir, loadAvg())
+	fmt.Printf("bench peers: shard %d, kafka %s, cases %s, systems %s, latency rates %v of %s, logs in %s, load average %s\n",
+		c.shard, c.brokers, strings.Join(c.cases, ","), strings.Join(c.systems, ","), c.lat.rates,
+		strings.Join(c.lat.systems, ","), c.workDir, loadAvg())
 	var results []runResult
+	var lats []latResult
+	report := func() error {
+		printTable(os.Stdout, results)
+		printLatency(os.Stdout, lats)
+		if c.jsonOut != "" {
+			return writeJSON(c, results, lats)
+		}
+		return nil
+	}
 	for _, name := range c.cases {
 		wc, err := newCase(name, c)
 		if err != nil {
@@ -153,15 +247,21 @@ func run(ctx context.Context, c config) error {
 		rs, err := b.runCase(ctx, wc)
 		results = append(results, rs...)
 		if err != nil {
-			printTable(os.Stdout, results)
+			_ = report()
 			return fmt.Errorf("case %s: %w", name, err)
 		}
 	}
-	printTable(os.Stdout, results)
-	if c.jsonOut != "" {
-		return writeJSON(c, results)
+	if len(c.lat.rates) > 0 {
+		for i, name := range c.lat.systems {
+			ls, err := b.runLatency(ctx, name, i)
+			lats = append(lats, ls...)
+			if err != nil {
+				_ = report()
+				return fmt.Errorf("latency, %s: %w", name, err)
+			}
+		}
 	}
-	return nil
+	return report()
 }
 
 // runCase creates the case's table, primes every system (slot and
@@ -181,11 +281,11 @@ func (b *bench) runCase(ctx context.Context, wc *workCase) ([]runResult, error) 
 	}
 	var systems []*system
 	for _, name := range b.cfg.systems {
-		s, err := newSystem(name, table, filepath.Join(b.cfg.workDir, table), b.cfg.tuned)
+		s, err := newSystem(name, table, filepath.Join(b.cfg.workDir, table), b.cfg)
 		if err != nil {
 			return nil, err
 		}
-		if err := b.prepare(ctx, s, cl); err != nil {
+		if err := b.prepare(ctx, s, cl, nil); err != nil {
 			return nil, err
 		}
 		if err := b.prime(ctx, s); err != nil {

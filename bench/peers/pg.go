@@ -67,7 +67,7 @@ func (b *bench) createTable(ctx context.Context, wc *workCase, table string, cl 
 // systems get --partitions partitions: the cdc-reader creates its topics so,
 // Debezium's sink would rely on auto-creation) and registers their removal
 // and the slot's.
-func (b *bench) prepare(ctx context.Context, s *system, cl *cleanups) error {
+func (b *bench) prepare(ctx context.Context, s *system, cl *cleanups, topicConfig map[string]*string) error {
 	cl.add(func(ctx context.Context) error {
 		_, err := b.adm.DeleteTopics(ctx, s.topics...)
 		return err
@@ -80,7 +80,7 @@ func (b *bench) prepare(ctx context.Context, s *system, cl *cleanups) error {
 	if _, err := b.pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", s.pub, s.table)); err != nil {
 		return err
 	}
-	res, err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), -1, nil, s.dataTopic)
+	res, err := b.adm.CreateTopics(ctx, int32(b.cfg.partitions), -1, topicConfig, s.dataTopic)
 	if err != nil {
 		return err
 	}

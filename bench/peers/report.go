@@ -66,19 +66,79 @@ func printTable(w io.Writer, results []runResult) {
 	tw.Flush()
 }
 
-func writeJSON(c config, results []runResult) error {
+func writeJSON(c config, results []runResult, lats []latResult) error {
 	out := map[string]any{
 		"machine": map[string]any{"nproc": runtime.NumCPU(), "go": runtime.Version()},
 		"config": map[string]any{"shard": c.shard, "kafka": c.brokers, "cases": c.cases, "systems": c.systems,
 			"rows": c.rows, "txn_rows": c.txnRows, "title_bytes": c.titleBytes, "updates": c.updates,
 			"update_rows": c.updateRows, "update_txn_rows": c.updateTxnRows, "row_bytes": c.rowBytes,
 			"partitions": c.partitions, "poll": c.poll.String(), "java_opts": c.javaOpts,
-			"debezium_tuned": c.tuned},
+			"debezium_tuned": c.tuned, "debezium_lowlat": c.lowlat,
+			"latency": map[string]any{"rates": c.lat.rates, "systems": c.lat.systems, "phase": c.lat.phase.String(),
+				"warmup": c.lat.warmup.String(), "txn_rows": c.lat.txnRows, "workers": c.lat.workers}},
 		"runs": results, "ratios": ratios(results),
+		"latency": lats, "latency_ratios": latRatios(lats),
 	}
 	j, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(c.jsonOut, j, 0o644)
+}
+
+func printLatRun(r latResult) {
+	fmt.Printf("  %-15s %6d changes/s (%6.0f achieved)  p50 %7.1f  p95 %7.1f  p99 %7.1f  max %7.1f ms  %.2f cores  load %s\n",
+		r.System, r.RateTarget, r.RateAchieved, r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.Cores, r.LoadAvg)
+}
+
+// latRatio compares tributary's commit → Kafka latency with one Debezium
+// variant's at one target rate.
+type latRatio struct {
+	Rate   int     `json:"rate"`
+	Versus string  `json:"versus"`
+	P50    float64 `json:"p50"` // tributary's ÷ debezium's
+	P95    float64 `json:"p95"`
+	P99    float64 `json:"p99"`
+}
+
+func latRatios(lats []latResult) []latRatio {
+	var out []latRatio
+	for _, t := range lats {
+		if t.System != "tributary" {
+			continue
+		}
+		for _, d := range lats {
+			if d.RateTarget != t.RateTarget || !strings.HasPrefix(d.System, "debezium") {
+				continue
+			}
+			out = append(out, latRatio{Rate: t.RateTarget, Versus: d.System, P50: t.P50ms / d.P50ms, P95: t.P95ms / d.P95ms, P99: t.P99ms / d.P99ms})
+		}
+	}
+	return out
+}
+
+func printLatency(w io.Writer, lats []latResult) {
+	if len(lats) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commit → Kafka (LogAppendTime) latency, ms")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\ttarget changes/s\tachieved\tchanges\tp50\tp95\tp99\tmax\tmean\tCPU cores\tdrain s\tpeak RSS MB\tload avg\t")
+	for _, r := range lats {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%s\t\n",
+			r.System, r.RateTarget, r.RateAchieved, r.Changes, r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.MeanMs, r.Cores, r.DrainSeconds, r.PeakRSSMB, r.LoadAvg)
+	}
+	tw.Flush()
+	rs := latRatios(lats)
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tributary ÷\tchanges/s\tp50\tp95\tp99\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t\n", r.Versus, r.Rate, r.P50, r.P95, r.P99)
+	}
+	tw.Flush()
 }

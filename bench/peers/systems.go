@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,10 +23,31 @@ type system struct {
 	topics    []string // every topic it uses, deleted afterwards
 	dir       string   // its config, offsets and logs
 	tuning    map[string]string
+	javaOpts  []string // added to --java-opts (debezium-xmx<size>: -Xmx<size>)
 }
 
 // systemNames are the systems `--systems` may name.
-var systemNames = []string{"tributary", "debezium", "debezium-tuned"}
+// Besides, debezium-xmx<size> (e.g. debezium-xmx256m) is Debezium's defaults
+// with an explicit maximum heap, -Xmx<size>, instead of the JVM's default
+// (1/4 of RAM).
+var systemNames = []string{"tributary", "debezium", "debezium-tuned", "debezium-lowlat", "debezium-xmx<size>"}
+
+// xmxSize is the heap size of a debezium-xmx<size> system ("256m"), or "".
+func xmxSize(name string) string {
+	size, ok := strings.CutPrefix(name, "debezium-xmx")
+	if !ok || len(size) < 2 || !strings.ContainsAny(size[len(size)-1:], "kmgKMG") {
+		return ""
+	}
+	if _, err := strconv.Atoi(size[:len(size)-1]); err != nil {
+		return ""
+	}
+	return size
+}
+
+// knownSystem tells whether --systems or --latency-systems may name it.
+func knownSystem(name string) bool {
+	return slices.Contains(systemNames[:len(systemNames)-1], name) || xmxSize(name) != ""
+}
 
 // debeziumTunedDefault is Debezium's tuned run (--debezium-tuned): 4x the
 // default batch and queue (2048 and 8192), so that the sink waits for Kafka
@@ -34,8 +56,14 @@ var systemNames = []string{"tributary", "debezium", "debezium-tuned"}
 // queue waits for a batch to fill). docs/peers.md: it did not help.
 const debeziumTunedDefault = "max.batch.size=8192,max.queue.size=32768,poll.interval.ms=10"
 
+// debeziumLowlatDefault is the latency-tuned run (--debezium-lowlat):
+// poll.interval.ms, Debezium's 500 ms wait for a batch to fill (and its
+// sleep when no replication message is pending), down to 10 ms; batch and
+// queue sizes stay at their defaults.
+const debeziumLowlatDefault = "poll.interval.ms=10"
+
 // parseTuning reads "k=v,k=v".
-func parseTuning(s string) (map[string]string, error) {
+func parseTuning(flagName, s string) (map[string]string, error) {
 	m := map[string]string{}
 	for _, kv := range strings.Split(s, ",") {
 		if kv = strings.TrimSpace(kv); kv == "" {
@@ -43,15 +71,19 @@ func parseTuning(s string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--debezium-tuned: %q is not key=value", kv)
+			return nil, fmt.Errorf("%s: %q is not key=value", flagName, kv)
 		}
 		m[k] = v
 	}
 	return m, nil
 }
 
-func newSystem(name, table, workDir string, tuned map[string]string) (*system, error) {
-	short := map[string]string{"tributary": "trib", "debezium": "dbz", "debezium-tuned": "dbzt"}[name]
+func newSystem(name, table, workDir string, c config) (*system, error) {
+	short := map[string]string{"tributary": "trib", "debezium": "dbz", "debezium-tuned": "dbzt",
+		"debezium-lowlat": "dbzl"}[name]
+	if size := xmxSize(name); size != "" {
+		short = "dbzx" + strings.ToLower(size)
+	}
 	if short == "" {
 		return nil, fmt.Errorf("unknown system %q (%s)", name, strings.Join(systemNames, ", "))
 	}
@@ -68,8 +100,14 @@ func newSystem(name, table, workDir string, tuned map[string]string) (*system, e
 		// Debezium captures by default: other clients of the shard (the
 		// demo's readers) emit some while the bench runs.
 		s.topics = []string{s.dataTopic, "__debezium-heartbeat." + s.slot, s.slot + ".message"}
-		if name == "debezium-tuned" {
-			s.tuning = tuned
+		switch name {
+		case "debezium-tuned":
+			s.tuning = c.tuned
+		case "debezium-lowlat":
+			s.tuning = c.lowlat
+		}
+		if size := xmxSize(name); size != "" {
+			s.javaOpts = []string{"-Xmx" + size}
 		}
 	}
 	return s, os.MkdirAll(s.dir, 0o755)
@@ -150,6 +188,7 @@ func (s *system) debeziumCommand(c config, prime bool) ([]string, []string, erro
 		return nil, nil, err
 	}
 	argv := append([]string{c.java}, c.javaOpts...)
+	argv = append(argv, s.javaOpts...)
 	return append(argv, "-jar", c.jar, propsFile), nil, nil
 }
 
