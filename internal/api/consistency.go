@@ -11,9 +11,14 @@ package api
 //
 // Waiting polls the watermarks (every pollInterval); concurrent waiters
 // share one query per topic set, so the load on ClickHouse does not grow
-// with the number of waiting clients. Reads without after= use the same
-// shared reading: a watermark observed before the data is read (at most
-// pollInterval earlier) is still a lower bound of what the data holds. The wait is bounded by `wait=`
+// with the number of waiting clients. Reads without after= do not wait for
+// a query at all: they take the newest shared reading (snapshot), and a
+// reading older than pollInterval starts a refresh in the background for
+// the next request. A watermark observed before the data is read is still
+// a lower bound of what the data holds, so the answer stays exact; only
+// its freshness is older, by at most maxSnapshotAge (an older reading, e.g.
+// after an idle spell, is refreshed before the request goes on), and the
+// staleness it states is computed when it is served. The wait is bounded by `wait=`
 // (default 5 s, at most 30 s) and by the request timeout, less a reserve
 // for the read itself. When it runs out the answer is 503 not_yet_visible
 // with Retry-After and the named shards' current freshness.
@@ -48,6 +53,9 @@ const (
 	// pollInterval is how often waiters look at the watermarks; results
 	// younger than that are shared.
 	pollInterval = 25 * time.Millisecond
+	// maxSnapshotAge is the oldest reading a request without after= is
+	// answered with without waiting for a new one.
+	maxSnapshotAge = time.Second
 )
 
 // position is one after= token: shard S has committed up to LSN.
@@ -166,7 +174,50 @@ func (w *watermarkWatch) get(ctx context.Context, topics []string) ([]query.Shar
 	if ok && time.Since(r.at) < pollInterval {
 		return r.fresh, nil
 	}
-	ch := w.flight.DoChan(key, func() (any, error) {
+	return w.refresh(ctx, key, topics)
+}
+
+// snapshot returns the newest reading of topics without waiting for a
+// query when there is one at most maxSnapshotAge old; a reading older than
+// pollInterval is refreshed in the background. Staleness is as of now.
+func (w *watermarkWatch) snapshot(ctx context.Context, topics []string) ([]query.ShardFreshness, error) {
+	key := strings.Join(topics, "\x00")
+	w.mu.Lock()
+	r, ok := w.last[key]
+	w.mu.Unlock()
+	age := time.Since(r.at)
+	if !ok || age >= maxSnapshotAge {
+		return w.refresh(ctx, key, topics)
+	}
+	if age >= pollInterval {
+		w.flight.DoChan(key, w.fetchFunc(ctx, key, topics)) // the answer is not awaited
+	}
+	now := time.Now()
+	out := make([]query.ShardFreshness, len(r.fresh))
+	for i, f := range r.fresh {
+		out[i] = f.At(now)
+	}
+	return out, nil
+}
+
+// refresh queries the freshness of topics (one query shared by every
+// concurrent caller) and waits for it.
+func (w *watermarkWatch) refresh(ctx context.Context, key string, topics []string) ([]query.ShardFreshness, error) {
+	ch := w.flight.DoChan(key, w.fetchFunc(ctx, key, topics))
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.([]query.ShardFreshness), nil
+	}
+}
+
+// fetchFunc is the shared query of refresh, which stores its reading.
+func (w *watermarkWatch) fetchFunc(ctx context.Context, key string, topics []string) func() (any, error) {
+	return func() (any, error) {
 		// Not tied to one waiter's request: the others share the answer.
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.timeout)
 		defer cancel()
@@ -182,15 +233,6 @@ func (w *watermarkWatch) get(ctx context.Context, topics []string) ([]query.Shar
 		w.last[key] = watchResult{at: at, fresh: fresh}
 		w.mu.Unlock()
 		return fresh, nil
-	})
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		return res.Val.([]query.ShardFreshness), nil
 	}
 }
 
@@ -209,7 +251,7 @@ func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []stri
 		return nil, err
 	}
 	if len(c.after) == 0 {
-		return s.watch.get(r.Context(), topics)
+		return s.watch.snapshot(r.Context(), topics)
 	}
 	start := time.Now()
 	deadline := start.Add(c.wait)

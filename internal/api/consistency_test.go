@@ -259,3 +259,69 @@ func FuzzParseConsistency(f *testing.F) {
 		}
 	})
 }
+
+// blockingWatermarks is a freshness source that answers only when release
+// is closed.
+type blockingWatermarks struct {
+	calls   atomic.Int64
+	release chan struct{}
+}
+
+func (f *blockingWatermarks) fetch(ctx context.Context, _ []string) ([]query.ShardFreshness, error) {
+	n := f.calls.Add(1)
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return []query.ShardFreshness{query.FreshnessAt(0, envelope.LSN(1000+n), time.Now(), true)}, nil
+}
+
+// TestSnapshotDoesNotWait: a read without after= is answered from the
+// newest reading while a refresh runs, and a reading too old is refreshed
+// first.
+func TestSnapshotDoesNotWait(t *testing.T) {
+	f := &blockingWatermarks{release: make(chan struct{})}
+	w := &watermarkWatch{fetch: f.fetch, timeout: 10 * time.Second}
+	key := "t"
+	ts := time.Now().Add(-time.Hour)
+	w.last = map[string]watchResult{key: {at: time.Now().Add(-3 * pollInterval), fresh: []query.ShardFreshness{query.FreshnessAt(0, 7, ts, true)}}}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := w.snapshot(ctx, []string{key})
+	if err != nil {
+		t.Fatalf("snapshot waited for the refresh: %v", err)
+	}
+	if len(got) != 1 || got[0].LSN() != 7 || got[0].Staleness < 3599 {
+		t.Errorf("snapshot %+v, want the stored reading (LSN 7) with its staleness as of now", got)
+	}
+	// A second read while the refresh runs shares it.
+	if _, err := w.snapshot(ctx, []string{key}); err != nil {
+		t.Fatal(err)
+	}
+	close(f.release)
+	// get waits for a reading at most pollInterval old: the refresh's.
+	var fresh []query.ShardFreshness
+	for ctx.Err() == nil {
+		if fresh, err = w.get(ctx, []string{key}); err != nil {
+			t.Fatal(err)
+		}
+		if fresh[0].LSN() != 7 {
+			break
+		}
+	}
+	if n := f.calls.Load(); n < 1 || fresh[0].LSN() != envelope.LSN(1000+n) {
+		t.Errorf("after the refresh: %v (%d queries)", fresh, n)
+	}
+
+	// A reading older than maxSnapshotAge is not served: the read waits
+	// for a new one.
+	w.mu.Lock()
+	w.last[key] = watchResult{at: time.Now().Add(-2 * maxSnapshotAge), fresh: []query.ShardFreshness{query.FreshnessAt(0, 7, ts, true)}}
+	w.mu.Unlock()
+	got, err = w.snapshot(ctx, []string{key})
+	if err != nil || got[0].LSN() == 7 {
+		t.Errorf("old reading: %v %v, want a new one", got, err)
+	}
+}
