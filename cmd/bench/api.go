@@ -97,6 +97,9 @@ to the generated data at the start of the next run.
 --variants times, straight on ClickHouse and interleaved (each request picks
 one at random, so all share the machine's conditions):
   byid-shapes    the by-id read in several exact shapes and settings, and SELECT 1
+  byid-read      the API's by-id read against a read of the key columns only,
+                 the wide columns of a known (id, shard, version) without FINAL,
+                 both as two round trips, the watermarks query, and SELECT 1
   revenue-agg    revenue from exact pre-aggregates per id block (tables the
                  benchmark builds; design in schema/clickhouse.md), then an
                  incremental check: 5,000 changes with dirty marks, a
@@ -1295,7 +1298,7 @@ func apiPrintResults(rs []apiScenarioResult) {
 //	byid-shapes   the by-id query as the API sends it, and alternatives
 //	revenue-agg   revenue from per-id-block pre-aggregates (apiAggDoc)
 
-var apiVariantNames = []string{"byid-shapes", "revenue-agg"}
+var apiVariantNames = []string{"byid-shapes", "byid-read", "revenue-agg"}
 
 func apiRunVariants(ctx context.Context, d *apiData, conn driver.Conn, names []string, last bool) ([]apiScenarioResult, error) {
 	var out []apiScenarioResult
@@ -1305,6 +1308,8 @@ func apiRunVariants(ctx context.Context, d *apiData, conn driver.Conn, names []s
 		switch name {
 		case "byid-shapes":
 			rs, err = d.byIDShapes(ctx, conn)
+		case "byid-read":
+			rs, err = d.byIDRead(ctx, conn)
 		case "revenue-agg":
 			rs, err = d.revenueAgg(ctx, conn, last)
 		}
@@ -1348,20 +1353,20 @@ func (d *apiData) byIDShapes(ctx context.Context, conn driver.Conn) ([]apiScenar
 	prewhere := "SELECT * FROM " + db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0 ORDER BY _shard"
 	small := clickhouse.Settings{"use_uncompressed_cache": 1, "max_threads": 1, "max_block_size": 128}
 	shapes := []apiShape{
-		{"byid-final", final, nil, nil},
-		{"byid-final-cache", final, clickhouse.Settings{"use_uncompressed_cache": 1}, nil},
-		{"byid-final-1thread", final, clickhouse.Settings{"max_threads": 1}, nil},
-		{"byid-final-block128", final, clickhouse.Settings{"max_block_size": 128}, nil},
-		{"byid-final-cache-1thread-block128", final, small, nil},
+		{"byid-final", final, nil, nil, nil},
+		{"byid-final-cache", final, clickhouse.Settings{"use_uncompressed_cache": 1}, nil, nil},
+		{"byid-final-1thread", final, clickhouse.Settings{"max_threads": 1}, nil, nil},
+		{"byid-final-block128", final, clickhouse.Settings{"max_block_size": 128}, nil, nil},
+		{"byid-final-cache-1thread-block128", final, small, nil, nil},
 		// PREWHERE on the key column is exact: every version of (id,
 		// _shard) has the same id, so FINAL still sees all of them.
-		{"byid-final-prewhere-id", prewhere, nil, nil},
-		{"byid-final-prewhere-id-cache-1thread-block128", prewhere, small, nil},
+		{"byid-final-prewhere-id", prewhere, nil, nil, nil},
+		{"byid-final-prewhere-id-cache-1thread-block128", prewhere, small, nil, nil},
 		// Newest version per shard without FINAL; tombstones dropped after.
-		{"byid-limit-by", "SELECT * FROM (SELECT * FROM " + db + ".documents WHERE id = ? ORDER BY _shard, _version DESC LIMIT 1 BY _shard) WHERE _deleted = 0", nil, nil},
-		{"byid-final-key-only", "SELECT id, _shard, _version FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0", nil, nil},
+		{"byid-limit-by", "SELECT * FROM (SELECT * FROM " + db + ".documents WHERE id = ? ORDER BY _shard, _version DESC LIMIT 1 BY _shard) WHERE _deleted = 0", nil, nil, nil},
+		{"byid-final-key-only", "SELECT id, _shard, _version FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0", nil, nil, nil},
 		// The floor: a round trip that reads no table.
-		{"select-1", "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0", nil, nil},
+		{"select-1", "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0", nil, nil, nil},
 	}
 	for i := range shapes {
 		if shapes[i].settings != nil {
@@ -1383,12 +1388,73 @@ func (d *apiData) byIDShapes(ctx context.Context, conn driver.Conn) ([]apiScenar
 	return d.timeMixed(ctx, conn, shapes, randID), nil
 }
 
+// byIDRead times the API's by-id read (query.PlanRow, its settings) and
+// its parts, interleaved: the key columns alone with FINAL, the wide
+// columns of one known (id, _shard, _version) without FINAL, the two as
+// sequential round trips (what a two-step read in the API would cost),
+// the watermarks query every answer's freshness comes from, and the
+// floor. The known versions are read first for a sample of live ids.
+func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenarioResult, error) {
+	db := chstore.Quote(d.c.db)
+	settings := query.PointLookup()
+	type key struct {
+		id      int64
+		shard   uint16
+		version uint64
+	}
+	keySQL := "SELECT id, _shard, _version FROM " + db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0"
+	wideSQL := "SELECT * FROM " + db + ".documents PREWHERE id = ? AND _shard = ? AND _version = ? LIMIT 1"
+	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(settings))
+	r := rand.New(rand.NewPCG(5, 6))
+	var keys []key
+	for range 2000 {
+		id := d.id(tDocs, d.docLive[r.IntN(len(d.docLive))], d.c.docs)
+		var k key
+		if err := conn.QueryRow(qctx, keySQL, id).Scan(&k.id, &k.shard, &k.version); err != nil {
+			return nil, fmt.Errorf("key of %d: %w", id, err)
+		}
+		keys = append(keys, k)
+	}
+	randID := func(r *rand.Rand) []any { return []any{keys[r.IntN(len(keys))].id} }
+	randKey := func(r *rand.Rand) []any {
+		k := keys[r.IntN(len(keys))]
+		return []any{k.id, k.shard, k.version}
+	}
+	twoTrips := func(ctx context.Context, r *rand.Rand) error {
+		id := randID(r)
+		var k key
+		if err := conn.QueryRow(ctx, keySQL, id...).Scan(&k.id, &k.shard, &k.version); err != nil {
+			return err
+		}
+		rows, err := conn.Query(ctx, wideSQL, k.id, k.shard, k.version)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+		}
+		return rows.Err()
+	}
+	shapes := []apiShape{
+		{name: "byid-api", sql: query.PlanRow(d.c.db, "documents", "id"), settings: settings},
+		{name: "byid-key-columns-final", sql: keySQL, settings: settings},
+		{name: "byid-wide-known-version", sql: wideSQL, settings: settings, args: randKey},
+		{name: "byid-two-round-trips", settings: settings, run: twoTrips},
+		{name: "watermarks", sql: "SELECT shard, topic, partition, max(partitions), max(commit_lsn), argMax(commit_ts, commit_lsn) FROM " + db +
+			"._watermarks WHERE 1 = 1 OR ? = 0 GROUP BY shard, topic, partition"},
+		{name: "select-1", sql: "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0"},
+	}
+	return d.timeMixed(ctx, conn, shapes, randID), nil
+}
+
 // apiShape is one query shape of a mixed timing.
 type apiShape struct {
 	name, sql string
 	settings  clickhouse.Settings
 	// args overrides timeMixed's argument source for this shape.
 	args func(*rand.Rand) []any
+	// run, when set, is the request instead of sql (several round trips).
+	run func(ctx context.Context, r *rand.Rand) error
 }
 
 // timeMixed runs the shapes interleaved: each request picks one at random.
@@ -1423,6 +1489,9 @@ func (d *apiData) timeMixed(ctx context.Context, conn driver.Conn, shapes []apiS
 					a = shapes[k].args
 				}
 				err := func() error {
+					if shapes[k].run != nil {
+						return shapes[k].run(qctx, r)
+					}
 					rows, err := conn.Query(qctx, shapes[k].sql, a(r)...)
 					if err != nil {
 						return err
@@ -1524,10 +1593,10 @@ func (d *apiData) revenueAgg(ctx context.Context, conn driver.Conn, last bool) (
 	}
 	one := clickhouse.Settings{"max_threads": 1}
 	out := d.timeMixed(ctx, conn, []apiShape{
-		{"revenue-month-agg", monthSQL, nil, month},
-		{"revenue-month-agg-1thread", monthSQL, one, month},
-		{"revenue-year-agg", yearSQL, nil, year},
-		{"revenue-year-agg-1thread", yearSQL, one, year},
+		{"revenue-month-agg", monthSQL, nil, month, nil},
+		{"revenue-month-agg-1thread", monthSQL, one, month, nil},
+		{"revenue-year-agg", yearSQL, nil, year, nil},
+		{"revenue-year-agg-1thread", yearSQL, one, year, nil},
 	}, nil)
 	if last {
 		if err := d.aggIncremental(ctx, conn); err != nil {

@@ -62,6 +62,15 @@ type Copy struct {
 var pointLookup = clickhouse.Settings{"use_uncompressed_cache": 1, "max_threads": 1, "max_block_size": 128,
 	"optimize_move_to_prewhere": 0}
 
+// PointLookup returns a copy of the settings of a by-id read.
+func PointLookup() clickhouse.Settings {
+	out := clickhouse.Settings{}
+	for k, v := range pointLookup {
+		out[k] = v
+	}
+	return out
+}
+
 // planRow is the by-id read: FINAL, PREWHERE on the id column only, then a
 // plain WHERE for the tombstones. PREWHERE is exact here because every
 // version of (id, _shard) carries the same id: the replacing merge after it
@@ -70,6 +79,12 @@ var pointLookup = clickhouse.Settings{"use_uncompressed_cache": 1, "max_threads"
 // the granule of every part. Never PREWHERE another column (see the
 // package doc).
 func planRow(db, table, idColumn string) string {
+	return PlanRow(db, table, idColumn)
+}
+
+// PlanRow is the SQL of Row (one parameter: the id), run with
+// PointLookup's settings; exported for cmd/bench.
+func PlanRow(db, table, idColumn string) string {
 	return fmt.Sprintf("SELECT * FROM %s.%s FINAL PREWHERE %s = ? WHERE _deleted = 0 ORDER BY _shard",
 		quote(db), quote(table), quote(idColumn))
 }
