@@ -69,7 +69,7 @@ Two parts, in one run:
 
 Systems: tributary (cmd/cdc-reader, its defaults); debezium (the connector's
 and the JVM's defaults: max heap 1/4 of RAM); debezium-xmx<size>, e.g.
-debezium-xmx256m (the same with -Xmx<size>); debezium-tuned (the
+debezium-xmx256m (the same with -Xmx<size> -XX:+ExitOnOutOfMemoryError); debezium-tuned (the
 --debezium-tuned properties); debezium-lowlat (the --debezium-lowlat
 properties). --java-opts applies to every Debezium run.
 
@@ -300,8 +300,16 @@ func (b *bench) runCase(ctx context.Context, wc *workCase) ([]runResult, error) 
 	var results []runResult
 	for _, s := range systems {
 		r, err := b.measure(ctx, s, wc, target)
-		if err != nil {
+		if err != nil && (ctx.Err() != nil || s.kind == "tributary") {
 			return results, err
+		}
+		if err != nil {
+			// A Debezium variant that fails (e.g. out of heap under a small
+			// -Xmx) is a result, not the end of the bench.
+			r.Error = err.Error()
+			fmt.Printf("  %-15s FAILED: %v\n", s.name, err)
+			results = append(results, r)
+			continue
 		}
 		printRun(r)
 		results = append(results, r)

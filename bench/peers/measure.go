@@ -50,6 +50,7 @@ type runResult struct {
 	LoadAvgBefore   string  `json:"loadavg_before"`
 	LoadAvgAfter    string  `json:"loadavg_after"`
 	EndCriterionLag float64 `json:"stop_after_end_s"`
+	Error           string  `json:"error,omitempty"` // the run failed (a Debezium variant); no figures
 }
 
 // prime runs the system until it streams from its new slot, then stops it:

@@ -31,7 +31,7 @@ func ratios(results []runResult) []ratio {
 			continue
 		}
 		for _, d := range results {
-			if d.Case != t.Case || !strings.HasPrefix(d.System, "debezium") {
+			if d.Case != t.Case || !strings.HasPrefix(d.System, "debezium") || d.Error != "" {
 				continue
 			}
 			out = append(out, ratio{Case: t.Case, Versus: d.System, Throughput: t.ChangesPerSec / d.ChangesPerSec,
@@ -49,6 +49,10 @@ func printTable(w io.Writer, results []runResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "system\tcase\tchanges/s\tCPU cores\tCPU-s per M changes\tpeak RSS MB\tstart-up s\tB/record\tload avg\t")
 	for _, r := range results {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t%s\t\n", r.System, r.Case, r.LoadAvgBefore)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t\n",
 			r.System, r.Case, r.ChangesPerSec, r.Cores, r.CPUSecPerM, r.PeakRSSMB, r.StartupSeconds, r.RecordBytes, r.LoadAvgBefore)
 	}

@@ -29,7 +29,7 @@ type system struct {
 // systemNames are the systems `--systems` may name.
 // Besides, debezium-xmx<size> (e.g. debezium-xmx256m) is Debezium's defaults
 // with an explicit maximum heap, -Xmx<size>, instead of the JVM's default
-// (1/4 of RAM).
+// (1/4 of RAM), and -XX:+ExitOnOutOfMemoryError.
 var systemNames = []string{"tributary", "debezium", "debezium-tuned", "debezium-lowlat", "debezium-xmx<size>"}
 
 // xmxSize is the heap size of a debezium-xmx<size> system ("256m"), or "".
@@ -107,7 +107,8 @@ func newSystem(name, table, workDir string, c config) (*system, error) {
 			s.tuning = c.lowlat
 		}
 		if size := xmxSize(name); size != "" {
-			s.javaOpts = []string{"-Xmx" + size}
+			// Out of heap, the JVM exits (the run fails) instead of limping on.
+			s.javaOpts = []string{"-Xmx" + size, "-XX:+ExitOnOutOfMemoryError"}
 		}
 	}
 	return s, os.MkdirAll(s.dir, 0o755)
