@@ -4,6 +4,8 @@
 //	bench loader   Kafka -> ClickHouse through the loader, dedupe on
 //	bench reader   one shard -> Kafka through the reader, next to pg_recvlogical
 //	bench api      documents by id and revenue through the HTTP API, under concurrent load
+//	bench latency  commit on a shard -> visible through the API (a running pipeline)
+//	bench sustain  the rate the whole pipeline sustains without a growing backlog (a running pipeline)
 //
 // Run against the local stack: set -a; . .stack/stack.env; set +a; go run ./cmd/bench loader
 package main
@@ -19,7 +21,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" {
-		fmt.Fprintln(os.Stderr, "usage: bench loader|reader|api [flags]   (bench <name> --help for flags)")
+		fmt.Fprintln(os.Stderr, "usage: bench loader|reader|api|latency|sustain [flags]   (bench <name> --help for flags)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -34,6 +36,8 @@ func main() {
 		err = benchAPI(ctx, os.Args[2:])
 	case "latency":
 		err = benchLatency(ctx, os.Args[2:])
+	case "sustain":
+		err = benchSustain(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown benchmark %q", os.Args[1])
 	}

@@ -170,12 +170,19 @@ func (g *Generator) Samples() []Write {
 
 // Run generates traffic until the duration passes or ctx ends.
 func (g *Generator) Run(ctx context.Context) error {
-	if g.cfg.Duration > 0 {
+	return g.RunFor(ctx, g.cfg.Rate, g.cfg.Duration)
+}
+
+// RunFor generates traffic at ops operations/s for d (0: until ctx ends).
+// The documents and invoices of earlier runs stay there to be edited, paid
+// and deleted.
+func (g *Generator) RunFor(ctx context.Context, ops float64, d time.Duration) error {
+	if d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, g.cfg.Duration)
+		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	lim := rate.NewLimiter(rate.Limit(g.cfg.Rate), max(1, int(g.cfg.Rate/10)))
+	lim := rate.NewLimiter(rate.Limit(ops), max(1, int(ops/10)))
 	workers := max(1, g.cfg.Workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {

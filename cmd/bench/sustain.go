@@ -1,0 +1,630 @@
+package main
+
+// bench sustain: the rate the whole pipeline sustains over every shard
+// without a growing backlog, measured against a running pipeline (make
+// demo), with each process's CPU and memory.
+//
+// It offers loadgen's traffic (documents created, edited with TOASTed
+// bodies, deleted; invoices issued, paid, refunded, corrected; hot
+// workspaces) at each rate of --rates for --step, sampling once a second:
+// the changes the readers capture, the records the loader applies, the
+// loader group's backlog in Kafka (records not yet in ClickHouse), the API's
+// staleness, and /proc for CPU and resident memory. A step is sustained when
+// the backlog did not grow over the step's second half by more than one
+// second of the step's changes, and the API's answers were less than 5 s
+// stale at its end. After each step the traffic stops and the backlog
+// drains before the next one (the drain time is reported).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/loadgen"
+	"github.com/tributary/tributary/internal/ring"
+)
+
+const susUsage = `bench sustain — the rate the pipeline sustains over every shard without a
+growing backlog, with CPU and memory per process (a running pipeline: make demo).
+
+Offers loadgen's traffic at each of --rates (operations/s over all shards;
+most change one row; the changes per operation are reported) for --step,
+then stops it and waits for the backlog to drain. Per step it prints the
+changes/s the readers captured, the records/s the loader applied, the
+backlog's growth, the API's staleness, and each process's cores and peak
+resident memory. Shard DSNs come from the
+environment as deploy/local/stack.sh writes them; process ids from the
+stack's and the demo's pid files under $TRIBUTARY_HOME.
+
+Example:
+  set -a; . .stack/stack.env; set +a
+  flock /tmp/tributary-bench.lock go run ./cmd/bench sustain --rates 200,500,1000,2000 --step 60s`
+
+type susConfig struct {
+	apiURL        string
+	dsns          []string
+	home          string
+	ringFile      string
+	rates         []int
+	step          time.Duration
+	drain         time.Duration
+	workspaces    int
+	bodyBytes     int
+	workers       int
+	loaderMetrics string
+	readerMetrics []string
+	keepGoing     bool
+	jsonOut       string
+}
+
+func benchSustain(ctx context.Context, args []string) error {
+	var c susConfig
+	var rates, readerMetrics string
+	fs := flagenv.New("bench sustain", susUsage)
+	fs.String(&c.apiURL, "api", "", "http://127.0.0.1:8080", "the API's base URL")
+	fs.String(&c.ringFile, "ring", "", "deploy/local/ringmap.json", "the ring map the demo places workspaces by (loadgen writes each workspace on its owner)")
+	fs.String(&rates, "rates", "", "200,500,1000,2000", "offered operations/s over all shards, one step each, in order")
+	fs.Duration(&c.step, "step", "", 60*time.Second, "how long each rate is offered")
+	fs.Duration(&c.drain, "drain", "", 2*time.Minute, "after a step, how long to wait at most for the backlog to drain")
+	fs.Int(&c.workspaces, "workspaces", "", 50, "workspaces loadgen writes to (a few are hot)")
+	fs.Int(&c.bodyBytes, "body-bytes", "", 8192, "size of a large document body (TOASTed above ~2 kB)")
+	fs.Int(&c.workers, "workers", "", 16, "loadgen's concurrent writers")
+	fs.String(&c.loaderMetrics, "loader-metrics", "", "127.0.0.1:9101", "the loader's metrics address (the demo's)")
+	fs.String(&readerMetrics, "reader-metrics", "", "", "the readers' metrics addresses, comma-separated (default: the demo's, 127.0.0.1:9110 + shard)")
+	fs.BoolVar(&c.keepGoing, "keep-going", false, "offer every rate even after one was not sustained")
+	fs.String(&c.jsonOut, "json", "", "", "also write the results (and every sample) as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, r := range flagenv.List(rates) {
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--rates: %q is not a positive integer", r)
+		}
+		c.rates = append(c.rates, n)
+	}
+	if len(c.rates) == 0 {
+		return errors.New("--rates: at least one rate")
+	}
+	if c.step < 10*time.Second {
+		return fmt.Errorf("--step %s: at least 10s (the verdict compares the step's halves)", c.step)
+	}
+	if c.workers < 1 || c.workspaces < 1 || c.bodyBytes < 0 {
+		return errors.New("--workers and --workspaces must be >= 1, --body-bytes >= 0")
+	}
+	var err error
+	if c.dsns, err = shardDSNs(); err != nil {
+		return err
+	}
+	if c.home = os.Getenv("TRIBUTARY_HOME"); c.home == "" {
+		return errors.New("TRIBUTARY_HOME is not set: set -a; . .stack/stack.env; set +a")
+	}
+	c.readerMetrics = flagenv.List(readerMetrics)
+	if len(c.readerMetrics) == 0 {
+		for i := range c.dsns {
+			c.readerMetrics = append(c.readerMetrics, "127.0.0.1:"+strconv.Itoa(9110+i))
+		}
+	}
+	return runSustain(ctx, c)
+}
+
+// shardDSNs reads TRIBUTARY_SHARDS and TRIBUTARY_SHARD_<i>_DSN.
+func shardDSNs() ([]string, error) {
+	n, err := strconv.Atoi(os.Getenv("TRIBUTARY_SHARDS"))
+	if err != nil || n < 1 {
+		return nil, errors.New("TRIBUTARY_SHARDS is not set: set -a; . .stack/stack.env; set +a")
+	}
+	var dsns []string
+	for i := 0; i < n; i++ {
+		d := os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", i))
+		if d == "" {
+			return nil, fmt.Errorf("TRIBUTARY_SHARD_%d_DSN is not set", i)
+		}
+		dsns = append(dsns, d)
+	}
+	return dsns, nil
+}
+
+// susSample is one second of a step.
+type susSample struct {
+	T          float64 `json:"t"` // seconds since the step began
+	Ops        int64   `json:"loadgen_ops"`
+	Changes    float64 `json:"reader_changes"`      // cumulative, all readers
+	Records    float64 `json:"loader_records"`      // cumulative, consumed
+	Rows       float64 `json:"loader_rows"`         // cumulative, inserted
+	Backlog    float64 `json:"loader_backlog"`      // records in Kafka not yet in ClickHouse
+	ReaderLagB float64 `json:"reader_lag_bytes"`    // all readers
+	Staleness  float64 `json:"api_staleness_max_s"` // -1: the API did not answer
+}
+
+type susProc struct {
+	Name      string  `json:"name"`
+	Cores     float64 `json:"cores"`
+	PeakRSSMB float64 `json:"peak_rss_mb"` // max sampled VmRSS; 0 when not meaningful (PostgreSQL)
+}
+
+type susStep struct {
+	OfferedOps     int         `json:"offered_ops_per_s"`
+	AchievedOps    float64     `json:"achieved_ops_per_s"`
+	OpErrors       int64       `json:"op_errors"`
+	ChangesPerS    float64     `json:"reader_changes_per_s"`
+	RecordsPerS    float64     `json:"loader_records_per_s"`
+	RowsPerS       float64     `json:"loader_rows_per_s"`
+	BacklogStart   float64     `json:"backlog_at_half"`
+	BacklogEnd     float64     `json:"backlog_at_end"`
+	BacklogMax     float64     `json:"backlog_max"`
+	StalenessEnd   float64     `json:"staleness_at_end_s"`
+	StalenessMax   float64     `json:"staleness_max_s"`
+	Sustained      bool        `json:"sustained"`
+	Why            string      `json:"why"`
+	DrainSeconds   float64     `json:"drain_seconds"` // -1: did not drain within --drain
+	MachineCores   float64     `json:"machine_busy_cores"`
+	Load1          float64     `json:"load1_at_end"`
+	Procs          []susProc   `json:"processes"`
+	Samples        []susSample `json:"samples"`
+	WallSeconds    float64     `json:"wall_seconds"`
+	ChangesPerOpAv float64     `json:"changes_per_op"`
+}
+
+func runSustain(ctx context.Context, c susConfig) error {
+	m, err := ring.Load(c.ringFile)
+	if err != nil {
+		return err
+	}
+	procs, err := susProcs(c.home)
+	if err != nil {
+		return err
+	}
+	if _, err := susScrape(ctx, c); err != nil {
+		return err
+	}
+	// One generator for every step: later steps edit, pay and delete what
+	// earlier ones created.
+	gen, err := loadgen.New(ctx, loadgen.Config{DSNs: c.dsns, Ring: m, Workspaces: c.workspaces,
+		BodyBytes: c.bodyBytes, Workers: c.workers, Rate: 1},
+		slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return err
+	}
+	defer gen.Close()
+	fmt.Printf("sustain: %d shards, rates %v ops/s, %s each; %s; load average %s\n",
+		len(c.dsns), c.rates, c.step, cpuModel(), loadAvg())
+	fmt.Printf("processes: %s\n", strings.Join(procNames(procs), ", "))
+
+	var steps []susStep
+	for _, r := range c.rates {
+		st, err := sustainStep(ctx, c, gen, procs, r)
+		if err != nil {
+			return err
+		}
+		steps = append(steps, st)
+		printStep(st)
+		if !st.Sustained && !c.keepGoing {
+			fmt.Println("not sustained: stopping (--keep-going offers the remaining rates)")
+			break
+		}
+	}
+	printSustainTable(os.Stdout, steps)
+	if c.jsonOut != "" {
+		b, err := json.MarshalIndent(map[string]any{
+			"benchmark": "sustain", "shards": len(c.dsns), "step_seconds": c.step.Seconds(),
+			"cpu": cpuModel(), "steps": steps,
+		}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(c.jsonOut, b, 0o644); err != nil {
+			return err
+		}
+		fmt.Println("json:", c.jsonOut)
+	}
+	return nil
+}
+
+// sustainStep offers rate ops/s for c.step, then drains.
+func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs []susProcess, rate int) (susStep, error) {
+	st := susStep{OfferedOps: rate}
+	ops0, errs0 := gen.Stats.Ops.Load(), gen.Stats.Errors.Load()
+	cpu0 := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		cpu0[i] = p.cpu()
+	}
+	peak := make([]int64, len(procs))
+	mach0 := readMachineCPU()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- gen.RunFor(ctx, float64(rate), c.step) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	sample := func() error {
+		s, err := susScrape(ctx, c)
+		if err != nil {
+			return err
+		}
+		s.T, s.Ops = time.Since(start).Seconds(), gen.Stats.Ops.Load()-ops0
+		st.Samples = append(st.Samples, s)
+		for i, p := range procs {
+			peak[i] = max(peak[i], p.rssKB())
+		}
+		return nil
+	}
+	if err := sample(); err != nil {
+		return st, err
+	}
+	running := true
+	for running {
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case err := <-done:
+			if err != nil {
+				return st, err
+			}
+			running = false
+		case <-tick.C:
+		}
+		if err := sample(); err != nil {
+			return st, err
+		}
+	}
+	wall := time.Since(start)
+	st.WallSeconds = wall.Seconds()
+	st.MachineCores = readMachineCPU().busyCoresSince(mach0)
+	st.Load1 = loadAvg1()
+	groups := map[string]*susProc{}
+	var order []string
+	for i, p := range procs {
+		g, ok := groups[p.group]
+		if !ok {
+			g = &susProc{Name: p.group}
+			groups[p.group] = g
+			order = append(order, p.group)
+		}
+		g.Cores += (p.cpu() - cpu0[i]).Seconds() / wall.Seconds()
+		if p.rss {
+			g.PeakRSSMB = max(g.PeakRSSMB, float64(peak[i])/1024)
+		}
+	}
+	for _, n := range order {
+		st.Procs = append(st.Procs, *groups[n])
+	}
+	st.OpErrors = gen.Stats.Errors.Load() - errs0
+	susVerdict(&st)
+
+	// Drain: until the backlog is back to what it was before the step (the
+	// readers' watermark records keep it from reaching zero) and the API is
+	// fresh, or --drain runs out.
+	base := st.Samples[0].Backlog
+	drainStart := time.Now()
+	st.DrainSeconds = -1
+	for time.Since(drainStart) < c.drain {
+		s, err := susScrape(ctx, c)
+		if err != nil {
+			return st, err
+		}
+		if s.Backlog <= base+100 && s.Staleness >= 0 && s.Staleness < 5 {
+			st.DrainSeconds = time.Since(drainStart).Seconds()
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return st, nil
+}
+
+// susVerdict fills the rates and decides whether the step was sustained.
+func susVerdict(st *susStep) {
+	first, last := st.Samples[0], st.Samples[len(st.Samples)-1]
+	secs := last.T - first.T
+	if secs <= 0 {
+		st.Why = "no samples"
+		return
+	}
+	st.AchievedOps = float64(last.Ops-first.Ops) / secs
+	st.ChangesPerS = (last.Changes - first.Changes) / secs
+	st.RecordsPerS = (last.Records - first.Records) / secs
+	st.RowsPerS = (last.Rows - first.Rows) / secs
+	if last.Ops > first.Ops {
+		st.ChangesPerOpAv = (last.Changes - first.Changes) / float64(last.Ops-first.Ops)
+	}
+	half := st.Samples[len(st.Samples)/2]
+	st.BacklogStart, st.BacklogEnd, st.StalenessEnd = half.Backlog, last.Backlog, last.Staleness
+	for _, s := range st.Samples {
+		st.BacklogMax = max(st.BacklogMax, s.Backlog)
+		st.StalenessMax = max(st.StalenessMax, s.Staleness)
+	}
+	allowed := math.Max(st.ChangesPerS, 100) // one second of the step's changes
+	switch {
+	case last.Staleness < 0:
+		st.Why = "the API did not answer /v1/shards at the end"
+	case st.BacklogEnd-st.BacklogStart > allowed:
+		st.Why = fmt.Sprintf("backlog grew by %.0f records over the second half (allowed %.0f)", st.BacklogEnd-st.BacklogStart, allowed)
+	case last.Staleness >= 5:
+		st.Why = fmt.Sprintf("answers %.1f s stale at the end (allowed < 5 s)", last.Staleness)
+	case st.AchievedOps < 0.9*float64(st.OfferedOps):
+		// The pipeline kept up with what the generator managed; say so.
+		st.Sustained = true
+		st.Why = fmt.Sprintf("kept up, but the generator reached only %.0f of %d ops/s", st.AchievedOps, st.OfferedOps)
+	default:
+		st.Sustained = true
+		st.Why = "kept up"
+	}
+}
+
+// susScrape reads the pipeline's metrics and the API's staleness.
+func susScrape(ctx context.Context, c susConfig) (susSample, error) {
+	var s susSample
+	out := latScrape{}
+	targets := append([]string{c.loaderMetrics}, c.readerMetrics...)
+	for i, t := range targets {
+		if err := scrapeInto(ctx, "http://"+t+"/metrics", out); err != nil {
+			what := "the loader's"
+			if i > 0 {
+				what = "a reader's"
+			}
+			return s, fmt.Errorf("%s metrics (%s): %w (is the demo running? make demo)", what, t, err)
+		}
+	}
+	s.Changes = out["tributary_reader_changes_total"]
+	s.Records = out["tributary_loader_records_total"]
+	s.Rows = out["tributary_loader_rows_inserted_total"]
+	s.Backlog = out["tributary_loader_consumer_lag_records"]
+	s.ReaderLagB = out["tributary_reader_lag_bytes"]
+	s.Staleness = apiStaleness(ctx, c.apiURL)
+	return s, nil
+}
+
+func scrapeInto(ctx context.Context, url string, out latScrape) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	latParseMetrics(resp.Body, out)
+	return nil
+}
+
+// apiStaleness is the largest staleness_seconds of GET /v1/shards, or -1.
+func apiStaleness(ctx context.Context, base string) float64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/shards", nil)
+	if err != nil {
+		return -1
+	}
+	if tok := os.Getenv("TRIBUTARY_API_TOKEN"); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Shards []struct {
+			Staleness float64 `json:"staleness_seconds"`
+		} `json:"shards"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) != nil || len(body.Shards) == 0 {
+		return -1
+	}
+	worst := 0.0
+	for _, sh := range body.Shards {
+		worst = max(worst, sh.Staleness)
+	}
+	return worst
+}
+
+// susProcess is one measured process: pid, the group it is reported in,
+// and whether its resident memory means anything alone (PostgreSQL's is
+// mostly shared buffers, counted once per backend).
+type susProcess struct {
+	group string
+	pid   int
+	tree  bool // add its children's CPU (PostgreSQL's backends)
+	rss   bool
+}
+
+// cpu is the process's CPU so far; with tree, its children's too (live
+// ones, and those it has reaped).
+func (p susProcess) cpu() time.Duration {
+	if !p.tree {
+		return procCPU(p.pid)
+	}
+	total := procCPUWithReaped(p.pid)
+	for _, c := range childPIDs(p.pid) {
+		total += procCPU(c)
+	}
+	return total
+}
+
+func (p susProcess) rssKB() int64 { return procKB(p.pid, "VmRSS:") }
+
+// susProcs finds the pipeline's and the stack's processes from pid files.
+func susProcs(home string) ([]susProcess, error) {
+	var out []susProcess
+	add := func(group, file string, tree, rss bool) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		pid, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil || !alive(pid) {
+			return
+		}
+		out = append(out, susProcess{group: group, pid: pid, tree: tree, rss: rss})
+	}
+	demo, _ := filepath.Glob(filepath.Join(home, "demo", "*.pid"))
+	slices.Sort(demo)
+	for _, f := range demo {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if strings.HasPrefix(name, "reader-") {
+			name = "readers" // cores: all of them; MB: the largest
+		}
+		add(name, f, false, true)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no demo processes in %s/demo: start the pipeline with make demo", home)
+	}
+	pgs, _ := filepath.Glob(filepath.Join(home, "pg", "shard*", "postmaster.pid"))
+	for _, f := range pgs {
+		add("postgresql (all shards)", f, true, false)
+	}
+	add("kafka", filepath.Join(home, "kafka", "kafka.pid"), false, true)
+	add("embedded kafka", filepath.Join(home, "embedded-kafka", "embedded-kafka.pid"), false, true)
+	add("clickhouse", filepath.Join(home, "clickhouse", "clickhouse-server.pid"), false, true)
+	out = append(out, susProcess{group: "bench (loadgen)", pid: os.Getpid(), rss: true})
+	return out, nil
+}
+
+func procNames(ps []susProcess) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, fmt.Sprintf("%s %d", p.group, p.pid))
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
+}
+
+// procCPUWithReaped is utime+stime+cutime+cstime: the process and the
+// children it has waited for.
+func procCPUWithReaped(pid int) time.Duration {
+	f := procStatFields(pid)
+	if len(f) < 15 {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{11, 12, 13, 14} {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
+}
+
+// procStatFields are the fields of /proc/<pid>/stat after the command name.
+func procStatFields(pid int) []string {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
+// childPIDs lists the live children of pid.
+func childPIDs(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := strconv.Itoa(pid)
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := procStatFields(c); len(f) > 1 && f[1] == want {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// procKB returns a kB field of /proc/<pid>/status (0 if unknown).
+func procKB(pid int, field string) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func printStep(st susStep) {
+	fmt.Printf("step %d ops/s: achieved %.0f ops/s (%d errors), readers %.0f changes/s (%.2f per op), loader %.0f records/s, %.0f rows/s;"+
+		" backlog %.0f -> %.0f (max %.0f); staleness %.1f s at end (max %.1f); machine %.2f cores busy, load %.1f; drained in %s: %s\n",
+		st.OfferedOps, st.AchievedOps, st.OpErrors, st.ChangesPerS, st.ChangesPerOpAv, st.RecordsPerS, st.RowsPerS,
+		st.BacklogStart, st.BacklogEnd, st.BacklogMax, st.StalenessEnd, st.StalenessMax, st.MachineCores, st.Load1,
+		drainText(st.DrainSeconds), st.Why)
+}
+
+func drainText(s float64) string {
+	if s < 0 {
+		return "not within --drain"
+	}
+	return strconv.FormatFloat(s, 'f', 0, 64) + " s"
+}
+
+func printSustainTable(w io.Writer, steps []susStep) {
+	if len(steps) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "offered ops/s\tachieved\tchanges/s\tloader rec/s\tbacklog half->end\tstale end s\tsustained\t")
+	for _, st := range steps {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f->%.0f\t%.1f\t%v\t\n", st.OfferedOps, st.AchievedOps, st.ChangesPerS,
+			st.RecordsPerS, st.BacklogStart, st.BacklogEnd, st.StalenessEnd, st.Sustained)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "process"
+	for _, st := range steps {
+		header += fmt.Sprintf("\t%d: cores\tpeak MB", st.OfferedOps)
+	}
+	fmt.Fprintln(tw, header+"\t")
+	defer fmt.Fprintln(w, "(readers: cores of all of them together, MB of the largest; PostgreSQL: every backend's CPU, memory not shown — it is mostly shared buffers)")
+	for i, p := range steps[0].Procs {
+		row := p.Name
+		for _, st := range steps {
+			q := st.Procs[i]
+			mb := "—"
+			if q.PeakRSSMB > 0 {
+				mb = strconv.FormatFloat(q.PeakRSSMB, 'f', 0, 64)
+			}
+			row += fmt.Sprintf("\t%.2f\t%s", q.Cores, mb)
+		}
+		fmt.Fprintln(tw, row+"\t")
+	}
+	tw.Flush()
+}
