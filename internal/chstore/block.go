@@ -109,6 +109,9 @@ func (b *Block) setTyped(i, ci int, v any) error {
 	return nil
 }
 
+// Deleted reports whether row i is a tombstone.
+func (b *Block) Deleted(i int) bool { return b.deleted[i] == 1 }
+
 // Value is the typed value of column col in row i (nil for NULL or an
 // unknown column): what an unchanged TOAST column of a later version keeps.
 func (b *Block) Value(i int, col string) any {

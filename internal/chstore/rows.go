@@ -128,6 +128,14 @@ type RowKey struct {
 // their _version and _deleted. It is used to keep unchanged TOAST values,
 // so cols are usually just the large ones. The ids travel as an external
 // table: one query however many keys.
+//
+// The ids are a PREWHERE, the one exception to "exact reads never
+// PREWHERE" (package doc): every version of an (id, _shard) carries the
+// same id, so the replacing merge that FINAL runs after it still sees every
+// version of each row it returns. It then merges the matching rows only,
+// not every row of each granule the ids touch (with the large columns
+// read, that is most of the cost: docs/benchmarks.md, Loader).
+
 func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []string) (map[RowKey]Stored, error) {
 	out := map[RowKey]Stored{}
 	if len(keys) == 0 {
@@ -149,9 +157,9 @@ func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []str
 			names = append(names, c)
 		}
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE %s IN _ids",
+	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL PREWHERE %s IN _ids",
 		strings.Join(sel, ", "), quote(s.db), quote(t.Name), quote(t.IDColumn))
-	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(ids)), q)
+	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(ids), clickhouse.WithSettings(baseLookup)), q)
 	if err != nil {
 		return nil, fmt.Errorf("read current %s: %w", t.Name, err)
 	}
@@ -174,6 +182,13 @@ func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []str
 	}
 	return out, rows.Err()
 }
+
+// baseLookup are the settings of Current: the blocks of recently written
+// granules stay decompressed in ClickHouse's cache, and a few thousand
+// matching rows need no 64k-row buffers. Speed only, never the answer; both
+// exist in 18.16. optimize_move_to_prewhere stays 0 (Dial): the PREWHERE is
+// written out, on the id alone.
+var baseLookup = clickhouse.Settings{"use_uncompressed_cache": 1, "max_block_size": 1024, "optimize_move_to_prewhere": 0}
 
 // Stored is a row as read back from ClickHouse.
 type Stored struct {

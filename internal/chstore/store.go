@@ -17,8 +17,10 @@
 //	_commit_ts  DateTime commit time (UTC, seconds)
 //	_loaded_at  DateTime when the loader wrote it
 //
-// Exact reads use FINAL with a plain WHERE (never PREWHERE) and filter
-// _deleted = 0.
+// Exact reads use FINAL with a plain WHERE and filter _deleted = 0. Never
+// PREWHERE, except on the id column alone: every version of a row carries
+// the same id, so FINAL still sees all of them (Store.Current, the API's
+// by-id read).
 package chstore
 
 import (
@@ -176,6 +178,12 @@ func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []e
 	}
 	s.tables[name] = merged
 	return merged, nil
+}
+
+// Layout is the table a source relation maps to, as EnsureTable would
+// create it, without a server: for tests and tools that fill Blocks.
+func Layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
+	return layout(name, idColumn, cols)
 }
 
 func layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
