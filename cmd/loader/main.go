@@ -44,6 +44,7 @@ type Config struct {
 	BatchWait      time.Duration
 	DuplicateGrace time.Duration
 	DedupeKeys     int
+	ImageCache     int
 	RingMap        string
 	MisplacedEvery time.Duration
 	AggregateEvery time.Duration
@@ -70,6 +71,7 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "maximum wait to fill a batch after its first record")
 	fs.Duration(&c.DuplicateGrace, "duplicate-grace", "TRIBUTARY_DUPLICATE_GRACE", 5*time.Minute, "how long an id may be live on two shards (a move in flight) before it is an alert, in source time")
 	fs.Int(&c.DedupeKeys, "dedupe-keys", "TRIBUTARY_LOADER_DEDUPE_KEYS", 1<<20, "rows whose newest written version is remembered, to skip redeliveries (memory: ~100 B each)")
+	fs.Int(&c.ImageCache, "image-cache-bytes", "TRIBUTARY_LOADER_IMAGE_CACHE_BYTES", loader.DefaultImageCacheBytes, "memory for the newest written values of columns that arrive as unchanged TOAST, so most such updates need no read of ClickHouse (0: off)")
 	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "published ring map JSON (e.g. deploy/local/ringmap.json); with it, rows of tables with a shard_key are checked for the shard that owns them (misplaced rows). The file is read again every 5 s: a newer version, or a newly staged \"next\" map, is applied without a restart; an older map is refused and the one in force stays")
 	fs.Duration(&c.AggregateEvery, "revenue-aggregate-interval", "TRIBUTARY_REVENUE_AGGREGATE_INTERVAL", 0, "run the revenue pre-aggregator in this loader, a round this often (0: off). Run it in exactly one loader; every loader marks the blocks it changes. GET /v1/revenue then answers day-aligned reports from the pre-aggregates (schema/clickhouse.md)")
 	fs.Int(&c.BlockBits, "revenue-block-bits", "TRIBUTARY_REVENUE_BLOCK_BITS", 49, "pre-aggregate id blocks are 2^bits ids (seed000 ids: 49 = 18.6 h of creation time); the same on every loader")
@@ -108,6 +110,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DedupeKeys < 2 {
 		errs = append(errs, fmt.Errorf("--dedupe-keys must be >= 2, got %d", c.DedupeKeys))
+	}
+	if c.ImageCache < 0 {
+		errs = append(errs, fmt.Errorf("--image-cache-bytes must be >= 0, got %d", c.ImageCache))
 	}
 	if c.SessionTimeout < 6*time.Second {
 		errs = append(errs, fmt.Errorf("--session-timeout must be >= 6s (the broker's group.min.session.timeout.ms), got %s", c.SessionTimeout))
@@ -160,6 +165,7 @@ func run(ctx context.Context, cfg *Config) error {
 		RevenueAggregator: cfg.AggregateEvery > 0, PreaggInterval: cfg.AggregateEvery, PreaggBlockBits: cfg.BlockBits,
 		Ring: rm, RingPath: cfg.RingMap, MisplacedInterval: cfg.MisplacedEvery,
 		InstanceID: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
+		ImageCacheBytes: imageCacheBytes(int64(cfg.ImageCache)),
 	}, store, log, reg)
 
 	ringVersion := int64(0)
@@ -174,4 +180,13 @@ func run(ctx context.Context, cfg *Config) error {
 	err = g.Wait()
 	log.Info("loader stopped")
 	return err
+}
+
+// imageCacheBytes maps the flag (0: off) to loader.Config's (0: default,
+// negative: off).
+func imageCacheBytes(flag int64) int64 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

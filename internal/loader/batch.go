@@ -333,8 +333,8 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 
 	dead := noColumns
 	// Unchanged TOAST values come from the newest earlier image of the same
-	// row: in this batch if there is one, else from ClickHouse. Batches
-	// without such changes (nearly all) skip the bookkeeping.
+	// row: in this batch, in the image cache, or from ClickHouse. Batches
+	// without such changes (nearly all in bulk loads) skip the bookkeeping.
 	needBase := false
 	for _, c := range cs {
 		if len(c.ev.Unchanged) > 0 {
@@ -344,27 +344,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	}
 	var stored map[chstore.RowKey]chstore.Stored
 	if needBase {
-		// Every such row is looked up, even when the batch holds an earlier
-		// change of it: that change may turn out stale (a redelivery after
-		// a reader restart) and never become a base.
-		seen := map[chstore.RowKey]bool{}
-		var lookup []chstore.RowKey
-		var cols []string // the unchanged columns, the only ones read
-		for _, c := range cs {
-			if len(c.ev.Unchanged) == 0 {
-				continue
-			}
-			k := chstore.RowKey{ID: c.ev.ID, Shard: uint16(c.ev.Shard)}
-			if !seen[k] {
-				seen[k] = true
-				lookup = append(lookup, k)
-			}
-			for _, col := range c.ev.Unchanged {
-				if !slices.Contains(cols, col) {
-					cols = append(cols, col)
-				}
-			}
-		}
+		lookup, cols := l.baseLookups(name, cs)
 		if len(lookup) > 0 {
 			err := timed(stageRead, func() error {
 				return l.retry(ctx, "read "+name, func() error {
@@ -379,6 +359,9 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 	}
 
+	// The columns images of this table keep (nil: none, the cache is off for
+	// it). Read after baseLookups, which learns them.
+	cacheCols := l.toastCols[name]
 	now := time.Now()
 	// With needBase: the newest image of each row in this batch (an index
 	// into block) and its version. The batch-local versions are what makes a
@@ -461,6 +444,10 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			v, ok := batchVersion[k]
 			stale = ok && ver <= v
 		}
+		if cacheCols != nil && !stale {
+			im, ok := l.images.Get(dk)
+			stale = ok && ver <= im.Version
+		}
 		if stale {
 			// A redelivery or an older version (earlier in this batch or
 			// already written): it can change nothing, and it must not
@@ -478,12 +465,26 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 				// image or the stored row, whichever is newer (the version
 				// map may have forgotten a newer stored one). A newest
 				// version that is a tombstone is no base.
+				// The newest of: this batch's image, the stored row, the
+				// cached image (which is this batch's image when it wrote
+				// one). Ties go to the batch.
 				var base func(col string) any
-				st, haveStored := stored[k]
-				if j, ok := latest[k]; ok && (!haveStored || batchVersion[k] >= st.Version) {
-					base = func(col string) any { return block.Value(j, col) }
-				} else if haveStored && !st.Deleted {
-					base = func(col string) any { return st.Values[col] }
+				var baseVersion uint64
+				found := false
+				if j, ok := latest[k]; ok {
+					base, baseVersion, found = func(col string) any { return block.Value(j, col) }, batchVersion[k], true
+				}
+				if st, ok := stored[k]; ok && (!found || st.Version > baseVersion) {
+					base, baseVersion, found = nil, st.Version, true
+					if !st.Deleted {
+						base = func(col string) any { return st.Values[col] }
+					}
+				}
+				if im, ok := l.images.Get(dk); ok && im.Covers(ev.Unchanged) && (!found || im.Version > baseVersion) {
+					base = nil
+					if !im.Deleted {
+						base = func(col string) any { return im.Values[col] }
+					}
 				}
 				if base == nil {
 					dead = append(dead, deadLetter{c.rec, "toast_without_base",
@@ -505,6 +506,9 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		if needBase {
 			latest[k] = i
 			batchVersion[k] = ver
+		}
+		if cacheCols != nil {
+			l.images.Put(dk, imageOf(block, i, ver, cacheCols))
 		}
 		rows = append(rows, i)
 		// Remembered before the insert: an insert is retried until it
@@ -645,6 +649,8 @@ func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change)
 	if err := l.retry(ctx, "truncate "+t.Name, func() error { return l.store.InsertBlock(ctx, block, rows) }); err != nil {
 		return 0, err
 	}
-	l.versions.Forget() // tombstones may be newer than what it remembers
+	// Tombstones may be newer than what either remembers.
+	l.versions.Forget()
+	l.images.ForgetTable(t.Name)
 	return len(rows), nil
 }

@@ -30,6 +30,16 @@
 //	consumer_lag_records{topic,partition} records not yet committed by the group
 //	commit_errors_total                failed offset commits (the batch is replayed)
 //	stage_seconds_total{stage}         wall time per stage of the loop: where the time goes
+//	toast_bases_total{source}          unchanged-TOAST bases by source (batch, cache, clickhouse)
+//	image_cache_bytes                  memory held by the image cache (approximate)
+//	image_cache_entries                rows the image cache holds
+//	image_cache_evictions_total        images dropped for room
+//
+// The image cache (images.go) keeps the newest written values of the
+// columns that arrive as unchanged TOAST, so most updates that leave them
+// out need no read of ClickHouse. It is emptied on every rebalance (and
+// after a failed commit), and a table's images on a TRUNCATE or snapshot
+// end.
 //
 // With a ring map (see placement.go):
 //
@@ -107,6 +117,9 @@ type Config struct {
 	// SessionTimeout is how long the group waits for a silent loader
 	// before giving its partitions to the others.
 	SessionTimeout time.Duration
+	// ImageCacheBytes bounds the image cache (0: DefaultImageCacheBytes;
+	// negative: no cache, every unchanged-TOAST base is read back).
+	ImageCacheBytes int64
 }
 
 // Loader applies change envelopes to ClickHouse.
@@ -119,11 +132,18 @@ type Loader struct {
 	// Owned by the Run goroutine.
 	versions *dedupe.Versions
 	decoders []*envelope.Decoder // one per decoding worker; used by the poller
-	forget   atomic.Bool         // set on revoke: forget versions before the next batch
-	place    placement
-	marks    *preagg.Marks      // the revenue table's, or nil
-	stopped  map[string]error   // table -> why it is stopped
-	agg      *preagg.Aggregator // nil unless RevenueAggregator
+	forget   atomic.Bool         // set on rebalances: forget versions and images before the next batch
+	images   *dedupe.Images
+	// imageBudget is the cache's budget (<= 0: off); toastCols, by table,
+	// the columns seen unchanged, which images keep; evictedSeen, the
+	// evictions already counted in metrics.
+	imageBudget int64
+	toastCols   map[string][]string
+	evictedSeen uint64
+	place       placement
+	marks       *preagg.Marks      // the revenue table's, or nil
+	stopped     map[string]error   // table -> why it is stopped
+	agg         *preagg.Aggregator // nil unless RevenueAggregator
 }
 
 // New builds a loader; it connects nothing until Run.
@@ -153,13 +173,19 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	if cfg.PreaggBlockBits <= 0 {
 		cfg.PreaggBlockBits = preagg.DefaultBlockBits
 	}
+	if cfg.ImageCacheBytes == 0 {
+		cfg.ImageCacheBytes = DefaultImageCacheBytes
+	}
 	return &Loader{
 		cfg: cfg, store: store, log: log, m: newMetrics(reg),
-		versions: dedupe.NewVersions(cfg.DedupeKeys),
-		decoders: decoders,
-		stopped:  map[string]error{},
-		marks:    newMarks(cfg),
-		agg:      newAggregator(cfg, store, log, reg),
+		versions:    dedupe.NewVersions(cfg.DedupeKeys),
+		images:      dedupe.NewImages(max(0, cfg.ImageCacheBytes)),
+		imageBudget: cfg.ImageCacheBytes,
+		toastCols:   map[string][]string{},
+		decoders:    decoders,
+		stopped:     map[string]error{},
+		marks:       newMarks(cfg),
+		agg:         newAggregator(cfg, store, log, reg),
 	}
 }
 
@@ -183,14 +209,22 @@ func (l *Loader) Run(ctx context.Context) error {
 		kgo.FetchMaxBytes(16 << 20),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			// Images of a partition held before are stale if another
+			// loader owned it meanwhile (a batch polled before it was
+			// revoked may have been applied after the revoke's forget).
+			l.forget.Store(true)
 			l.log.Info("partitions assigned", slog.Any("partitions", m))
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			// Everything applied was committed before the rebalance was
-			// allowed; forget versions another loader may now advance
-			// (before the next batch, on Run's goroutine).
+			// allowed; forget versions and images another loader may now
+			// advance (before the next batch, on Run's goroutine).
 			l.forget.Store(true)
 			l.log.Info("partitions revoked", slog.Any("partitions", m))
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			l.forget.Store(true)
+			l.log.Warn("partitions lost", slog.Any("partitions", m))
 		}),
 		// DLQ produces: idempotent, acks=all (franz-go defaults).
 		kgo.AllowAutoTopicCreation(),
@@ -266,8 +300,10 @@ func (l *Loader) Run(ctx context.Context) error {
 		permit <- struct{}{} // fetch and decode the next batch meanwhile
 		if l.forget.Swap(false) {
 			l.versions.Forget()
+			l.images.Forget()
 		}
 		commit, err := l.apply(ctx, cl, b.recs, b.decoded)
+		l.cacheMetrics()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -287,6 +323,7 @@ func (l *Loader) Run(ctx context.Context) error {
 			// not correctness. franz-go rejoins the group by itself.
 			l.m.commitErrors.Inc()
 			l.versions.Forget()
+			l.images.Forget()
 			l.log.Warn("offset commit failed; the batch will be replayed by whoever owns its partitions",
 				slog.Int("records", len(commit)), slog.Any("err", err))
 		}

@@ -31,6 +31,10 @@ type metrics struct {
 	movingRows      *prometheus.GaugeVec   // table, shard
 	ringVersion     prometheus.Gauge
 	ringReloads     *prometheus.CounterVec // outcome
+	toastBases      *prometheus.CounterVec // source
+	imageBytes      prometheus.Gauge
+	imageEntries    prometheus.Gauge
+	imageEvictions  prometheus.Counter
 }
 
 // Stages of the loader's loop, for tributary_loader_stage_seconds_total.
@@ -117,6 +121,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.ringReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tributary_ring_map_reloads_total", Help: "Ring map file reloads by outcome: applied (a newer map or newly staged move), refused (unreadable, invalid, older, or changed under the same version; the map in force stays).",
 	}, []string{"outcome"})
+	m.toastBases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_loader_toast_bases_total", Help: "Rows of a batch with unchanged-TOAST updates, by where their base came from: batch (an earlier change in the batch), cache (the image cache: hits), clickhouse (read back: misses).",
+	}, []string{"source"})
+	m.imageBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tributary_loader_image_cache_bytes", Help: "Approximate memory held by the image cache (newest written values of the columns that arrive as unchanged TOAST).",
+	})
+	m.imageEntries = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tributary_loader_image_cache_entries", Help: "Rows whose newest image the image cache holds.",
+	})
+	m.imageEvictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tributary_loader_image_cache_evictions_total", Help: "Images dropped from the image cache to stay within its budget (not counting those dropped on rebalances and truncates).",
+	})
+	reg.MustRegister(m.toastBases, m.imageBytes, m.imageEntries, m.imageEvictions)
 	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
 	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
