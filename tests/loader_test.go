@@ -756,19 +756,7 @@ func TestLoaderRebalance(t *testing.T) {
 	}
 
 	adm := kadm.NewClient(p.kafka())
-	members := func() (int, error) { // members with partitions assigned
-		gs, err := adm.DescribeGroups(ctx, p.group())
-		if err != nil {
-			return 0, err
-		}
-		n := 0
-		for _, m := range gs[p.group()].Members {
-			if a, ok := m.Assigned.AsConsumer(); ok && len(a.Topics) > 0 {
-				n++
-			}
-		}
-		return n, nil
-	}
+	members := func() (int, error) { return groupMembers(ctx, adm, p.group()) }
 	p.waitFor(ctx, 60*time.Second, fmt.Sprintf("%d changes", joinAt), func() bool { return done.Load() >= joinAt })
 	l2ctx, l2cancel := context.WithCancel(ctx)
 	defer l2cancel()
