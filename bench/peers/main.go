@@ -69,7 +69,8 @@ Two parts, in one run:
 
 Systems: tributary (cmd/cdc-reader, its defaults); debezium (the connector's
 and the JVM's defaults: max heap 1/4 of RAM); debezium-xmx<size>, e.g.
-debezium-xmx256m (the same with -Xmx<size> -XX:+ExitOnOutOfMemoryError); debezium-tuned (the
+debezium-xmx128m (the same with -Xmx<size> -XX:+ExitOnOutOfMemoryError;
+such a run may fail, which is reported, not fatal); debezium-tuned (the
 --debezium-tuned properties); debezium-lowlat (the --debezium-lowlat
 properties). --java-opts applies to every Debezium run.
 
@@ -80,6 +81,7 @@ func parseFlags(args []string) (config, error) {
 	var c config
 	var cases, systems, javaOpts, tuned, lowlat, rates, latSystems string
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.SetOutput(os.Stdout)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
