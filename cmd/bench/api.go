@@ -72,7 +72,9 @@ const apiUsage = `bench api — GET /v1/documents/{id} and GET /v1/revenue under
 Creates database --db (default bench_api_<run>), creates the documents and
 invoices tables through chstore (the loader's DDL; columns as in
 schema/postgres/10_demo.sql), inserts --docs and --invoices rows plus later
-versions and deletes straight into ClickHouse, writes complete watermarks,
+versions and deletes straight into ClickHouse, a move log of --moves
+moves (of deleted documents: every by-id read searches it, as the API
+reads the documents table's move log), writes complete watermarks,
 then serves the API (internal/api, deploy/local/tables.json's configuration)
 over HTTP on localhost and runs each scenario with --clients concurrent
 clients for --duration:
@@ -129,6 +131,7 @@ type apiConfig struct {
 	warmup     time.Duration
 	scenarios  string
 	checkIDs   int
+	moves      int
 	settle     time.Duration
 	timeout    time.Duration
 	aggBits    int
@@ -145,6 +148,9 @@ func (c *apiConfig) validate() error {
 	var errs []error
 	if c.chAddr == "" {
 		errs = append(errs, errors.New("--clickhouse-addr is required (source .stack/stack.env)"))
+	}
+	if c.moves < 0 {
+		errs = append(errs, errors.New("--moves must not be negative"))
 	}
 	if c.docs < 1 || c.invoices < 1 || c.shards < 1 || c.shards > 1024 || c.batch < 1 {
 		errs = append(errs, errors.New("--docs, --invoices, --clients, --batch must be >= 1 and --shards in 1..1024"))
@@ -201,6 +207,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "unmeasured load before each scenario")
 	fs.String(&c.scenarios, "scenarios", "", strings.Join(apiScenarios, ","), "scenarios to run")
 	fs.Int(&c.checkIDs, "check-ids", "", 2000, "random ids whose answers are checked before timing")
+	fs.Int(&c.moves, "moves", "", 100_000, "moves in the document_moves log (of deleted documents, two versions each; every by-id read searches the log)")
 	fs.Duration(&c.settle, "settle", "", 10*time.Minute, "wait up to this long for ClickHouse's background merges of the load to finish")
 	fs.Duration(&c.timeout, "query-timeout", "", time.Minute, "the in-process API's --query-timeout (the revenue baseline takes seconds at 10M)")
 	fs.Int(&c.aggBits, "agg-block-bits", "", 49, "revenue-agg: an id block is 2^bits ids (seed000: 46 = 2.3 h, 49 = 18.6 h of creation time)")
@@ -272,6 +279,11 @@ func benchAPI(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	nMoves, err := gen.loadMoves(ctx, store)
+	if err != nil {
+		return err
+	}
+	res["moves"] = nMoves
 	if err := apiSettle(ctx, store.Conn(), c.db, c.settle); err != nil {
 		return err
 	}
@@ -1420,6 +1432,24 @@ func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenario
 		k := keys[r.IntN(len(keys))]
 		return []any{k.id, k.shard, k.version}
 	}
+	// The move log as the API reads it, and a copy sorted by the document
+	// id (what an index table filled by a materialized view would hold):
+	// the same newest move, found by the primary key instead of a scan.
+	moves, ok := query.MoveLogOf(d.tcfg, "documents")
+	if !ok {
+		return nil, fmt.Errorf("%s has no move log for documents", d.c.tablesFile)
+	}
+	plain := clickhouse.Settings{"optimize_move_to_prewhere": 0}
+	sorted := db + ".document_moves_by_document"
+	for _, q := range []string{
+		"CREATE TABLE IF NOT EXISTS " + sorted + " ENGINE = ReplacingMergeTree(_version) ORDER BY (assumeNotNull(document_id), move_id, _shard) SETTINGS index_granularity = 1024 AS SELECT * FROM " + db + ".document_moves WHERE 0",
+		"INSERT INTO " + sorted + " SELECT * FROM " + db + ".document_moves WHERE (SELECT count() FROM " + sorted + ") = 0",
+	} {
+		if err := conn.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("sorted move log: %w", err)
+		}
+	}
+	sortedMoves := "SELECT " + query.MoveColumns(moves) + " FROM " + sorted + " FINAL PREWHERE assumeNotNull(document_id) = ? WHERE _deleted = 0 ORDER BY started_at DESC, toString(move_id) DESC LIMIT 1"
 	twoTrips := func(ctx context.Context, r *rand.Rand) error {
 		id := randID(r)
 		var k key
@@ -1440,6 +1470,10 @@ func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenario
 		{name: "byid-key-columns-final", sql: keySQL, settings: settings},
 		{name: "byid-wide-known-version", sql: wideSQL, settings: settings, args: randKey},
 		{name: "byid-two-round-trips", settings: settings, run: twoTrips},
+		{name: "move-log-plain", sql: query.PlanLatestMove(d.c.db, moves), settings: plain},
+		{name: "move-log-cache", sql: query.PlanLatestMove(d.c.db, moves), settings: clickhouse.Settings{"optimize_move_to_prewhere": 0, "use_uncompressed_cache": 1}},
+		{name: "move-log-api", sql: query.PlanLatestMove(d.c.db, moves), settings: query.LatestMoveSettings()},
+		{name: "move-log-sorted-by-document", sql: sortedMoves, settings: settings},
 		{name: "watermarks", sql: "SELECT shard, topic, partition, max(partitions), max(commit_lsn), argMax(commit_ts, commit_lsn) FROM " + db +
 			"._watermarks WHERE 1 = 1 OR ? = 0 GROUP BY shard, topic, partition"},
 		{name: "select-1", sql: "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0"},

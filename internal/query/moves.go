@@ -158,6 +158,14 @@ func stateSet(states []string) clickhouse.GroupSet {
 
 var plainWhere = clickhouse.Settings{"optimize_move_to_prewhere": 0}
 
+// latestMoveSettings are LatestMove's: a plain WHERE, and, like a by-id
+// read, decompressed blocks kept in ClickHouse's cache and one thread. The
+// scan of the document column is the read's cost; from the cache it
+// skips the decompression (cmd/bench api --variants byid-read at 10M
+// documents and 100k moves, 1 client: p50 9.6 -> 5.9 ms, p99 14.0 -> 10.2
+// ms, docs/benchmarks.md, API). Speed only, never the answer.
+var latestMoveSettings = clickhouse.Settings{"optimize_move_to_prewhere": 0, "use_uncompressed_cache": 1, "max_threads": 1}
+
 // planLatestMove is the by-id read of the move log. The log is keyed by
 // move id, not document id, so a FINAL read filtered on the document
 // would merge the whole log (273 ms at 1M moves, measured). Instead, a
@@ -174,12 +182,28 @@ func planLatestMove(db string, l *MoveLog) string {
 		l.moveColumns(), logT, quote(l.Log.IDColumn), quote(l.Moves.DocumentColumn), quote(l.Moves.StartedColumn))
 }
 
+// PlanLatestMove is the SQL of LatestMove (one parameter: the document
+// id) and MoveColumns its SELECT list; exported for cmd/bench.
+func PlanLatestMove(db string, l *MoveLog) string { return planLatestMove(db, l) }
+
+// LatestMoveSettings returns a copy of LatestMove's settings.
+func LatestMoveSettings() clickhouse.Settings {
+	out := clickhouse.Settings{}
+	for k, v := range latestMoveSettings {
+		out[k] = v
+	}
+	return out
+}
+
+// MoveColumns is the SELECT list of a Move read from l's log.
+func MoveColumns(l *MoveLog) string { return l.moveColumns() }
+
 // LatestMove returns the newest move of the document with id (bound as
 // the documents table's id: an int64 or a UUID's text), or nil when the log
 // has none (or does not exist in ClickHouse yet).
 func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id any) (*Move, error) {
 	sql := planLatestMove(q.db, l)
-	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(plainWhere)), sql, id)
+	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(latestMoveSettings)), sql, id)
 	if err != nil {
 		if isUnknownTable(err) {
 			return nil, nil
