@@ -418,14 +418,28 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 			if err := l.markAll(ctx, name, ev); err != nil {
 				return nil, nil, err
 			}
-			var n int
+			var gone []string
 			err := timed(stageRead, func() error {
 				var err error
-				n, err = l.tombstoneOlder(ctx, t, c)
+				gone, err = l.tombstoneOlder(ctx, t, c)
 				return err
 			})
 			if err != nil {
 				return nil, nil, err
+			}
+			n := len(gone)
+			// An id whose copy here was live on another shard too is
+			// back to one shard (or none): its open anomaly is checked
+			// again, like after a delete.
+			reopen, err := l.openAnomalyIDs(ctx, name, uint16(ev.Shard), gone)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, id := range reopen {
+				if !lifecycleSeen[id] {
+					lifecycleSeen[id] = true
+					lifecycleIDs = append(lifecycleIDs, id)
+				}
 			}
 			what := "truncate applied"
 			if ev.Op == envelope.OpSnapshotEnd {
@@ -615,10 +629,10 @@ func forgetCut(latest map[chstore.RowKey]int, batchVersion map[chstore.RowKey]ui
 // source while the slot was not streaming. The reader sent one such record
 // to every partition, so each partition's loader removes exactly its own
 // rows, in order with the rows before and after it.
-func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change) (int, error) {
+func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change) ([]string, error) {
 	ev := c.ev
 	if ev.Partitions <= 0 {
-		return 0, fmt.Errorf("%s of %s from shard %d without a partition count", ev.Op, t.Name, ev.Shard)
+		return nil, fmt.Errorf("%s of %s from shard %d without a partition count", ev.Op, t.Name, ev.Shard)
 	}
 	cut := ev.RowVersion()
 	var ids []string
@@ -628,7 +642,7 @@ func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change)
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var mine []string
 	for _, id := range ids {
@@ -642,15 +656,40 @@ func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change)
 		err := block.Set(i, &chstore.Row{Shard: uint16(ev.Shard), Version: cut, Deleted: true,
 			CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: map[string]*string{t.IDColumn: &id}})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		rows[i] = i
 	}
 	if err := l.retry(ctx, "truncate "+t.Name, func() error { return l.store.InsertBlock(ctx, block, rows) }); err != nil {
-		return 0, err
+		return nil, err
 	}
 	// Tombstones may be newer than what either remembers.
 	l.versions.Forget()
 	l.images.ForgetTable(t.Name)
-	return len(rows), nil
+	return mine, nil
+}
+
+// openAnomalyIDs returns those of ids (just tombstoned on shard) that have
+// an open anomaly involving shard. One read of the table's open anomalies,
+// only when something was tombstoned: truncates and snapshot ends are rare.
+func (l *Loader) openAnomalyIDs(ctx context.Context, table string, shard uint16, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var open map[string]chstore.Anomaly
+	err := l.retry(ctx, "anomalies "+table, func() error {
+		var err error
+		open, err = l.store.Anomalies(ctx, table, nil, true)
+		return err
+	})
+	if err != nil || len(open) == 0 {
+		return nil, err
+	}
+	var out []string
+	for _, id := range ids {
+		if a, ok := open[id]; ok && slices.Contains(a.Shards, shard) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
