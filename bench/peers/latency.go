@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,6 +35,7 @@ type latencyConfig struct {
 	phase, warmup time.Duration
 	txnRows       int
 	workers       int
+	csv           string // append every measured change here (--latency-csv)
 }
 
 // latPhase is one paced phase: transactions firstTxn.. of txnRows rows each
@@ -222,6 +225,11 @@ func (b *bench) runLatency(ctx context.Context, name string, idx int) ([]latResu
 	if err := s.resumed(p); err != nil {
 		return nil, err
 	}
+	if lc.csv != "" {
+		if err := seen.writeCSV(lc.csv, s.name, phases, lc.txnRows); err != nil {
+			return nil, err
+		}
+	}
 	var out []latResult
 	for _, ph := range phases {
 		if ph.warmup {
@@ -301,12 +309,15 @@ func (ph *latPhase) achieved(txnRows int) float64 {
 
 // appendTimes holds, per id (1-based), the LogAppendTime of its change.
 type appendTimes struct {
-	mu sync.Mutex
-	at []time.Time
-	n  atomic.Int64
+	mu   sync.Mutex
+	at   []time.Time
+	part []int32 // partition of each id's record
+	n    atomic.Int64
 }
 
-func newAppendTimes(rows int) *appendTimes { return &appendTimes{at: make([]time.Time, rows+1)} }
+func newAppendTimes(rows int) *appendTimes {
+	return &appendTimes{at: make([]time.Time, rows+1), part: make([]int32, rows+1)}
+}
 
 func (a *appendTimes) count() int { return int(a.n.Load()) }
 
@@ -334,6 +345,7 @@ func (a *appendTimes) consume(ctx context.Context, cl *kgo.Client, s *system) er
 				return
 			}
 			a.at[id] = r.Timestamp
+			a.part[id] = r.Partition
 			a.n.Add(1)
 		})
 		a.mu.Unlock()
@@ -373,4 +385,37 @@ func (a *appendTimes) result(ph *latPhase, txnRows int) latResult {
 		P50ms: pct(0.50), P95ms: pct(0.95), P99ms: pct(0.99), MaxMs: ms[len(ms)-1], MeanMs: sum / float64(len(ms)),
 		Cores:        (ph.cpu1 - ph.cpu0).Seconds() / ph.drained.Sub(ph.start).Seconds(),
 		DrainSeconds: ph.drained.Sub(ph.committed).Seconds(), LoadAvg: ph.loadAvg}
+}
+
+// writeCSV appends one line per change of the measured phases: system,
+// target rate, id, partition, commit time (µs since the epoch, harness
+// clock), LogAppendTime (ms since the epoch), latency (ms).
+func (a *appendTimes) writeCSV(path, system string, phases []*latPhase, txnRows int) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	if st, err := f.Stat(); err == nil && st.Size() == 0 {
+		fmt.Fprintln(w, "system,rate,id,partition,commit_us,append_ms,latency_ms")
+	}
+	a.mu.Lock()
+	for _, ph := range phases {
+		if ph.warmup {
+			continue
+		}
+		for k, c := range ph.commits {
+			for i := 1; i <= txnRows; i++ {
+				id := (ph.firstTxn+k)*txnRows + i
+				fmt.Fprintf(w, "%s,%d,%d,%d,%d,%d,%.3f\n", system, ph.rate, id, a.part[id], c.UnixMicro(),
+					a.at[id].UnixMilli(), float64(a.at[id].Sub(c).Microseconds())/1000)
+			}
+		}
+	}
+	a.mu.Unlock()
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -114,6 +114,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.lat.warmup, "latency-warmup", 10*time.Second, "latency part: unmeasured phase at the median rate before the measured ones (JIT, connections, caches)")
 	fs.IntVar(&c.lat.txnRows, "latency-txn-rows", 10, "latency part: rows inserted per transaction (one INSERT, autocommit)")
 	fs.IntVar(&c.lat.workers, "latency-workers", 8, "latency part: connections committing the paced transactions")
+	fs.StringVar(&c.lat.csv, "latency-csv", "", "latency part: also append every measured change (system, rate, id, partition, commit and append time, latency) to this CSV file")
 	fs.BoolVar(&c.keep, "keep", false, "keep tables, slots, publications and topics (for debugging)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
