@@ -343,8 +343,11 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 	}
 	var stored map[chstore.RowKey]chstore.Stored
+	var pinned map[chstore.RowKey]dedupe.Image // cached bases, as of the batch's start
 	if needBase {
-		lookup, cols := l.baseLookups(name, cs)
+		var lookup []chstore.RowKey
+		var cols []string
+		lookup, cols, pinned = l.baseLookups(name, cs)
 		if len(lookup) > 0 {
 			err := timed(stageRead, func() error {
 				return l.retry(ctx, "read "+name, func() error {
@@ -480,8 +483,8 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 				// map may have forgotten a newer stored one). A newest
 				// version that is a tombstone is no base.
 				// The newest of: this batch's image, the stored row, the
-				// cached image (which is this batch's image when it wrote
-				// one). Ties go to the batch.
+				// cached image as of the batch's start. Ties go to the
+				// batch.
 				var base func(col string) any
 				var baseVersion uint64
 				found := false
@@ -494,7 +497,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 						base = func(col string) any { return st.Values[col] }
 					}
 				}
-				if im, ok := l.images.Get(dk); ok && im.Covers(ev.Unchanged) && (!found || im.Version > baseVersion) {
+				if im, ok := pinned[k]; ok && im.Covers(ev.Unchanged) && (!found || im.Version > baseVersion) {
 					base = nil
 					if !im.Deleted {
 						base = func(col string) any { return im.Values[col] }

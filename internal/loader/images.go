@@ -22,9 +22,11 @@ const (
 )
 
 // baseLookups returns the rows of a table's batch whose unchanged-TOAST
-// bases must be read from ClickHouse, and the columns to read; it counts
-// where the others' bases come from and learns which columns of the table
-// arrive unchanged (the only ones images keep).
+// bases must be read from ClickHouse, and the columns to read, and the
+// cached images the others rely on; it counts where the bases come from and
+// learns which columns of the table arrive unchanged (the only ones images
+// keep). The images are returned, not looked up again later: writing the
+// batch puts images in the cache, which may evict the ones counted on.
 //
 // With the image cache on, a row needs no read when, at the start of the
 // batch, either its first change in the batch is a full image that is not
@@ -38,7 +40,7 @@ const (
 // that hides the update's row anyway. A batch that holds a TRUNCATE or
 // snapshot end of the table (tombstones written behind the cache's back)
 // reads every row, as does the loader with the cache off.
-func (l *Loader) baseLookups(table string, cs []change) ([]chstore.RowKey, []string) {
+func (l *Loader) baseLookups(table string, cs []change) ([]chstore.RowKey, []string, map[chstore.RowKey]dedupe.Image) {
 	caching := l.imageBudget > 0
 	for _, c := range cs {
 		if c.ev.Op == envelope.OpTruncate || c.ev.Op == envelope.OpSnapshotEnd {
@@ -56,6 +58,7 @@ func (l *Loader) baseLookups(table string, cs []change) ([]chstore.RowKey, []str
 		cached
 	)
 	var fromBatch, fromCache int
+	var pinned map[chstore.RowKey]dedupe.Image
 	for _, c := range cs {
 		ev := c.ev
 		if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd {
@@ -77,13 +80,16 @@ func (l *Loader) baseLookups(table string, cs []change) ([]chstore.RowKey, []str
 			fromBatch++
 			continue
 		case cached:
-			if im, ok := l.images.Get(dk); ok && im.Covers(ev.Unchanged) {
+			if pinned[k].Covers(ev.Unchanged) {
 				fromCache++
 				continue
 			}
 		case unseen:
 			if im, ok := l.images.Get(dk); caching && ok && im.Covers(ev.Unchanged) {
-				state[k] = cached
+				if pinned == nil {
+					pinned = map[chstore.RowKey]dedupe.Image{}
+				}
+				state[k], pinned[k] = cached, im
 				fromCache++
 				continue
 			}
@@ -101,7 +107,7 @@ func (l *Loader) baseLookups(table string, cs []change) ([]chstore.RowKey, []str
 	l.m.toastBases.WithLabelValues(baseBatch).Add(float64(fromBatch))
 	l.m.toastBases.WithLabelValues(baseCache).Add(float64(fromCache))
 	l.m.toastBases.WithLabelValues(baseClickHouse).Add(float64(len(lookup)))
-	return lookup, cols
+	return lookup, cols, pinned
 }
 
 // staleNow reports whether version of k is known to be written already

@@ -84,7 +84,18 @@ func TestBaseLookups(t *testing.T) {
 			for id, v := range tc.written {
 				l.versions.Written(dedupe.Key{Table: "documents", ID: id}, v)
 			}
-			lookup, cols := l.baseLookups("documents", tc.batch)
+			lookup, cols, pinned := l.baseLookups("documents", tc.batch)
+			// A base counted on from the cache is handed over: the batch's
+			// own writes may evict it before its update is converted.
+			for id, im := range tc.cache {
+				p, ok := pinned[chstore.RowKey{ID: id}]
+				if ok && p.Version != im.Version {
+					t.Errorf("id %s pinned at version %d, cached %d", id, p.Version, im.Version)
+				}
+				if read := slices.Contains(tc.want, id); ok == read {
+					t.Errorf("id %s: pinned %v and read from ClickHouse %v", id, ok, read)
+				}
+			}
 			var got []string
 			for _, k := range lookup {
 				got = append(got, k.ID)
