@@ -34,7 +34,7 @@ import (
 // rows/s, CPU and peak RSS of the load phase, and whether ClickHouse holds
 // exactly the expected live rows.
 func benchLoader(ctx context.Context, args []string) error {
-	var changes, keys, shards, partitions, batch int
+	var changes, keys, shards, partitions, batch, unchangedPct, bodyBytes, imageCache int
 	var brokers, chAddr, jsonOut string
 	fs := flagenv.New("bench loader", "bench loader — Kafka -> ClickHouse throughput of the loader with dedupe on.")
 	fs.Int(&changes, "changes", "", 1_000_000, "changes to produce (mix: first write of a key is an insert, then 80% updates, 20% deletes)")
@@ -42,6 +42,9 @@ func benchLoader(ctx context.Context, args []string) error {
 	fs.Int(&shards, "shards", "", 4, "source shards the changes claim to come from")
 	fs.Int(&partitions, "partitions", "", 4, "topic partitions")
 	fs.Int(&batch, "batch-records", "", 50000, "loader batch size")
+	fs.Int(&unchangedPct, "unchanged-percent", "", 0, "share of updates (0..100) that leave a TOASTed body column unchanged, so the loader must find its base (adds the body column)")
+	fs.Int(&bodyBytes, "body-bytes", "", 0, "size of the body column's values (0: no body column, or 2000 with --unchanged-percent)")
+	fs.Int(&imageCache, "image-cache-bytes", "", loader.DefaultImageCacheBytes, "the loader's image cache for unchanged-TOAST bases (0: off, every base read from ClickHouse)")
 	fs.String(&brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
 	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
 	fs.String(&jsonOut, "json", "", "", "also write the results as JSON to this file")
@@ -50,6 +53,12 @@ func benchLoader(ctx context.Context, args []string) error {
 			return errUsage
 		}
 		return err
+	}
+	if unchangedPct < 0 || unchangedPct > 100 || bodyBytes < 0 || imageCache < 0 {
+		return errors.New("--unchanged-percent must be in 0..100, --body-bytes and --image-cache-bytes >= 0")
+	}
+	if unchangedPct > 0 && bodyBytes == 0 {
+		bodyBytes = 2000
 	}
 	if brokers == "" || chAddr == "" {
 		return errors.New("--kafka-brokers and --clickhouse-addr are required (source .stack/stack.env)")
@@ -77,6 +86,15 @@ func benchLoader(ctx context.Context, args []string) error {
 	cols := []envelope.Column{{Name: "id", Type: "bigint", OID: 20, Key: true}, {Name: "workspace_id", Type: "bigint", OID: 20},
 		{Name: "title", Type: "text", OID: 25}, {Name: "amount", Type: "numeric(12,2)", OID: 1700},
 		{Name: "created_at", Type: "timestamp with time zone", OID: 1184}}
+	if bodyBytes > 0 {
+		cols = append(cols, envelope.Column{Name: "body", Type: "text", OID: 25})
+	}
+	// A body is "<n>|" and padding, n the change that wrote it: the check
+	// sums the n of the live rows, so a base filled from the wrong version
+	// shows.
+	padding := strings.Repeat("x", bodyBytes)
+	lastBody := make([]int64, keys)
+	unchangedN := 0
 	live := make([]bool, keys)
 	// The last values written per id, to check columns, not just counts.
 	lastCents := make([]int64, keys)
@@ -112,6 +130,16 @@ func benchLoader(ctx context.Context, args []string) error {
 			lastCents[k], lastTitle[k] = cents, int64(i)
 			ws, title, amt, ts := strconv.Itoa(rnd.IntN(1000)), "title "+strconv.Itoa(i), fmt.Sprintf("%d.%02d", cents/100, cents%100), "2026-11-30 12:00:00.123456+00"
 			ev.After = map[string]*string{"id": &id, "workspace_id": &ws, "title": &title, "amount": &amt, "created_at": &ts}
+			switch {
+			case bodyBytes == 0:
+			case ev.Op == envelope.OpUpdate && rnd.IntN(100) < unchangedPct:
+				ev.Unchanged = []string{"body"}
+				unchangedN++
+			default:
+				body := strconv.Itoa(i) + "|" + padding
+				ev.After["body"] = &body
+				lastBody[k] = int64(i)
+			}
 		}
 		b, err := envelope.Encode(ev)
 		if err != nil {
@@ -129,16 +157,20 @@ func benchLoader(ctx context.Context, args []string) error {
 	}
 	produceDur := time.Since(start)
 	wantLive := 0
-	var wantCents, wantTitles int64
+	var wantCents, wantTitles, wantBodies int64
 	for k, l := range live {
 		if l {
 			wantLive++
 			wantCents += lastCents[k]
 			wantTitles += lastTitle[k]
+			wantBodies += lastBody[k]
 		}
 	}
 	fmt.Printf("produced %d changes (%.1f MB JSON, avg %d B) in %s: %.0f records/s; %d ids live at the end\n",
 		changes, float64(bytes)/1e6, bytes/int64(changes), produceDur.Round(time.Millisecond), float64(changes)/produceDur.Seconds(), wantLive)
+	if bodyBytes > 0 {
+		fmt.Printf("%d updates (%.1f%% of the changes) leave the %d-byte body unchanged\n", unchangedN, 100*float64(unchangedN)/float64(changes), bodyBytes)
+	}
 
 	// Load.
 	store, err := chstore.Open(ctx, chstore.Options{Addr: chAddr, Database: db})
@@ -163,8 +195,13 @@ func benchLoader(ctx context.Context, args []string) error {
 		logOut = os.Stderr
 	}
 	reg := prometheus.NewRegistry()
+	cacheBudget := int64(imageCache)
+	if cacheBudget == 0 {
+		cacheBudget = -1 // off (Config's 0 is the default)
+	}
 	l := loader.New(loader.Config{Brokers: flagenv.List(brokers), Group: group, DLQTopic: "bench_" + run + ".dlq",
-		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour},
+		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour,
+		ImageCacheBytes: cacheBudget},
 		store, slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})), reg)
 	if path := os.Getenv("TRIBUTARY_BENCH_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
@@ -235,6 +272,16 @@ func benchLoader(ctx context.Context, args []string) error {
 	}
 	wantAmount := fmt.Sprintf("%d.%02d", wantCents/100, wantCents%100)
 	exact := int(gotLive) == wantLive && dup == 0 && decimalEqual(gotAmount, wantAmount) && int64(gotTitles) == wantTitles
+	bodiesOK := true
+	if bodyBytes > 0 {
+		var gotBodies int64
+		q := "SELECT toInt64(sum(toUInt64(splitByChar('|', assumeNotNull(body))[1]))) FROM `" + db + "`.docs FINAL WHERE _deleted = 0"
+		if err := store.Conn().QueryRow(ctx, q).Scan(&gotBodies); err != nil {
+			return fmt.Errorf("check bodies: %w", err)
+		}
+		bodiesOK = gotBodies == wantBodies
+		exact = exact && bodiesOK
+	}
 	res := map[string]any{
 		"changes": changes, "keys": keys, "load_seconds": loadDur.Seconds(),
 		"rows_per_second": float64(changes) / loadDur.Seconds(), "cpu_seconds": cpu.Seconds(),
@@ -252,8 +299,16 @@ func benchLoader(ctx context.Context, args []string) error {
 		fmt.Printf(" %s %.1f", st, stages[st])
 	}
 	fmt.Println()
-	fmt.Printf("exact: %v (live ids expected %d, in ClickHouse %d, duplicates %d; sum(amount) expected %s, got %s; latest titles %v)\n",
-		exact, wantLive, gotLive, dup, wantAmount, gotAmount, int64(gotTitles) == wantTitles)
+	fmt.Printf("exact: %v (live ids expected %d, in ClickHouse %d, duplicates %d; sum(amount) expected %s, got %s; latest titles %v; bodies from the right version %v)\n",
+		exact, wantLive, gotLive, dup, wantAmount, gotAmount, int64(gotTitles) == wantTitles, bodiesOK)
+	if bodyBytes > 0 {
+		bases := map[string]float64{}
+		for _, src := range []string{"batch", "cache", "clickhouse"} {
+			bases[src] = counterOf(reg, "tributary_loader_toast_bases_total", "source", src)
+		}
+		res["toast_bases"] = bases
+		fmt.Printf("unchanged-TOAST bases: batch %.0f, image cache %.0f, read from ClickHouse %.0f\n", bases["batch"], bases["cache"], bases["clickhouse"])
+	}
 	if jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(jsonOut, b, 0o644); err != nil {
@@ -359,4 +414,25 @@ func writeHeapProfile(path string) error {
 	}
 	defer f.Close()
 	return pprof.WriteHeapProfile(f)
+}
+
+// counterOf is the value of the counter name{label=value} in g (0 if none).
+func counterOf(g prometheus.Gatherer, name, label, value string) float64 {
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
