@@ -56,6 +56,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tributary/tributary/internal/api"
 	"github.com/tributary/tributary/internal/chstore"
@@ -1468,7 +1469,31 @@ func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenario
 		}
 		return rows.Err()
 	}
+	// What the API sends for one request: the document and the newest move,
+	// in parallel.
+	rowSQL, moveSQL := query.PlanRow(d.c.db, "documents", "id"), query.PlanLatestMove(d.c.db, moves)
+	apiReads := func(ctx context.Context, r *rand.Rand) error {
+		id := randID(r)
+		g, gctx := errgroup.WithContext(ctx)
+		for _, q := range []struct {
+			sql string
+			set clickhouse.Settings
+		}{{rowSQL, settings}, {moveSQL, query.LatestMoveSettings()}} {
+			g.Go(func() error {
+				rows, err := conn.Query(clickhouse.Context(gctx, clickhouse.WithSettings(q.set)), q.sql, id...)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+				}
+				return rows.Err()
+			})
+		}
+		return g.Wait()
+	}
 	shapes := []apiShape{
+		{name: "byid-api-reads-parallel", run: apiReads},
 		{name: "byid-api", sql: query.PlanRow(d.c.db, "documents", "id"), settings: settings},
 		{name: "byid-key-columns-final", sql: keySQL, settings: settings},
 		{name: "byid-wide-known-version", sql: wideSQL, settings: settings, args: randKey},
