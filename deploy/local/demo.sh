@@ -146,7 +146,11 @@ EOF
 if [[ -n $id ]]; then
 	echo
 	echo "\$ curl -s http://$API_ADDR/v1/documents/$id"
-	curl -s "http://$API_ADDR/v1/documents/$id" | head -c 1500
+	# Read whole, then cut: piping into head ends curl with EPIPE (exit 23)
+	# once the answer is longer, and pipefail then fails the whole demo.
+	doc=$(curl -s "http://$API_ADDR/v1/documents/$id" || true)
+	printf '%s' "${doc:0:1500}"
+	((${#doc} <= 1500)) || printf ' ...'
 	echo
 fi
 echo "\$ curl -s http://$API_ADDR/v1/shards"
