@@ -92,17 +92,10 @@ func (c *latConfig) validate() error {
 		return fmt.Errorf("--api %q is not an http(s) URL", c.apiURL)
 	}
 	c.apiURL = strings.TrimRight(c.apiURL, "/")
-	n, err := strconv.Atoi(os.Getenv("TRIBUTARY_SHARDS"))
-	if err != nil || n < 1 {
-		return errors.New("$TRIBUTARY_SHARDS must be the number of shards (source .stack/stack.env)")
+	if c.dsns, err = shardDSNs(); err != nil {
+		return err
 	}
-	for i := 0; i < n; i++ {
-		d := os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", i))
-		if d == "" {
-			return fmt.Errorf("$TRIBUTARY_SHARD_%d_DSN is not set", i)
-		}
-		c.dsns = append(c.dsns, d)
-	}
+	n := len(c.dsns)
 	if c.readerMetrics == "" {
 		addrs := make([]string, n)
 		for i := range addrs {

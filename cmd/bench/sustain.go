@@ -121,17 +121,18 @@ func benchSustain(ctx context.Context, args []string) error {
 	return runSustain(ctx, c)
 }
 
-// shardDSNs reads TRIBUTARY_SHARDS and TRIBUTARY_SHARD_<i>_DSN.
+// shardDSNs reads $TRIBUTARY_SHARDS and $TRIBUTARY_SHARD_<i>_DSN, as
+// deploy/local/stack.sh writes them.
 func shardDSNs() ([]string, error) {
 	n, err := strconv.Atoi(os.Getenv("TRIBUTARY_SHARDS"))
 	if err != nil || n < 1 {
-		return nil, errors.New("TRIBUTARY_SHARDS is not set: set -a; . .stack/stack.env; set +a")
+		return nil, errors.New("$TRIBUTARY_SHARDS must be the number of shards (set -a; . .stack/stack.env; set +a)")
 	}
 	var dsns []string
 	for i := 0; i < n; i++ {
 		d := os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", i))
 		if d == "" {
-			return nil, fmt.Errorf("TRIBUTARY_SHARD_%d_DSN is not set", i)
+			return nil, fmt.Errorf("$TRIBUTARY_SHARD_%d_DSN is not set", i)
 		}
 		dsns = append(dsns, d)
 	}
