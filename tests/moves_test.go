@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -276,6 +277,13 @@ func TestMoves(t *testing.T) {
 		d, _ := b["detail"].(map[string]any)
 		return s == 404 && d != nil && anomalyKind(d) == "lost"
 	})
+	// Deleted at the target after it arrived: gone, not lost (its move is
+	// past the grace period by now: it finished before the lost one).
+	mp.exec(ctx, 1, fmt.Sprintf("DELETE FROM %s WHERE id = $1", pgx.Identifier{mp.table()}.Sanitize()), completed)
+	b = mp.waitFor(ctx, doc(completed), "the moved document deleted at its target", func(s int, b map[string]any) bool { return s == 404 })
+	if d, _ := b["detail"].(map[string]any); d == nil || anomalyKind(d) != "" || moveOf(d)["status"] != "moved" {
+		t.Fatalf("a moved document deleted at its target is reported as %v, want a 404 with the move and no anomaly", b["detail"])
+	}
 
 	// The listing has both, and nothing about the completed move.
 	b = mp.waitFor(ctx, "/v1/anomalies/moves", "stuck and lost listed", func(s int, b map[string]any) bool {

@@ -72,6 +72,17 @@ func (s *Server) readCopies(ctx context.Context, t *tables.Table, id any, moves 
 	}
 	current, _ := query.PickCurrent(copies, query.MoveRule(move, moves.Moves.InProgress))
 	st, anomaly := describeMove(move, moves.Moves, copies, current, time.Now())
+	if anomaly != nil && anomaly.Kind == query.MoveLost {
+		// Lost means it never arrived: a document deleted at the target
+		// after its move left a tombstone there (the listing's rule too).
+		arrived, err := s.q.Arrived(ctx, t.Name, t.IDColumn, id, move.ToShard)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if arrived {
+			st.PastGrace, anomaly = false, nil
+		}
+	}
 	return current, st, anomaly, nil
 }
 

@@ -109,6 +109,17 @@ func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Co
 	return out, nil
 }
 
+// Arrived reports whether shard holds any version of id in table, a
+// tombstone included: a document deleted after it arrived did arrive.
+func (q *Queries) Arrived(ctx context.Context, table, idColumn string, id any, shard int) (bool, error) {
+	sql := fmt.Sprintf("SELECT count() FROM %s.%s PREWHERE %s = ? WHERE _shard = ?", quote(q.db), quote(table), quote(idColumn))
+	var n uint64
+	if err := q.conn.QueryRow(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), sql, id, shard).Scan(&n); err != nil {
+		return false, fmt.Errorf("read %s: %w", table, err)
+	}
+	return n > 0, nil
+}
+
 // scanCopies reads every row of rows as a Copy. Result columns whose name
 // is in extra are not part of the row: their values are returned per row,
 // in the order of extra.
