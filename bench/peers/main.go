@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tributary/tributary/internal/flagenv"
 )
 
 type config struct {
@@ -123,9 +125,9 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
 	c.dsn = os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", c.shard))
-	c.cases = splitList(cases)
-	c.systems = splitList(systems)
-	c.lat.systems = splitList(latSystems)
+	c.cases = flagenv.List(cases)
+	c.systems = flagenv.List(systems)
+	c.lat.systems = flagenv.List(latSystems)
 	c.javaOpts = strings.Fields(javaOpts)
 	var err error
 	if c.tuned, err = parseTuning("--debezium-tuned", tuned); err != nil {
@@ -134,7 +136,7 @@ func parseFlags(args []string) (config, error) {
 	if c.lowlat, err = parseTuning("--debezium-lowlat", lowlat); err != nil {
 		return c, err
 	}
-	for _, r := range splitList(rates) {
+	for _, r := range flagenv.List(rates) {
 		n, err := strconv.Atoi(r)
 		if err != nil || n < 1 {
 			return c, fmt.Errorf("--latency-rates: %q is not a positive integer", r)
@@ -142,17 +144,6 @@ func parseFlags(args []string) (config, error) {
 		c.lat.rates = append(c.lat.rates, n)
 	}
 	return c, c.validate()
-}
-
-// splitList splits "a,b" into its non-empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 func (c *config) validate() error {
