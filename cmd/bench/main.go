@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -20,9 +21,14 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" {
-		fmt.Fprintln(os.Stderr, "usage: bench loader|reader|api|latency|sustain [flags]   (bench <name> --help for flags)")
+	const usage = "usage: bench loader|reader|api|latency|sustain [flags]   (bench <name> --help for flags)"
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
+	}
+	if os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		fmt.Println(usage)
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -41,8 +47,9 @@ func main() {
 	default:
 		err = fmt.Errorf("unknown benchmark %q", os.Args[1])
 	}
-	if errors.Is(err, errUsage) {
-		os.Exit(2)
+	// --help was asked for: the flags were printed, and that is success.
+	if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		return
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -50,4 +57,5 @@ func main() {
 	}
 }
 
+// errUsage is what a benchmark returns when --help printed its flags.
 var errUsage = errors.New("usage")
