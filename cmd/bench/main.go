@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tributary/tributary/internal/flagenv"
 )
 
 func main() {
@@ -53,6 +55,9 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		if _, ok := errors.AsType[*flagenv.UsageError](err); ok {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }

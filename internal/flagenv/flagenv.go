@@ -96,16 +96,27 @@ func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, us
 // Parse parses args and reports environment errors found while registering.
 func (s *Set) Parse(args []string) error {
 	if err := s.FlagSet.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &UsageError{err}
 	}
 	if len(s.errs) > 0 {
-		return fmt.Errorf("bad environment: %s", strings.Join(s.errs, "; "))
+		return &UsageError{fmt.Errorf("bad environment: %s", strings.Join(s.errs, "; "))}
 	}
 	if s.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", s.Args())
+		return &UsageError{fmt.Errorf("unexpected arguments: %v", s.Args())}
 	}
 	return nil
 }
+
+// UsageError is a setting Parse refused (an unknown flag, a bad value, a
+// bad environment variable, a stray argument): the command was called
+// wrongly and should exit with status 2.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
 
 // List splits a comma-separated value, dropping empty items.
 func List(v string) []string {
