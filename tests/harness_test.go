@@ -154,13 +154,25 @@ func (p *pipeline) goRun(name string, f func() error) {
 }
 
 func (p *pipeline) startReader(ctx context.Context, shard int) {
-	r := reader.New(reader.Config{
+	p.startMeteredReader(ctx, shard)
+}
+
+// startMeteredReader is startReader with a registry the test can read.
+func (p *pipeline) startMeteredReader(ctx context.Context, shard int) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	r := reader.New(p.readerConfig(shard), p.log, reg)
+	p.goRun(fmt.Sprintf("reader %d", shard), func() error { return r.Run(ctx) })
+	return reg
+}
+
+// readerConfig is the configuration of the pipeline's reader of shard.
+func (p *pipeline) readerConfig(shard int) reader.Config {
+	return reader.Config{
 		Shard: shard, DSN: p.stack.ShardDSNs[shard], Slot: fmt.Sprintf("e2e_%s_%d", p.suffix, shard),
 		Publication: "e2e_" + p.suffix, Tables: p.tables, Brokers: p.brokers, Partitions: 4,
 		StatusInterval: 200 * time.Millisecond, WatermarkInterval: 100 * time.Millisecond,
 		HeartbeatInterval: time.Second, MaxBuffered: 10000, StateTopic: "e2e_" + p.suffix + ".state",
-	}, p.log, prometheus.NewRegistry())
-	p.goRun(fmt.Sprintf("reader %d", shard), func() error { return r.Run(ctx) })
+	}
 }
 
 func (p *pipeline) startLoader(ctx context.Context, name string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/loader"
+	"github.com/tributary/tributary/internal/reader"
 )
 
 // TestRunbookTableStoppedRecovery follows docs/runbook.md's procedure for
@@ -99,5 +101,64 @@ func TestRunbookTableStoppedRecovery(t *testing.T) {
 	}
 	if err := p.failed(); err != nil {
 		t.Fatalf("a component failed: %v", err)
+	}
+}
+
+// TestRunbookUnroutedRecovery follows docs/runbook.md's procedure for
+// TributaryUnroutedChanges: a configured table is renamed at the source
+// while the pipeline runs. The publication follows the table, its name does
+// not: the reader counts the renamed relation's changes as unrouted (what
+// the alert reads) and ClickHouse falls behind the shard; a restarted
+// reader refuses to start. The fix — rename it back, drop the slot, start
+// the reader — copies the shard again, and ClickHouse equals the shard.
+func TestRunbookUnroutedRecovery(t *testing.T) {
+	p := setupPipeline(t, []int{0}, nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	runCtx, runCancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { runCancel(); p.wg.Wait() })
+	p.startLoader(runCtx, "l1")
+	r1Ctx, stopR1 := context.WithCancel(runCtx)
+	reg := p.startMeteredReader(r1Ctx, 0)
+
+	tbl := p.table()
+	var ids []int64
+	for i := 0; i < 10; i++ {
+		ids = append(ids, p.insert(ctx, 0, int64(i%3+1), fmt.Sprintf("doc %d", i), "b"))
+	}
+	p.waitFor(ctx, 30*time.Second, "the rows before the rename applied", func() bool { return p.compare(ctx, tbl) == "" })
+
+	renamed := tbl + "_renamed"
+	p.exec(ctx, 0, fmt.Sprintf("ALTER TABLE %s RENAME TO %s", pgx.Identifier{tbl}.Sanitize(), pgx.Identifier{renamed}.Sanitize()))
+	p.exec(ctx, 0, fmt.Sprintf("UPDATE %s SET title = 'changed after the rename' WHERE id = $1", pgx.Identifier{renamed}.Sanitize()), ids[0])
+	p.exec(ctx, 0, fmt.Sprintf("DELETE FROM %s WHERE id = $1", pgx.Identifier{renamed}.Sanitize()), ids[1])
+	p.exec(ctx, 0, fmt.Sprintf("INSERT INTO %s (workspace_id, title, body) VALUES (7, 'inserted after the rename', 'b')", pgx.Identifier{renamed}.Sanitize()))
+	unrouted := func() float64 {
+		v, _ := metricOf(t, reg, "tributary_reader_unrouted_changes_total", map[string]string{"shard": "0", "relation": "public." + renamed})
+		return v
+	}
+	p.waitFor(ctx, 30*time.Second, "the renamed relation's 3 changes counted as unrouted", func() bool { return unrouted() == 3 })
+	stopR1()
+	slot := p.waitSlotInactive(ctx, 0)
+
+	// A restarted reader refuses the configuration instead of streaming on.
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	err := reader.New(p.readerConfig(0), p.log, prometheus.NewRegistry()).Run(rctx)
+	rcancel()
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("reader started on a shard whose configured table was renamed: %v", err)
+	}
+	t.Logf("the restarted reader refused: %v", err)
+
+	// The runbook's fix.
+	p.exec(ctx, 0, fmt.Sprintf("ALTER TABLE %s RENAME TO %s", pgx.Identifier{renamed}.Sanitize(), pgx.Identifier{tbl}.Sanitize()))
+	if d := p.compare(ctx, tbl); d == "" {
+		t.Fatal("ClickHouse equals the shard before the fix: the skipped changes were not missing")
+	}
+	p.exec(ctx, 0, "SELECT pg_drop_replication_slot($1)", slot)
+	p.startReader(runCtx, 0)
+	p.waitFor(ctx, 60*time.Second, "ClickHouse equal to the shard after the new copy", func() bool { return p.compare(ctx, tbl) == "" })
+	if err := p.failed(); err != nil {
+		t.Fatal(err)
 	}
 }
