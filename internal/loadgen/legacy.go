@@ -23,5 +23,6 @@ func (g *Generator) legacyNote(ctx context.Context, rnd *rand.Rand) error {
 		return fmt.Errorf("shard %d legacy_notes: %w", shard, err)
 	}
 	g.Stats.LegacyNotes.Add(1)
+	g.Stats.Rows.Add(1)
 	return nil
 }

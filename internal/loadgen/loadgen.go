@@ -48,6 +48,14 @@ type Config struct {
 	// LegacyShare is the share of operations (0..1) on legacy_notes, whose
 	// ids are per-shard serials (they collide across shards by design).
 	LegacyShare float64
+	// RowsPerOp > 1 turns on bulk traffic (bulk.go): every operation is one
+	// transaction that changes this many rows (multi-row inserts, updates
+	// and deletes of documents and invoices), instead of one realistic
+	// single-row operation. Moves and legacy notes are not generated then.
+	RowsPerOp int
+	// BulkBodyBytes is the size of the bodies of documents inserted by bulk
+	// operations (small by default in the benchmarks: not TOASTed).
+	BulkBodyBytes int
 }
 
 // Validate checks the shares.
@@ -63,6 +71,12 @@ func (c Config) Validate() error {
 	}
 	if c.MoveShare+c.LegacyShare > 1 {
 		return errors.New("loadgen: move share + legacy share exceed 1")
+	}
+	if c.RowsPerOp < 0 || c.BulkBodyBytes < 0 {
+		return errors.New("loadgen: rows per operation and bulk body bytes must be >= 0")
+	}
+	if c.RowsPerOp > 1 && (c.MoveShare > 0 || c.LegacyShare > 0) {
+		return errors.New("loadgen: bulk operations (rows per operation > 1) make no moves or legacy notes")
 	}
 	if c.HalfDoneShare+c.LoseShare > 1 {
 		return errors.New("loadgen: half-done share + lose share exceed 1")
@@ -88,6 +102,9 @@ type Stats struct {
 	MovesDone, MovesHalfDone, MovesLost atomic.Int64
 	// LegacyNotes counts writes to the legacy serial-id table.
 	LegacyNotes atomic.Int64
+	// Rows counts the rows of documents, invoices and legacy notes that
+	// committed operations inserted, updated or deleted (not moves).
+	Rows atomic.Int64
 }
 
 // Generator runs the traffic.
@@ -98,6 +115,7 @@ type Generator struct {
 	Stats Stats
 
 	mu      sync.Mutex
+	owned   [][]int64 // per shard: its workspaces (bulk operations)
 	docs    [][]int64 // per shard: live document ids
 	issued  [][]int64 // per shard: invoices still 'issued'
 	paid    [][]int64 // per shard: invoices 'paid'
@@ -133,6 +151,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Generator, error) 
 			return nil, fmt.Errorf("ring map names shard %d but only %d DSNs are given", s.ID, len(cfg.DSNs))
 		}
 	}
+	g.owned = g.ownedWorkspaces()
 	return g, nil
 }
 
@@ -242,8 +261,22 @@ func body(rnd *rand.Rand, n int) string {
 	return b.String()
 }
 
-// one performs one random operation on the shard owning a random workspace.
+// sample records a sampled write (at most 100,000 are kept).
+func (g *Generator) sample(w Write) {
+	w.At = time.Now()
+	g.mu.Lock()
+	if len(g.samples) < 100000 {
+		g.samples = append(g.samples, w)
+	}
+	g.mu.Unlock()
+}
+
+// one performs one random operation on the shard owning a random workspace
+// (with RowsPerOp > 1, one bulk operation).
 func (g *Generator) one(ctx context.Context, rnd *rand.Rand) error {
+	if g.cfg.RowsPerOp > 1 {
+		return g.bulk(ctx, rnd)
+	}
 	switch r := rnd.Float64(); {
 	case r < g.cfg.MoveShare:
 		return g.move(ctx, rnd)
@@ -326,14 +359,11 @@ func (g *Generator) one(ctx context.Context, rnd *rand.Rand) error {
 	if err != nil {
 		return fmt.Errorf("shard %d %s: %w", shard, table, err)
 	}
+	g.Stats.Rows.Add(1)
 	if rnd.IntN(100) == 0 { // sample 1%: position after commit (seed 003)
 		var lsn string
 		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err == nil {
-			g.mu.Lock()
-			if len(g.samples) < 100000 {
-				g.samples = append(g.samples, Write{Shard: shard, Table: table, ID: id, LSN: lsn, At: time.Now()})
-			}
-			g.mu.Unlock()
+			g.sample(Write{Shard: shard, Table: table, ID: id, LSN: lsn})
 		}
 	}
 	return nil
