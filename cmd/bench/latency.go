@@ -17,6 +17,12 @@ package main
 // so a slow pipeline shows up as latency, not as a lower sample rate.
 // Failures are counted and listed, never dropped: percentiles are over the
 // successful samples and the table says how many those are.
+//
+// --background-rate adds loadgen's traffic in the same process, in row
+// changes/s; with --rows-per-op N > 1 it is loadgen's bulk mode (each
+// operation one transaction changing N rows, small bodies), so that the
+// background can reach rates the shards could not take one row per
+// transaction.
 
 import (
 	"bufio"
@@ -53,7 +59,8 @@ to the API's 200 carrying the row.
 
 Example:
   set -a; . .stack/stack.env; set +a
-  flock /tmp/tributary-bench.lock go run ./cmd/bench latency --samples 300 --rate 10 --background-rate 200`
+  flock /tmp/tributary-bench.lock go run ./cmd/bench latency --samples 300 --rate 10 --background-rate 200
+  flock /tmp/tributary-bench.lock go run ./cmd/bench latency --poll 0 --background-rate 20000 --rows-per-op 100`
 
 // latConfig is the latency benchmark's configuration.
 type latConfig struct {
@@ -67,7 +74,10 @@ type latConfig struct {
 	wait          time.Duration // wait= of the read-your-writes request
 	timeout       time.Duration // give up plain visibility after this long
 	poll          time.Duration
-	bgRate        int
+	bgRate        int // row changes/s
+	rowsPerOp     int
+	bulkBody      int
+	bgWorkers     int
 	warmup        time.Duration
 	loaderMetrics string
 	readerMetrics string
@@ -86,6 +96,8 @@ func (c *latConfig) validate() error {
 		return errors.New("--timeout must be > 0 and --poll >= 0")
 	case c.bgRate < 0:
 		return errors.New("--background-rate must be >= 0")
+	case c.rowsPerOp < 1 || c.bulkBody < 0 || c.bgWorkers < 1:
+		return errors.New("--rows-per-op and --background-workers must be >= 1, --bulk-body-bytes >= 0")
 	}
 	u, err := url.Parse(c.apiURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -159,7 +171,10 @@ func benchLatency(ctx context.Context, args []string) error {
 	fs.Duration(&c.wait, "wait", "", 5*time.Second, "wait= of the read-your-writes request (503 after it: a timeout)")
 	fs.Duration(&c.timeout, "timeout", "", 10*time.Second, "give up polling for plain visibility after this long (a timeout)")
 	fs.Duration(&c.poll, "poll", "", 5*time.Millisecond, "pause between plain-visibility polls (0: measure read-your-writes alone, without the polling's load)")
-	fs.Int(&c.bgRate, "background-rate", "", 0, "also run loadgen's traffic in this process at this many ops/s (0: none)")
+	fs.Int(&c.bgRate, "background-rate", "", 0, "also run loadgen's traffic in this process at this many row changes/s (operations/s x --rows-per-op; 0: none)")
+	fs.Int(&c.rowsPerOp, "rows-per-op", "", 1, "background: rows changed by each operation (one transaction); > 1: loadgen's bulk mode")
+	fs.Int(&c.bulkBody, "bulk-body-bytes", "", 200, "background with --rows-per-op > 1: size of an inserted document's body")
+	fs.Int(&c.bgWorkers, "background-workers", "", 16, "background: loadgen's concurrent writers")
 	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "background traffic before the first sample")
 	fs.String(&c.loaderMetrics, "loader-metrics", "", "127.0.0.1:9101", "loader /metrics address, for stage times (empty: skip)")
 	fs.String(&c.readerMetrics, "reader-metrics", "", "", "readers' /metrics addresses, comma-separated (default demo.sh's 127.0.0.1:9110+i)")
@@ -261,8 +276,8 @@ func (b *latBench) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		bg, err = loadgen.New(ctx, loadgen.Config{DSNs: c.dsns, Ring: m, Rate: float64(c.bgRate),
-			Workspaces: c.workspaces, BodyBytes: 8192, Workers: 8},
+		bg, err = loadgen.New(ctx, loadgen.Config{DSNs: c.dsns, Ring: m, Rate: float64(c.bgRate) / float64(c.rowsPerOp),
+			Workspaces: c.workspaces, BodyBytes: 8192, Workers: c.bgWorkers, RowsPerOp: c.rowsPerOp, BulkBodyBytes: c.bulkBody},
 			slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		if err != nil {
 			return fmt.Errorf("background traffic: %w", err)
@@ -278,8 +293,8 @@ func (b *latBench) run(ctx context.Context) error {
 
 	load0 := loadAvg()
 	before := b.scrape(ctx)
-	fmt.Printf("latency: %d samples at %d/s over %d shards, api %s, background %d ops/s; load average %s\n",
-		c.samples, c.rate, len(c.dsns), c.apiURL, c.bgRate, load0)
+	fmt.Printf("latency: %d samples at %d/s over %d shards, api %s, background %d changes/s (%d rows per operation); load average %s\n",
+		c.samples, c.rate, len(c.dsns), c.apiURL, c.bgRate, c.rowsPerOp, load0)
 	samples := make([]latSample, c.samples)
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(c.rate))
@@ -309,11 +324,11 @@ func (b *latBench) run(ctx context.Context) error {
 	wall := time.Since(start)
 	after := b.scrape(ctx)
 	load1 := loadAvg()
-	var bgOps, bgErrs int64
+	var bgOps, bgErrs, bgRows int64
 	if bg != nil {
 		stopBG()
 		<-bgDone
-		bgOps, bgErrs = bg.Stats.Ops.Load(), bg.Stats.Errors.Load()
+		bgOps, bgErrs, bgRows = bg.Stats.Ops.Load(), bg.Stats.Errors.Load(), bg.Stats.Rows.Load()
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -344,7 +359,9 @@ func (b *latBench) run(ctx context.Context) error {
 		fmt.Printf("failed: %d more (every sample is in --json)\n", more)
 	}
 	if bg != nil {
-		fmt.Printf("background: %d ops (%d errors) over the run, %.0f ops/s\n", bgOps, bgErrs, float64(bgOps)/(wall+c.warmup).Seconds())
+		secs := (wall + c.warmup).Seconds()
+		fmt.Printf("background: %d ops (%d errors), %d rows changed over the run: %.0f ops/s, %.0f changes/s\n",
+			bgOps, bgErrs, bgRows, float64(bgOps)/secs, float64(bgRows)/secs)
 	}
 	derived := latDerive(before, after, wall)
 	latPrintDerived(derived)
@@ -354,6 +371,7 @@ func (b *latBench) run(ctx context.Context) error {
 		out := map[string]any{
 			"api": c.apiURL, "shards": len(c.dsns), "samples": c.samples, "rate_per_second": c.rate,
 			"wait": c.wait.String(), "poll": c.poll.String(), "background_rate": c.bgRate,
+			"rows_per_op": c.rowsPerOp, "bulk_body_bytes": c.bulkBody, "background_rows": bgRows,
 			"background_ops": bgOps, "background_errors": bgErrs, "wall_seconds": wall.Seconds(),
 			"load_average_before": load0, "load_average_after": load1, "results": rows,
 			"pipeline_metrics": derived, "raw": samples,

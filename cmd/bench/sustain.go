@@ -6,7 +6,8 @@ package main
 //
 // It offers loadgen's traffic (documents created, edited with TOASTed
 // bodies, deleted; invoices issued, paid, refunded, corrected; hot
-// workspaces) at each rate of --rates for --step, sampling once a second:
+// workspaces) at each rate of --rates (row changes/s) for --step, sampling
+// once a second:
 // the changes the readers capture, the records the loader applies, the
 // loader group's backlog in Kafka (records not yet in ClickHouse), the API's
 // staleness, and /proc for CPU and resident memory. A step is sustained when
@@ -14,6 +15,13 @@ package main
 // second of the step's changes, and the API's answers were less than 5 s
 // stale at its end. After each step the traffic stops and the backlog
 // drains before the next one (the drain time is reported).
+//
+// With --rows-per-op N > 1 the traffic is loadgen's bulk mode: each
+// operation is one transaction changing N rows (multi-row inserts, updates,
+// deletes; small bodies), so the shards' per-transaction cost no longer
+// caps the rate and what is measured is the pipeline behind them. Per step
+// it also prints where the loader's time went (its stage counters) and the
+// readers' produce-ack time.
 
 import (
 	"context"
@@ -40,9 +48,13 @@ import (
 const susUsage = `bench sustain — the rate the pipeline sustains over every shard without a
 growing backlog, with CPU and memory per process (a running pipeline: make demo).
 
-Offers loadgen's traffic at each of --rates (operations/s over all shards;
-most change one row; the changes per operation are reported) for --step,
-then stops it and waits for the backlog to drain. Per step it prints the
+Offers loadgen's traffic at each of --rates (row changes/s over all shards)
+for --step, then stops it and waits for the backlog to drain. By default
+every operation is one realistic single-row transaction (TOASTed 8 kB
+bodies): the shards' per-transaction cost dominates. --rows-per-op N makes
+every operation one transaction that changes N rows (loadgen's bulk mode,
+bodies of --bulk-body-bytes), at --rates/N transactions/s, so that the
+pipeline behind the shards is what is measured. Per step it prints the
 changes/s the readers captured, the records/s the loader applied, the
 backlog's growth, the API's staleness, and each process's cores and peak
 resident memory. Shard DSNs come from the
@@ -51,7 +63,8 @@ stack's and the demo's pid files under $TRIBUTARY_HOME.
 
 Example:
   set -a; . .stack/stack.env; set +a
-  flock /tmp/tributary-bench.lock go run ./cmd/bench sustain --rates 200,500,1000,2000 --step 60s`
+  flock /tmp/tributary-bench.lock go run ./cmd/bench sustain --rates 200,500,1000,2000 --step 60s
+  flock /tmp/tributary-bench.lock go run ./cmd/bench sustain --rows-per-op 100 --rates 2000,5000,10000,20000 --step 60s`
 
 type susConfig struct {
 	apiURL        string
@@ -63,6 +76,8 @@ type susConfig struct {
 	drain         time.Duration
 	workspaces    int
 	bodyBytes     int
+	rowsPerOp     int
+	bulkBody      int
 	workers       int
 	loaderMetrics string
 	readerMetrics []string
@@ -76,11 +91,13 @@ func benchSustain(ctx context.Context, args []string) error {
 	fs := flagenv.New("bench sustain", susUsage)
 	fs.String(&c.apiURL, "api", "", "http://127.0.0.1:8080", "the API's base URL")
 	fs.String(&c.ringFile, "ring", "", "deploy/local/ringmap.json", "the ring map the demo places workspaces by (loadgen writes each workspace on its owner)")
-	fs.String(&rates, "rates", "", "200,500,1000,2000", "offered operations/s over all shards, one step each, in order")
+	fs.String(&rates, "rates", "", "200,500,1000,2000", "offered row changes/s over all shards (operations/s x --rows-per-op), one step each, in order")
 	fs.Duration(&c.step, "step", "", 60*time.Second, "how long each rate is offered")
 	fs.Duration(&c.drain, "drain", "", 2*time.Minute, "after a step, how long to wait at most for the backlog to drain")
 	fs.Int(&c.workspaces, "workspaces", "", 50, "workspaces loadgen writes to (a few are hot)")
 	fs.Int(&c.bodyBytes, "body-bytes", "", 8192, "size of a large document body (TOASTed above ~2 kB)")
+	fs.Int(&c.rowsPerOp, "rows-per-op", "", 1, "rows changed by each operation (one transaction); > 1: loadgen's bulk mode (multi-row inserts, updates, deletes)")
+	fs.Int(&c.bulkBody, "bulk-body-bytes", "", 200, "with --rows-per-op > 1: size of an inserted document's body (TOASTed above ~2 kB)")
 	fs.Int(&c.workers, "workers", "", 16, "loadgen's concurrent writers")
 	fs.String(&c.loaderMetrics, "loader-metrics", "", "127.0.0.1:9101", "the loader's metrics address (the demo's)")
 	fs.String(&readerMetrics, "reader-metrics", "", "", "the readers' metrics addresses, comma-separated (default: the demo's, 127.0.0.1:9110 + shard)")
@@ -102,8 +119,8 @@ func benchSustain(ctx context.Context, args []string) error {
 	if c.step < 10*time.Second {
 		return fmt.Errorf("--step %s: at least 10s (the verdict compares the step's halves)", c.step)
 	}
-	if c.workers < 1 || c.workspaces < 1 || c.bodyBytes < 0 {
-		return errors.New("--workers and --workspaces must be >= 1, --body-bytes >= 0")
+	if c.workers < 1 || c.workspaces < 1 || c.bodyBytes < 0 || c.rowsPerOp < 1 || c.bulkBody < 0 {
+		return errors.New("--workers, --workspaces and --rows-per-op must be >= 1, --body-bytes and --bulk-body-bytes >= 0")
 	}
 	var err error
 	if c.dsns, err = shardDSNs(); err != nil {
@@ -143,6 +160,7 @@ func shardDSNs() ([]string, error) {
 type susSample struct {
 	T          float64 `json:"t"` // seconds since the step began
 	Ops        int64   `json:"loadgen_ops"`
+	GenRows    int64   `json:"loadgen_rows"`        // rows changed by committed operations
 	Changes    float64 `json:"reader_changes"`      // cumulative, all readers
 	Records    float64 `json:"loader_records"`      // cumulative, consumed
 	Rows       float64 `json:"loader_rows"`         // cumulative, inserted
@@ -158,8 +176,11 @@ type susProc struct {
 }
 
 type susStep struct {
-	OfferedOps     int         `json:"offered_ops_per_s"`
+	OfferedChanges int         `json:"offered_changes_per_s"`
+	RowsPerOp      int         `json:"rows_per_op"`
+	OfferedOps     float64     `json:"offered_ops_per_s"`
 	AchievedOps    float64     `json:"achieved_ops_per_s"`
+	AchievedRows   float64     `json:"loadgen_rows_per_s"`
 	OpErrors       int64       `json:"op_errors"`
 	ChangesPerS    float64     `json:"reader_changes_per_s"`
 	RecordsPerS    float64     `json:"loader_records_per_s"`
@@ -178,6 +199,7 @@ type susStep struct {
 	Samples        []susSample `json:"samples"`
 	WallSeconds    float64     `json:"wall_seconds"`
 	ChangesPerOpAv float64     `json:"changes_per_op"`
+	Pipeline       susPipeline `json:"pipeline"`
 }
 
 func runSustain(ctx context.Context, c susConfig) error {
@@ -195,14 +217,18 @@ func runSustain(ctx context.Context, c susConfig) error {
 	// One generator for every step: later steps edit, pay and delete what
 	// earlier ones created.
 	gen, err := loadgen.New(ctx, loadgen.Config{DSNs: c.dsns, Ring: m, Workspaces: c.workspaces,
-		BodyBytes: c.bodyBytes, Workers: c.workers, Rate: 1},
+		BodyBytes: c.bodyBytes, Workers: c.workers, Rate: 1, RowsPerOp: c.rowsPerOp, BulkBodyBytes: c.bulkBody},
 		slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return err
 	}
 	defer gen.Close()
-	fmt.Printf("sustain: %d shards, rates %v ops/s, %s each; %s; load average %s\n",
-		len(c.dsns), c.rates, c.step, cpuModel(), loadAvg())
+	mode := "single-row operations"
+	if c.rowsPerOp > 1 {
+		mode = fmt.Sprintf("bulk operations of %d rows (bodies %d B)", c.rowsPerOp, c.bulkBody)
+	}
+	fmt.Printf("sustain: %d shards, rates %v changes/s, %s each, %s; %s; load average %s\n",
+		len(c.dsns), c.rates, c.step, mode, cpuModel(), loadAvg())
 	fmt.Printf("processes: %s\n", strings.Join(procNames(procs), ", "))
 
 	var steps []susStep
@@ -222,6 +248,7 @@ func runSustain(ctx context.Context, c susConfig) error {
 	if c.jsonOut != "" {
 		b, err := json.MarshalIndent(map[string]any{
 			"benchmark": "sustain", "shards": len(c.dsns), "step_seconds": c.step.Seconds(),
+			"rows_per_op": c.rowsPerOp, "bulk_body_bytes": c.bulkBody, "body_bytes": c.bodyBytes,
 			"cpu": cpuModel(), "steps": steps,
 		}, "", "  ")
 		if err != nil {
@@ -237,8 +264,12 @@ func runSustain(ctx context.Context, c susConfig) error {
 
 // sustainStep offers rate ops/s for c.step, then drains.
 func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs []susProcess, rate int) (susStep, error) {
-	st := susStep{OfferedOps: rate}
-	ops0, errs0 := gen.Stats.Ops.Load(), gen.Stats.Errors.Load()
+	st := susStep{OfferedChanges: rate, RowsPerOp: c.rowsPerOp, OfferedOps: float64(rate) / float64(c.rowsPerOp)}
+	ops0, errs0, rows0 := gen.Stats.Ops.Load(), gen.Stats.Errors.Load(), gen.Stats.Rows.Load()
+	full0, err := susScrapeFull(ctx, c)
+	if err != nil {
+		return st, err
+	}
 	cpu0 := make([]time.Duration, len(procs))
 	for i, p := range procs {
 		cpu0[i] = p.cpu()
@@ -247,7 +278,7 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 	mach0 := readMachineCPU()
 	start := time.Now()
 	done := make(chan error, 1)
-	go func() { done <- gen.RunFor(ctx, float64(rate), c.step) }()
+	go func() { done <- gen.RunFor(ctx, st.OfferedOps, c.step) }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	sample := func() error {
@@ -255,7 +286,7 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 		if err != nil {
 			return err
 		}
-		s.T, s.Ops = time.Since(start).Seconds(), gen.Stats.Ops.Load()-ops0
+		s.T, s.Ops, s.GenRows = time.Since(start).Seconds(), gen.Stats.Ops.Load()-ops0, gen.Stats.Rows.Load()-rows0
 		st.Samples = append(st.Samples, s)
 		for i, p := range procs {
 			peak[i] = max(peak[i], p.rssKB())
@@ -282,6 +313,11 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 		}
 	}
 	wall := time.Since(start)
+	full1, err := susScrapeFull(ctx, c)
+	if err != nil {
+		return st, err
+	}
+	st.Pipeline = susDerive(full0, full1, wall)
 	st.WallSeconds = wall.Seconds()
 	st.MachineCores = readMachineCPU().busyCoresSince(mach0)
 	st.Load1 = loadAvg1()
@@ -338,6 +374,7 @@ func susVerdict(st *susStep) {
 		return
 	}
 	st.AchievedOps = float64(last.Ops-first.Ops) / secs
+	st.AchievedRows = float64(last.GenRows-first.GenRows) / secs
 	st.ChangesPerS = (last.Changes - first.Changes) / secs
 	st.RecordsPerS = (last.Records - first.Records) / secs
 	st.RowsPerS = (last.Rows - first.Rows) / secs
@@ -358,10 +395,11 @@ func susVerdict(st *susStep) {
 		st.Why = fmt.Sprintf("backlog grew by %.0f records over the second half (allowed %.0f)", st.BacklogEnd-st.BacklogStart, allowed)
 	case last.Staleness >= 5:
 		st.Why = fmt.Sprintf("answers %.1f s stale at the end (allowed < 5 s)", last.Staleness)
-	case st.AchievedOps < 0.9*float64(st.OfferedOps):
+	case st.AchievedRows < 0.9*float64(st.OfferedChanges):
 		// The pipeline kept up with what the generator managed; say so.
 		st.Sustained = true
-		st.Why = fmt.Sprintf("kept up, but the generator reached only %.0f of %d ops/s", st.AchievedOps, st.OfferedOps)
+		st.Why = fmt.Sprintf("kept up, but the generator reached only %.0f of %d changes/s (%.0f of %.0f ops/s)",
+			st.AchievedRows, st.OfferedChanges, st.AchievedOps, st.OfferedOps)
 	default:
 		st.Sustained = true
 		st.Why = "kept up"
@@ -389,6 +427,94 @@ func susScrape(ctx context.Context, c susConfig) (susSample, error) {
 	s.ReaderLagB = out["tributary_reader_lag_bytes"]
 	s.Staleness = apiStaleness(ctx, c.apiURL)
 	return s, nil
+}
+
+// susScrapeFull is every metric of the loader and the readers, summed
+// (and per label value: see latParseMetrics).
+func susScrapeFull(ctx context.Context, c susConfig) (latScrape, error) {
+	out := latScrape{}
+	for _, t := range append([]string{c.loaderMetrics}, c.readerMetrics...) {
+		if err := scrapeInto(ctx, "http://"+t+"/metrics", out); err != nil {
+			return nil, fmt.Errorf("metrics (%s): %w", t, err)
+		}
+	}
+	return out, nil
+}
+
+// susPipeline is what the pipeline's own counters say about a step: where
+// the loader's time went and how long the readers waited for Kafka.
+type susPipeline struct {
+	LoaderBatches         float64 `json:"loader_batches"`
+	LoaderRecordsPerBatch float64 `json:"loader_records_per_batch"`
+	// LoaderStageBusy is, per stage, the stage's seconds per second of the
+	// step (1.0: the loader's loop spent the whole step in it).
+	LoaderStageBusy map[string]float64 `json:"loader_stage_busy"`
+	// LoaderStageMSPerBatch is the stage's time per batch.
+	LoaderStageMSPerBatch map[string]float64 `json:"loader_stage_ms_per_batch"`
+	// LoaderApplyBusy sums the stages that apply a batch (all but poll and
+	// decode, which the poller overlaps with them): near 1, the loader is
+	// never idle waiting for records.
+	LoaderApplyBusy float64 `json:"loader_apply_busy"`
+	ReaderProduceMS float64 `json:"reader_produce_ack_ms_mean"`
+	// ReaderLagSecondsMax is the largest tributary_reader_lag_seconds of a
+	// shard at the step's end.
+	ReaderLagSecondsMax float64 `json:"reader_lag_seconds_max"`
+	ReaderRecordsPerS   float64 `json:"reader_records_produced_per_s"`
+}
+
+// susDerive computes a step's susPipeline from the counters before and after.
+func susDerive(a, b latScrape, wall time.Duration) susPipeline {
+	d := func(k string) float64 { return b[k] - a[k] }
+	var p susPipeline
+	secs := wall.Seconds()
+	if secs <= 0 {
+		return p
+	}
+	p.LoaderBatches = d("tributary_loader_batch_records_count")
+	if p.LoaderBatches > 0 {
+		p.LoaderRecordsPerBatch = d("tributary_loader_batch_records_sum") / p.LoaderBatches
+	}
+	p.LoaderStageBusy, p.LoaderStageMSPerBatch = map[string]float64{}, map[string]float64{}
+	for k := range b {
+		st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage=")
+		if !ok {
+			continue
+		}
+		p.LoaderStageBusy[st] = d(k) / secs
+		if p.LoaderBatches > 0 {
+			p.LoaderStageMSPerBatch[st] = 1000 * d(k) / p.LoaderBatches
+		}
+		if st != "poll" && st != "decode" {
+			p.LoaderApplyBusy += d(k) / secs
+		}
+	}
+	if n := d("tributary_reader_produce_seconds_count"); n > 0 {
+		p.ReaderProduceMS = 1000 * d("tributary_reader_produce_seconds_sum") / n
+	}
+	for k, v := range b {
+		if strings.HasPrefix(k, "tributary_reader_lag_seconds|shard=") {
+			p.ReaderLagSecondsMax = max(p.ReaderLagSecondsMax, v)
+		}
+	}
+	p.ReaderRecordsPerS = d("tributary_reader_records_produced_total") / secs
+	return p
+}
+
+// stageList prints stages in a fixed order, the others after them.
+func stageList(m map[string]float64, format string) string {
+	order := []string{"poll", "decode", "convert", "read", "insert", "detect", "watermarks", "dlq", "commit"}
+	for k := range m {
+		if !slices.Contains(order, k) {
+			order = append(order, k)
+		}
+	}
+	var parts []string
+	for _, k := range order {
+		if v, ok := m[k]; ok {
+			parts = append(parts, k+" "+fmt.Sprintf(format, v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func scrapeInto(ctx context.Context, url string, out latScrape) error {
@@ -582,11 +708,17 @@ func procKB(pid int, field string) int64 {
 }
 
 func printStep(st susStep) {
-	fmt.Printf("step %d ops/s: achieved %.0f ops/s (%d errors), readers %.0f changes/s (%.2f per op), loader %.0f records/s, %.0f rows/s;"+
+	fmt.Printf("step %d changes/s (%.0f ops/s of %d rows): achieved %.0f ops/s, %.0f rows/s (%d errors), readers %.0f changes/s (%.2f per op), loader %.0f records/s, %.0f rows/s;"+
 		" backlog %.0f -> %.0f (max %.0f); staleness %.1f s at end (max %.1f); machine %.2f cores busy, load %.1f; drained in %s: %s\n",
-		st.OfferedOps, st.AchievedOps, st.OpErrors, st.ChangesPerS, st.ChangesPerOpAv, st.RecordsPerS, st.RowsPerS,
+		st.OfferedChanges, st.OfferedOps, st.RowsPerOp, st.AchievedOps, st.AchievedRows, st.OpErrors, st.ChangesPerS, st.ChangesPerOpAv, st.RecordsPerS, st.RowsPerS,
 		st.BacklogStart, st.BacklogEnd, st.BacklogMax, st.StalenessEnd, st.StalenessMax, st.MachineCores, st.Load1,
 		drainText(st.DrainSeconds), st.Why)
+	p := st.Pipeline
+	fmt.Printf("  loader: %.0f batches of %.0f records, applying %.0f%% of the time; busy per stage (s/s): %s\n",
+		p.LoaderBatches, p.LoaderRecordsPerBatch, 100*p.LoaderApplyBusy, stageList(p.LoaderStageBusy, "%.2f"))
+	fmt.Printf("  loader per batch (ms): %s\n", stageList(p.LoaderStageMSPerBatch, "%.0f"))
+	fmt.Printf("  readers: %.0f records/s produced, mean produce ack %.1f ms, lag at end %.1f s (largest shard)\n",
+		p.ReaderRecordsPerS, p.ReaderProduceMS, p.ReaderLagSecondsMax)
 }
 
 func drainText(s float64) string {
@@ -601,17 +733,17 @@ func printSustainTable(w io.Writer, steps []susStep) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered ops/s\tachieved\tchanges/s\tloader rec/s\tbacklog half->end\tstale end s\tsustained\t")
+	fmt.Fprintln(tw, "offered changes/s\tops/s\tgenerated rows/s\tcaptured changes/s\tloader rec/s\tbacklog half->end\tstale end s\tloader applying\tsustained\tload1\t")
 	for _, st := range steps {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f->%.0f\t%.1f\t%v\t\n", st.OfferedOps, st.AchievedOps, st.ChangesPerS,
-			st.RecordsPerS, st.BacklogStart, st.BacklogEnd, st.StalenessEnd, st.Sustained)
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f->%.0f\t%.1f\t%.0f%%\t%v\t%.1f\t\n", st.OfferedChanges, st.AchievedOps, st.AchievedRows, st.ChangesPerS,
+			st.RecordsPerS, st.BacklogStart, st.BacklogEnd, st.StalenessEnd, 100*st.Pipeline.LoaderApplyBusy, st.Sustained, st.Load1)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "process"
 	for _, st := range steps {
-		header += fmt.Sprintf("\t%d: cores\tpeak MB", st.OfferedOps)
+		header += fmt.Sprintf("\t%d: cores\tpeak MB", st.OfferedChanges)
 	}
 	fmt.Fprintln(tw, header+"\t")
 	defer fmt.Fprintln(w, "(readers: cores of all of them together, MB of the largest; PostgreSQL: every backend's CPU, memory not shown — it is mostly shared buffers)")
