@@ -49,7 +49,8 @@ const susUsage = `bench sustain — the rate the pipeline sustains over every sh
 growing backlog, with CPU and memory per process (a running pipeline: make demo).
 
 Offers loadgen's traffic at each of --rates (row changes/s over all shards)
-for --step, then stops it and waits for the backlog to drain. By default
+for --step, then stops it and waits for the backlog to drain (a step also waits for a
+backlog left by anything before it to drain first). By default
 every operation is one realistic single-row transaction (TOASTed 8 kB
 bodies): the shards' per-transaction cost dominates. --rows-per-op N makes
 every operation one transaction that changes N rows (loadgen's bulk mode,
@@ -265,6 +266,15 @@ func runSustain(ctx context.Context, c susConfig) error {
 // sustainStep offers rate ops/s for c.step, then drains.
 func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs []susProcess, rate int) (susStep, error) {
 	st := susStep{OfferedChanges: rate, RowsPerOp: c.rowsPerOp, OfferedOps: float64(rate) / float64(c.rowsPerOp)}
+	// A backlog left by whatever ran before (another benchmark's traffic)
+	// would drain during the step and hide its own: wait for it first.
+	settle, err := susWaitDrained(ctx, c, 2000)
+	if err != nil {
+		return st, err
+	}
+	if settle < 0 {
+		return st, fmt.Errorf("the loader's backlog did not fall below 2000 records with fresh answers within --drain %s: the pipeline is still busy", c.drain)
+	}
 	ops0, errs0, rows0 := gen.Stats.Ops.Load(), gen.Stats.Errors.Load(), gen.Stats.Rows.Load()
 	full0, err := susScrapeFull(ctx, c)
 	if err != nil {
@@ -344,25 +354,30 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 	// Drain: until the backlog is back to what it was before the step (the
 	// readers' watermark records keep it from reaching zero) and the API is
 	// fresh, or --drain runs out.
-	base := st.Samples[0].Backlog
-	drainStart := time.Now()
-	st.DrainSeconds = -1
-	for time.Since(drainStart) < c.drain {
+	st.DrainSeconds, err = susWaitDrained(ctx, c, st.Samples[0].Backlog+100)
+	return st, err
+}
+
+// susWaitDrained waits until the loader's backlog is at most limit records
+// and the API's answers are less than 5 s stale, for at most --drain; it
+// returns how long that took (-1: it did not happen in time).
+func susWaitDrained(ctx context.Context, c susConfig, limit float64) (float64, error) {
+	start := time.Now()
+	for time.Since(start) < c.drain {
 		s, err := susScrape(ctx, c)
 		if err != nil {
-			return st, err
+			return -1, err
 		}
-		if s.Backlog <= base+100 && s.Staleness >= 0 && s.Staleness < 5 {
-			st.DrainSeconds = time.Since(drainStart).Seconds()
-			break
+		if s.Backlog <= limit && s.Staleness >= 0 && s.Staleness < 5 {
+			return time.Since(start).Seconds(), nil
 		}
 		select {
 		case <-ctx.Done():
-			return st, ctx.Err()
+			return -1, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
-	return st, nil
+	return -1, nil
 }
 
 // susVerdict fills the rates and decides whether the step was sustained.
