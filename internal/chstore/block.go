@@ -59,7 +59,15 @@ func (b *Block) Set(i int, r *Row) error {
 			}
 			continue
 		}
-		p := r.Values[c.Name]
+		p, present := r.Values[c.Name]
+		if !present && c.missing != nil && !r.Deleted {
+			// The change predates the column: its row has the value
+			// PostgreSQL gives rows older than the column.
+			if err := b.setTyped(i, ci, c.missing); err != nil {
+				return &ConvertError{Table: b.t.Name, Column: c.Name, Value: fmt.Sprint(c.missing), Err: err}
+			}
+			continue
+		}
 		if p == nil {
 			if c.Nullable {
 				b.isNull[ci][i] = true

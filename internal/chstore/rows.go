@@ -52,7 +52,11 @@ func (t *Table) Convert(r *Row, loadedAt time.Time) ([]any, error) {
 			out = append(out, v)
 			continue
 		}
-		p := r.Values[c.Name]
+		p, present := r.Values[c.Name]
+		if !present && c.missing != nil && !r.Deleted {
+			out = append(out, c.missing) // as Block.Set
+			continue
+		}
 		if p == nil {
 			if c.Nullable {
 				out = append(out, nil)

@@ -122,6 +122,25 @@ type Column struct {
 	Key      bool
 	Nullable bool
 	typ      colType
+	// missing, when not nil, is the typed value of this column in source
+	// rows written before it was added (envelope.Column.Missing). It is
+	// the ClickHouse column's DEFAULT, which rows stored before the column
+	// existed read, and Block.Set writes it for changes whose column list
+	// predates the column.
+	missing any
+}
+
+// columnDDL is the column's definition in CREATE TABLE and ADD COLUMN.
+func (c Column) columnDDL() (string, error) {
+	d := quote(c.Name) + " " + c.CHType()
+	if c.missing == nil {
+		return d, nil
+	}
+	lit, err := c.typ.literal(c.missing)
+	if err != nil {
+		return "", fmt.Errorf("default of column %s: %w", c.Name, err)
+	}
+	return d + " DEFAULT " + lit, nil
 }
 
 // CHType is the full ClickHouse type of the column.
@@ -164,8 +183,11 @@ func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []e
 	for _, c := range added {
 		// No IF NOT EXISTS: ClickHouse 18.16 rejects it. Another loader may
 		// have added the column first; that is success.
-		q := fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s %s",
-			quote(s.db), quote(name), quote(c.Name), c.CHType())
+		def, err := c.columnDDL()
+		if err != nil {
+			return nil, fmt.Errorf("%w: table %s: %w", ErrIncompatibleSchema, name, err)
+		}
+		q := fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s", quote(s.db), quote(name), def)
 		if err := s.conn.Exec(ctx, q); err != nil {
 			now, derr := s.describe(ctx, name, idColumn)
 			if derr != nil || now == nil {
@@ -194,8 +216,15 @@ func layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
 			return nil, fmt.Errorf("table %s column %s: %w", name, c.Name, err)
 		}
 		key := c.Key || c.Name == idColumn
+		col := Column{Name: c.Name, PGType: c.Type, Key: key, Nullable: !key, typ: ct}
+		if c.Missing != nil {
+			if col.missing, err = ct.convert(*c.Missing); err != nil {
+				return nil, fmt.Errorf("%w: table %s column %s: value %q of rows older than the column: %w",
+					ErrIncompatibleSchema, name, c.Name, *c.Missing, err)
+			}
+		}
 		t.byName[c.Name] = len(t.Columns)
-		t.Columns = append(t.Columns, Column{Name: c.Name, PGType: c.Type, Key: key, Nullable: !key, typ: ct})
+		t.Columns = append(t.Columns, col)
 	}
 	if _, ok := t.byName[idColumn]; !ok {
 		return nil, fmt.Errorf("%w: table %s has no id column %q", ErrIncompatibleSchema, name, idColumn)
@@ -232,7 +261,11 @@ func (s *Store) create(ctx context.Context, t *Table) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s.%s (", quote(s.db), quote(t.Name))
 	for _, c := range t.Columns {
-		fmt.Fprintf(&b, "%s %s, ", quote(c.Name), c.CHType())
+		def, err := c.columnDDL()
+		if err != nil {
+			return fmt.Errorf("%w: create table %s: %w", ErrIncompatibleSchema, t.Name, err)
+		}
+		b.WriteString(def + ", ")
 	}
 	for i, m := range metaColumns {
 		if i > 0 {
@@ -255,17 +288,21 @@ func (s *Store) create(ctx context.Context, t *Table) error {
 // stored in ClickHouse; comparisons use the ClickHouse type.
 func (s *Store) describe(ctx context.Context, name, idColumn string) (*Table, error) {
 	rows, err := s.conn.Query(ctx,
-		"SELECT name, type FROM system.columns WHERE database = ? AND table = ?", s.db, name)
+		"SELECT name, type, default_kind, default_expression FROM system.columns WHERE database = ? AND table = ?", s.db, name)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", name, err)
 	}
 	defer rows.Close()
 	t := &Table{Name: name, IDColumn: idColumn, byName: map[string]int{}}
 	found := false
+	defaults := map[string]string{} // column -> DEFAULT expression
 	for rows.Next() {
-		var cn, ct string
-		if err := rows.Scan(&cn, &ct); err != nil {
+		var cn, ct, dk, de string
+		if err := rows.Scan(&cn, &ct, &dk, &de); err != nil {
 			return nil, fmt.Errorf("describe %s: %w", name, err)
+		}
+		if dk == "DEFAULT" {
+			defaults[cn] = de
 		}
 		found = true
 		if strings.HasPrefix(cn, "_") && isMeta(cn) {
@@ -289,7 +326,45 @@ func (s *Store) describe(ctx context.Context, name, idColumn string) (*Table, er
 	if !found {
 		return nil, nil
 	}
+	rows.Close()
+	if err := s.readDefaults(ctx, t, defaults); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// readDefaults gives the columns of t with a DEFAULT (the value of rows
+// older than the column; see Column.missing) their typed value, evaluated
+// by ClickHouse from the expression Tributary wrote.
+func (s *Store) readDefaults(ctx context.Context, t *Table, defaults map[string]string) error {
+	var names, exprs []string
+	for name, expr := range defaults {
+		if _, ok := t.byName[name]; ok {
+			names = append(names, name)
+			// ClickHouse's text form of the value; fromCHText parses it.
+			exprs = append(exprs, "toString(assumeNotNull("+expr+"))")
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	vals := make([]string, len(names))
+	dest := make([]any, len(names))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	if err := s.conn.QueryRow(ctx, "SELECT "+strings.Join(exprs, ", ")).Scan(dest...); err != nil {
+		return fmt.Errorf("describe %s: column defaults: %w", t.Name, err)
+	}
+	for i, name := range names {
+		c := &t.Columns[t.byName[name]]
+		v, err := c.typ.fromCHText(vals[i])
+		if err != nil {
+			return fmt.Errorf("describe %s.%s: default %q: %w", t.Name, name, vals[i], err)
+		}
+		c.missing = v
+	}
+	return nil
 }
 
 func isMeta(name string) bool {

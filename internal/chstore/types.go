@@ -3,6 +3,7 @@ package chstore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -203,4 +204,84 @@ func (c colType) zero() any {
 		return "00000000-0000-0000-0000-000000000000"
 	}
 	return ""
+}
+
+// literal is v (a value convert returned for c) as a ClickHouse literal of
+// c's type, for a column's DEFAULT. Strings are quoted with every
+// backslash and quote escaped; nothing else can carry text.
+func (c colType) literal(v any) (string, error) {
+	bad := func() (string, error) { return "", fmt.Errorf("value %v (%T) for a %s column", v, v, c.ch) }
+	switch c.kind {
+	case kindString, kindUUID:
+		s, ok := v.(string)
+		if !ok {
+			return bad()
+		}
+		if c.kind == kindUUID {
+			return "toUUID(" + quoteString(s) + ")", nil
+		}
+		return quoteString(s), nil
+	case kindInt16, kindInt32, kindInt64, kindBool:
+		switch x := v.(type) {
+		case int16, int32, int64, uint8:
+			return fmt.Sprint(x), nil
+		}
+	case kindFloat64:
+		if f, ok := v.(float64); ok {
+			text := strconv.FormatFloat(f, 'g', -1, 64)
+			switch {
+			case math.IsInf(f, 1):
+				text = "inf" // ClickHouse refuses "+Inf"
+			case math.IsInf(f, -1):
+				text = "-inf"
+			case math.IsNaN(f):
+				text = "nan"
+			}
+			return "toFloat64(" + quoteString(text) + ")", nil
+		}
+	case kindDecimal:
+		if d, ok := v.(decimal.Decimal); ok {
+			var p, sc int
+			if _, err := fmt.Sscanf(c.ch, "Decimal(%d, %d)", &p, &sc); err != nil {
+				return "", fmt.Errorf("decimal type %q: %w", c.ch, err)
+			}
+			fn := "toDecimal128"
+			if p <= 9 {
+				fn = "toDecimal32"
+			} else if p <= 18 {
+				fn = "toDecimal64"
+			}
+			return fmt.Sprintf("%s(%s, %d)", fn, quoteString(d.StringFixed(int32(sc))), sc), nil
+		}
+	case kindDate:
+		if t, ok := v.(time.Time); ok {
+			return "toDate(" + quoteString(t.Format("2006-01-02")) + ")", nil
+		}
+	case kindDateTime:
+		if t, ok := v.(time.Time); ok {
+			return "toDateTime(" + quoteString(t.UTC().Format("2006-01-02 15:04:05")) + ", 'UTC')", nil
+		}
+	}
+	return bad()
+}
+
+// fromCHText parses ClickHouse's text form of a value of c's type (toString
+// of a column default) into the value convert would give.
+func (c colType) fromCHText(s string) (any, error) {
+	switch c.kind {
+	case kindBool:
+		v, err := strconv.ParseUint(s, 10, 8)
+		return uint8(v), err
+	case kindFloat64:
+		return strconv.ParseFloat(s, 64) // "inf", "-inf", "nan" included
+	case kindDateTime:
+		t, err := time.ParseInLocation("2006-01-02 15:04:05", s, time.UTC)
+		return t, err
+	}
+	return c.convert(s)
+}
+
+// quoteString is s as a ClickHouse string literal.
+func quoteString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }

@@ -118,6 +118,18 @@ func (r *Relations) Put(rel *Relation) *Table {
 	return t
 }
 
+// SetMissing records, by column name, the value each column has in rows
+// written before it was added (PostgreSQL's attmissingval; see
+// envelope.Column.Missing). Call it right after Put, before any change of
+// the table is converted: the events share EventColumns.
+func (t *Table) SetMissing(vals map[string]string) {
+	for name, v := range vals {
+		if i, ok := t.index[name]; ok {
+			t.EventColumns[i].Missing = &v
+		}
+	}
+}
+
 // PutType records a Type message. pgoutput sends the Type messages of a
 // relation before the Relation itself, so Put sees them.
 func (r *Relations) PutType(t *Type) {

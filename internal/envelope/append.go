@@ -113,6 +113,10 @@ func (enc *Encoder) columns(cols []Column) []byte {
 		if c.Key {
 			b = append(b, `,"key":true`...)
 		}
+		if c.Missing != nil {
+			b = append(b, `,"missing":`...)
+			b = appendStr(b, *c.Missing)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, ']')

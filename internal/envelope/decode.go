@@ -447,7 +447,7 @@ func (p *parser) time(e *Event) error {
 	return e.CommitTime.UnmarshalJSON(p.b[start:p.i])
 }
 
-var columnFields = []string{"name", "type", "oid", "key"}
+var columnFields = []string{"name", "type", "oid", "key", "missing"}
 
 // columns decodes the column list, reusing the previous list when the
 // bytes are the same.
@@ -479,6 +479,17 @@ func (p *parser) columns(e *Event) error {
 				return p.integer(0, math.MaxUint32, func(v int64) { c.OID = uint32(v) })
 			case "key":
 				return p.boolean(&c.Key)
+			case "missing":
+				if p.null() {
+					c.Missing = nil
+					return nil
+				}
+				var v string
+				if err := p.str(&v); err != nil {
+					return err
+				}
+				c.Missing = &v
+				return nil
 			}
 			return p.skip(1)
 		})

@@ -69,6 +69,8 @@ func decoderCorpus() [][]byte {
 		[]byte(`{"v":1,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"0/1","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","columns":[{"name":"a","type":"text","oid":-1}],"after":{"a":"b"}}`),
 		[]byte(`{"v":1,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"0/1","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","columns":[{"name":"a","type":"text","oid":25}],"after":{"a":"b"},"ſhard":5}`),
 		[]byte(`{"v":3,"kind":"watermark","commit_lsn":"0/1","shard":1}`),
+		[]byte(`{"v":1,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"0/1","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","columns":[{"name":"a","type":"text","oid":25,"missing":"it's \"new\""},{"name":"b","type":"int","oid":23,"missing":null},{"name":"c","type":"int","oid":23,"missing":5}],"after":{"a":"b"}}`),
+		[]byte(`{"v":1,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"0/1","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","columns":[{"name":"a","type":"text","oid":25,"missing":""}],"after":{"a":"b"}}`),
 		[]byte(`{"v":2,"kind":"change","shard":0,"table":"t","op":"s","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","partitions":2}`),
 		[]byte(`{"v":2,"kind":"change","shard":0,"table":"t","op":"c","id":"1","lsn":"10000/0","commit_lsn":"0/20","commit_ts":"2026-11-30T12:00:00Z","after":{},"epoch":70000}`),
 		[]byte(`null`), []byte(``), []byte(`{}`), []byte(`[]`), []byte(`{"v":1,"kind":"watermark","commit_lsn":"0/1","shard":-1}`),

@@ -87,6 +87,15 @@ type Column struct {
 	OID uint32 `json:"oid"`
 	// Key marks the columns of the replica identity (usually the primary key).
 	Key bool `json:"key,omitempty"`
+	// Missing, when set, is the value (PostgreSQL text) this column has in
+	// rows last written before it was added: ADD COLUMN ... DEFAULT with a
+	// non-volatile default fills old rows without writing WAL (PostgreSQL's
+	// attmissingval), so no change of such a row carries it. A store keeps
+	// it as the column's default for rows whose change has no such column.
+	// Absent when the column has no such value (added without a default,
+	// or the table was rewritten since). Optional: a consumer that ignores
+	// it reads every other field correctly.
+	Missing *string `json:"missing,omitempty"`
 }
 
 // Event is one envelope. Field names are short but spelled out; see

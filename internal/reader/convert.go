@@ -60,3 +60,50 @@ func (r *Reader) typeLookup(oid uint32, typmod int32) (string, error) {
 	}
 	return name, nil
 }
+
+// missingValues asks the shard's catalog which columns of a configured
+// table have a value in rows written before the column was added
+// (ADD COLUMN ... DEFAULT fills them without writing WAL: attmissingval),
+// and puts it in the table's column list, so the loader can give those rows
+// the value PostgreSQL shows. It runs once per Relation message (at a
+// session's first change of the table and after each schema change), on a
+// short-lived connection of its own. The catalog is read now, not as of the
+// Relation's WAL position; the value only changes when the table is
+// rewritten (then it is gone, and old rows hold the value in their tuples).
+func (r *Reader) missingValues(t *decode.Table) error {
+	if _, ok := r.cfg.Tables.BySource(t.Schema, t.Name); !ok || t.Err() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, r.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("missing values of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	defer conn.Close(ctx)
+	// attmissingval is a one-element array of the column's type; its text
+	// read as text[] gives the element in the type's output format, the
+	// format pgoutput sends values in.
+	rows, err := conn.Query(ctx, `SELECT attname::text, (attmissingval::text::text[])[1]
+		FROM pg_attribute
+		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped AND atthasmissing`, t.ID)
+	if err != nil {
+		return fmt.Errorf("missing values of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	vals := map[string]string{}
+	for rows.Next() {
+		var name string
+		var v *string
+		if err := rows.Scan(&name, &v); err != nil {
+			return fmt.Errorf("missing values of %s.%s: %w", t.Schema, t.Name, err)
+		}
+		if v != nil {
+			vals[name] = *v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("missing values of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	t.SetMissing(vals)
+	return nil
+}

@@ -418,7 +418,10 @@ func (r *Reader) handle(ctx context.Context, at envelope.LSN, data []byte) error
 		r.tracker.seal(r.cur, m.EndLSN, m.CommitTime.UnixMicro())
 		r.cur = nil
 	case *decode.Relation:
-		r.rels.Put(m)
+		if err := r.missingValues(r.rels.Put(m)); err != nil {
+			r.m.errors.WithLabelValues("catalog").Inc()
+			return fmt.Errorf("relation at %s: %w", at, err)
+		}
 	case *decode.Type:
 		r.rels.PutType(m)
 	case *decode.Origin:
