@@ -4,16 +4,20 @@
 // replays the batch; replays are harmless because every row carries its
 // source version (see internal/chstore).
 //
-// Two goroutines form a pipeline: the poller fetches and decodes the next
-// batch (on every core) while the applier writes the current one to
-// ClickHouse and commits it. At most two batches are held, and franz-go's
-// prefetch buffer is bounded (FetchMaxBytes), so a slow ClickHouse slows
-// consumption instead of growing memory. Rebalances are blocked from a poll
-// until the applier has committed (BlockRebalanceOnPoll, AllowRebalance
-// after each commit and while idle), so a partition is not handed to
-// another loader with applied-but-uncommitted records. The one window left
-// — a batch polled just before a rebalance is allowed — can only cause a
-// replay, which every write tolerates (rows are versioned by source LSN).
+// Three goroutines form a pipeline: the poller fetches and decodes the
+// next batch (on every core) while the applier writes the current one to
+// ClickHouse (its tables concurrently), while the previous batch's tail —
+// its duplicate-id detection, then its offset commit — finishes beside
+// them (tail.go). At most two batches of records are held (the tail keeps
+// only ids and offsets), and franz-go's prefetch buffer is bounded
+// (FetchMaxBytes), so a slow ClickHouse slows consumption instead of
+// growing memory. Rebalances are blocked from a poll until everything
+// applied is committed (BlockRebalanceOnPoll; AllowRebalance while idle,
+// or once a waiting rebalance signals and the tail has ended), so a
+// partition is not handed to another loader with applied-but-uncommitted
+// records. The one window left — a batch polled just before a rebalance is
+// allowed — can only cause a replay, which every write tolerates (rows are
+// versioned by source LSN).
 //
 // Metrics (private registry, prefix tributary_loader_):
 //
@@ -132,8 +136,10 @@ type Loader struct {
 	// Owned by the Run goroutine.
 	versions *dedupe.Versions
 	decoders []*envelope.Decoder // one per decoding worker; used by the poller
-	forget   atomic.Bool         // set on rebalances: forget versions and images before the next batch
-	images   *dedupe.Images
+	forget   atomic.Bool         // set on rebalances and failed commits: forget versions and images before the next batch
+	// rebalanceWanted is set when a rebalance waits for AllowRebalance.
+	rebalanceWanted atomic.Bool
+	images          *dedupe.Images
 	// imageBudget is the cache's budget (<= 0: off); toastCols, by table,
 	// the columns seen unchanged, which images keep; evictedSeen, the
 	// evictions already counted in metrics.
@@ -226,6 +232,9 @@ func (l *Loader) Run(ctx context.Context) error {
 			l.forget.Store(true)
 			l.log.Warn("partitions lost", slog.Any("partitions", m))
 		}),
+		// A rebalance waits for AllowRebalance, which Run calls only with
+		// no batch applied but uncommitted: this says one is waiting.
+		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { l.rebalanceWanted.Store(true) }),
 		// DLQ produces: idempotent, acks=all (franz-go defaults).
 		kgo.AllowAutoTopicCreation(),
 	}
@@ -278,6 +287,17 @@ func (l *Loader) Run(ctx context.Context) error {
 		<-pollerDone
 	}()
 	permit <- struct{}{}
+	// The previous batch's tail (tail.go): its duplicate-id detection and
+	// offset commit, running beside this batch's conversion and inserts.
+	// Registered after the client's Close, so it ends first.
+	var running *tail
+	defer l.settle(&running) //nolint:errcheck // stopping: the batch is replayed
+	stop := func(err error) error {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	idle := time.NewTicker(250 * time.Millisecond)
 	defer idle.Stop()
 	for {
@@ -286,52 +306,60 @@ func (l *Loader) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-idle.C:
-			// Nothing is being applied: a pending rebalance may go ahead.
+			// Nothing is being applied: once the last batch is detected
+			// and committed, a pending rebalance may go ahead. A tail
+			// still running is waited for only when a rebalance waits:
+			// otherwise the next batch may start beside it.
+			if running != nil && !l.rebalanceWanted.Load() && !running.ended() {
+				continue
+			}
+			l.rebalanceWanted.Store(false)
+			if err := l.settle(&running); err != nil {
+				return stop(err)
+			}
 			cl.AllowRebalance()
 			continue
 		case b = <-batches:
 		}
 		if b.err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return b.err
+			return stop(b.err)
 		}
 		permit <- struct{}{} // fetch and decode the next batch meanwhile
+		if cuts(b.decoded) {
+			// A truncate reads the open anomalies: the previous batch's
+			// detection must be stored first.
+			if err := l.settle(&running); err != nil {
+				return stop(err)
+			}
+		}
 		if l.forget.Swap(false) {
 			l.versions.Forget()
 			l.images.Forget()
 		}
-		commit, err := l.apply(ctx, cl, b.recs, b.decoded)
+		commit, detects, err := l.apply(ctx, cl, b.recs, b.decoded)
 		l.cacheMetrics()
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			return stop(err)
 		}
-		t1 := time.Now()
-		err = cl.CommitRecords(ctx, commit...)
-		l.m.since(stageCommit, t1)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			// The batch is in ClickHouse and replaying it is harmless, so
-			// a failed commit (typically: this member was kicked out of
-			// the group during a long ClickHouse outage) costs a replay,
-			// not correctness. franz-go rejoins the group by itself.
-			l.m.commitErrors.Inc()
-			l.versions.Forget()
-			l.images.Forget()
-			l.log.Warn("offset commit failed; the batch will be replayed by whoever owns its partitions",
-				slog.Int("records", len(commit)), slog.Any("err", err))
+		// This batch's rows are in ClickHouse. Its tail starts once the
+		// previous one (detected, then committed) has ended: tails run in
+		// batch order, one at a time.
+		if err := l.settle(&running); err != nil {
+			return stop(err)
 		}
-		// Applied and committed: nothing held would be handed over. (The
-		// poller may already hold the next batch; if a rebalance now takes
-		// its partitions, applying it anyway is a harmless replay — every
-		// write is idempotent by source version.)
-		cl.AllowRebalance()
+		running = l.startTail(ctx, cl, commitPoints(commit), detects)
+		if l.rebalanceWanted.Swap(false) {
+			// A rebalance waits for us: let it go once everything applied
+			// is committed, so no partition moves with applied but
+			// uncommitted records. (The poller may already hold the next
+			// batch; if the rebalance takes its partitions, applying it
+			// anyway is a replay — every write is idempotent by source
+			// version.)
+			if err := l.settle(&running); err != nil {
+				return stop(err)
+			}
+			cl.AllowRebalance()
+		}
 	}
 }
 

@@ -43,11 +43,11 @@ const (
 	stageDecode     = "decode"     // envelope decoding and routing
 	stageConvert    = "convert"    // dedupe, TOAST fill, conversion to ClickHouse values
 	stageRead       = "read"       // reading stored rows (unchanged TOAST, truncate)
-	stageInsert     = "insert"     // ClickHouse inserts
-	stageDetect     = "detect"     // duplicate-id checks
+	stageInsert     = "insert"     // ClickHouse inserts (the tables of a batch concurrently: wall time)
+	stageDetect     = "detect"     // duplicate-id checks (beside the next batch: tail.go)
 	stageWatermarks = "watermarks" // watermark writes
 	stageDLQ        = "dlq"        // dead-letter produces
-	stageCommit     = "commit"     // offset commits
+	stageCommit     = "commit"     // offset commits (beside the next batch)
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {

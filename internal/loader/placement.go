@@ -218,11 +218,10 @@ func remember(known map[string]map[string]int64, table, key string, v int64) boo
 }
 
 // writePlaced stores the ownerships placeRow returned for a batch of
-// table, and its revenue marks, before the batch's rows.
+// table, and its revenue marks, before the batch's rows. The three are
+// independent of each other (each need only precede the rows), so the
+// non-empty ones are written concurrently.
 func (l *Loader) writePlaced(ctx context.Context, table string, ps []placed) error {
-	if err := l.writeMarks(ctx, table); err != nil {
-		return err
-	}
 	var cur, next []chstore.Ownership
 	for _, p := range ps {
 		if p.staged {
@@ -231,10 +230,17 @@ func (l *Loader) writePlaced(ctx context.Context, table string, ps []placed) err
 			cur = append(cur, p.Ownership)
 		}
 	}
-	if err := l.store.WriteOwnership(ctx, cur); err != nil {
-		return err
+	var writes []func() error
+	if l.marksPending(table) {
+		writes = append(writes, func() error { return l.writeMarks(ctx, table) })
 	}
-	return l.store.WriteNextOwnership(ctx, next)
+	if len(cur) > 0 {
+		writes = append(writes, func() error { return l.store.WriteOwnership(ctx, cur) })
+	}
+	if len(next) > 0 {
+		writes = append(writes, func() error { return l.store.WriteNextOwnership(ctx, next) })
+	}
+	return all(writes)
 }
 
 // evaluateMisplaced refreshes tributary_misplaced_rows (and, while a move
