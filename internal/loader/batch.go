@@ -308,6 +308,11 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		}
 		lastCols = c.ev.Columns
 	}
+	// The move log's index by document, before this batch's rows are
+	// inserted (byid_index.go).
+	if err := l.ensureMoveIndex(ctx, name, t); err != nil {
+		return nil, nil, nil, err
+	}
 	var noColumns []deadLetter
 	if t == nil {
 		// No record of the batch carries columns: a TRUNCATE or snapshot end

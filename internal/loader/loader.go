@@ -150,6 +150,7 @@ type Loader struct {
 	marks       *preagg.Marks      // the revenue table's, or nil
 	stopped     map[string]error   // table -> why it is stopped
 	agg         *preagg.Aggregator // nil unless RevenueAggregator
+	moveIdx     moveIndexes        // the move log's index (byid_index.go)
 }
 
 // New builds a loader; it connects nothing until Run.
@@ -198,6 +199,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 // Run consumes until ctx is done or a non-retryable error happens.
 func (l *Loader) Run(ctx context.Context) error {
 	l.logCapabilities(ctx)
+	l.ensureMoveIndexAtStart(ctx) // byid_index.go
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(l.cfg.Brokers...),
 		kgo.ConsumerGroup(l.cfg.Group),

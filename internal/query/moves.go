@@ -202,23 +202,25 @@ func MoveColumns(l *MoveLog) string { return l.moveColumns() }
 // the documents table's id: an int64 or a UUID's text), or nil when the log
 // has none (or does not exist in ClickHouse yet).
 func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id any) (*Move, error) {
-	sql := planLatestMove(q.db, l)
-	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(latestMoveSettings)), sql, id)
+	if q.moveIndexBuilt(ctx, l) {
+		m, err := q.latestMoveRead(ctx, planLatestMoveIndexed(q.db, l), id)
+		if err == nil || !isUnknownTable(err) {
+			if err != nil {
+				return nil, fmt.Errorf("read move log: %w", err)
+			}
+			return m, nil
+		}
+		// The index (or the log) is gone: the scan below says which.
+		q.forgetMoveIndex(l)
+	}
+	m, err := q.latestMoveRead(ctx, planLatestMove(q.db, l), id)
 	if err != nil {
 		if isUnknownTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("read move log: %w", err)
 	}
-	defer rows.Close()
-	if !rows.Next() {
-		return nil, rows.Err()
-	}
-	m, err := scanMove(rows)
-	if err != nil {
-		return nil, fmt.Errorf("read move log: %w", err)
-	}
-	return &m, rows.Err()
+	return m, nil
 }
 
 // planMoveAnomalies builds the condition selecting stuck and lost moves

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -35,6 +36,9 @@ var ErrUnknownTable = errors.New("unknown table")
 type Queries struct {
 	conn driver.Conn
 	db   string
+	// moveIndexes: per move log, the last reading of whether its index
+	// is built (moveindex.go).
+	moveIndexes sync.Map
 }
 
 // New returns Queries over db.
