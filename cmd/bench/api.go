@@ -45,6 +45,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,6 +142,7 @@ type apiConfig struct {
 	check      bool
 	variants   string
 	jsonOut    string
+	cpuProfile string
 	// clientsFlag is --clients as given.
 	clientsFlag string
 }
@@ -217,6 +219,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.preagg, "preaggregate", false, "compute the revenue pre-aggregates (one full round of internal/preagg, timed) before checking and timing, so that the API answers whole-day revenue from them")
 	fs.String(&c.variants, "variants", "", "", "also time alternative query shapes and tables, straight on ClickHouse: "+strings.Join(apiVariantNames, ","))
 	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
+	fs.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the timed scenarios (API, clients and driver: one process) to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errUsage
@@ -325,6 +328,17 @@ func benchAPI(ctx context.Context, args []string) error {
 		res["exact"] = true
 	}
 
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var results []apiScenarioResult
 	for k, clients := range c.clientList {
 		c.clients, gen.c.clients = clients, clients
@@ -1436,24 +1450,14 @@ func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenario
 		k := keys[r.IntN(len(keys))]
 		return []any{k.id, k.shard, k.version}
 	}
-	// The move log as the API reads it, and a copy sorted by the document
-	// id (what an index table filled by a materialized view would hold):
-	// the same newest move, found by the primary key instead of a scan.
+	// The move log as the API read it before its index (a scan of the
+	// document column) and as it reads it now (the index built by
+	// loadMoves, as the loader builds it).
 	moves, ok := query.MoveLogOf(d.tcfg, "documents")
 	if !ok {
 		return nil, fmt.Errorf("%s has no move log for documents", d.c.tablesFile)
 	}
 	plain := clickhouse.Settings{"optimize_move_to_prewhere": 0}
-	sorted := db + ".document_moves_by_document"
-	for _, q := range []string{
-		"CREATE TABLE IF NOT EXISTS " + sorted + " ENGINE = ReplacingMergeTree(_version) ORDER BY (assumeNotNull(document_id), move_id, _shard) SETTINGS index_granularity = 1024 AS SELECT * FROM " + db + ".document_moves WHERE 0",
-		"INSERT INTO " + sorted + " SELECT * FROM " + db + ".document_moves WHERE (SELECT count() FROM " + sorted + ") = 0",
-	} {
-		if err := conn.Exec(ctx, q); err != nil {
-			return nil, fmt.Errorf("sorted move log: %w", err)
-		}
-	}
-	sortedMoves := "SELECT " + query.MoveColumns(moves) + " FROM " + sorted + " FINAL PREWHERE assumeNotNull(document_id) = ? WHERE _deleted = 0 ORDER BY started_at DESC, toString(move_id) DESC LIMIT 1"
 	twoTrips := func(ctx context.Context, r *rand.Rand) error {
 		id := randID(r)
 		var k key
@@ -1469,9 +1473,9 @@ func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenario
 		}
 		return rows.Err()
 	}
-	// What the API sends for one request: the document and the newest move,
-	// in parallel.
-	rowSQL, moveSQL := query.PlanRow(d.c.db, "documents", "id"), query.PlanLatestMove(d.c.db, moves)
+	// What the API sends for one request: the document and the newest move
+	// (through the index), in parallel.
+	rowSQL, moveSQL := query.PlanRow(d.c.db, "documents", "id"), query.PlanLatestMoveIndexed(d.c.db, moves)
 	apiReads := func(ctx context.Context, r *rand.Rand) error {
 		id := randID(r)
 		g, gctx := errgroup.WithContext(ctx)
@@ -1500,8 +1504,8 @@ func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenario
 		{name: "byid-two-round-trips", settings: settings, run: twoTrips},
 		{name: "move-log-plain", sql: query.PlanLatestMove(d.c.db, moves), settings: plain},
 		{name: "move-log-cache", sql: query.PlanLatestMove(d.c.db, moves), settings: clickhouse.Settings{"optimize_move_to_prewhere": 0, "use_uncompressed_cache": 1}},
-		{name: "move-log-api", sql: query.PlanLatestMove(d.c.db, moves), settings: query.LatestMoveSettings()},
-		{name: "move-log-sorted-by-document", sql: sortedMoves, settings: settings},
+		{name: "move-log-scan", sql: query.PlanLatestMove(d.c.db, moves), settings: query.LatestMoveSettings()},
+		{name: "move-log-index", sql: query.PlanLatestMoveIndexed(d.c.db, moves), settings: query.LatestMoveSettings()},
 		{name: "watermarks", sql: "SELECT shard, topic, partition, max(partitions), max(commit_lsn), argMax(commit_ts, commit_lsn) FROM " + db +
 			"._watermarks WHERE 1 = 1 OR ? = 0 GROUP BY shard, topic, partition"},
 		{name: "select-1", sql: "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0"},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/query"
 )
 
 // apiMoveColumns are document_moves' columns (schema/postgres/10_demo.sql).
@@ -51,7 +52,7 @@ func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, err
 		return 0, err
 	}
 	if have == uint64(2*d.c.moves) {
-		return d.c.moves, nil
+		return d.c.moves, d.ensureMoveIndex(ctx, store)
 	}
 	if have != 0 {
 		return 0, fmt.Errorf("%s.document_moves holds %d rows, not the %d of --moves %d: drop it (or the database) first", d.c.db, have, 2*d.c.moves, d.c.moves)
@@ -102,7 +103,26 @@ func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, err
 	if err := b.Send(); err != nil {
 		return 0, fmt.Errorf("insert moves: %w", err)
 	}
-	return n, nil
+	return n, d.ensureMoveIndex(ctx, store)
+}
+
+// ensureMoveIndex builds the log's index by document as the loader does
+// (chstore.EnsureMoveIndex: backfilled once, kept by a materialized view),
+// so that the API reads the log the way it does in a deployment.
+func (d *apiData) ensureMoveIndex(ctx context.Context, store *chstore.Store) error {
+	l, ok := query.MoveLogOf(d.tcfg, "documents")
+	if !ok {
+		return fmt.Errorf("%s has no move log for documents", d.c.tablesFile)
+	}
+	start := time.Now()
+	built, err := store.EnsureMoveIndex(ctx, l.Index())
+	if err != nil {
+		return err
+	}
+	if built {
+		fmt.Printf("move log index %s built in %s\n", l.Index().Table(), time.Since(start).Round(time.Millisecond))
+	}
+	return nil
 }
 
 func ptr[T any](v T) *T { return &v }
