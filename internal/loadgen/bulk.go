@@ -29,6 +29,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Row kinds of a bulk operation, in the order its statements run.
@@ -179,7 +180,23 @@ func (g *Generator) bulk(ctx context.Context, rnd *rand.Rand) error {
 	plan[bulkDocInsert] += plan[bulkDocRetitle] - len(retitle) + plan[bulkDocDelete] - len(del)
 	plan[bulkInvInsert] += plan[bulkInvPay] - len(pay) + plan[bulkInvRefund] - len(refund)
 
+	// One round trip for every statement; the callbacks run as the
+	// results arrive, when the batch is closed.
 	b := &pgx.Batch{}
+	var newDocs, newInv []int64
+	var changed int64 // rows the statements reported
+	ids := func(into *[]int64) func(pgx.Rows) error {
+		return func(rows pgx.Rows) error {
+			var err error
+			*into, err = pgx.AppendRows(*into, rows, pgx.RowTo[int64])
+			changed += int64(len(*into))
+			return err
+		}
+	}
+	count := func(ct pgconn.CommandTag) error {
+		changed += ct.RowsAffected()
+		return nil
+	}
 	if n := plan[bulkDocInsert]; n > 0 {
 		wss, titles, bodies := make([]int64, n), make([]string, n), make([]string, n)
 		for i := range n {
@@ -188,13 +205,15 @@ func (g *Generator) bulk(ctx context.Context, rnd *rand.Rand) error {
 			bodies[i] = body(rnd, g.cfg.BulkBodyBytes)
 		}
 		b.Queue(`INSERT INTO documents (workspace_id, title, body)
-			SELECT w, t, b FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(w, t, b) RETURNING id`, wss, titles, bodies)
+			SELECT w, t, b FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(w, t, b) RETURNING id`,
+			wss, titles, bodies).Query(ids(&newDocs))
 	}
 	if len(retitle) > 0 {
-		b.Queue(`UPDATE documents SET title = 'retitled ' || (random() * 1e6)::int, updated_at = now() WHERE id = ANY($1)`, retitle)
+		b.Queue(`UPDATE documents SET title = 'retitled ' || (random() * 1e6)::int, updated_at = now() WHERE id = ANY($1)`,
+			retitle).Exec(count)
 	}
 	if len(del) > 0 {
-		b.Queue(`DELETE FROM documents WHERE id = ANY($1)`, del)
+		b.Queue(`DELETE FROM documents WHERE id = ANY($1)`, del).Exec(count)
 	}
 	if n := plan[bulkInvInsert]; n > 0 {
 		wss, amounts, curs := make([]int64, n), make([]string, n), make([]string, n)
@@ -205,16 +224,16 @@ func (g *Generator) bulk(ctx context.Context, rnd *rand.Rand) error {
 		}
 		b.Queue(`INSERT INTO invoices (workspace_id, amount, currency, status, issued_at)
 			SELECT w, a::numeric, c, 'issued', now() FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(w, a, c) RETURNING id`,
-			wss, amounts, curs)
+			wss, amounts, curs).Query(ids(&newInv))
 	}
 	if len(pay) > 0 {
-		b.Queue(`UPDATE invoices SET status = 'paid', paid_at = now() WHERE id = ANY($1)`, pay)
+		b.Queue(`UPDATE invoices SET status = 'paid', paid_at = now() WHERE id = ANY($1)`, pay).Exec(count)
 	}
 	if len(refund) > 0 {
-		b.Queue(`UPDATE invoices SET status = 'refunded' WHERE id = ANY($1)`, refund)
+		b.Queue(`UPDATE invoices SET status = 'refunded' WHERE id = ANY($1)`, refund).Exec(count)
 	}
 
-	newDocs, newInv, lsn, err := g.runBulk(ctx, shard, b, plan, len(retitle) > 0, len(del) > 0, len(pay) > 0, len(refund) > 0)
+	lsn, err := g.commitBatch(ctx, shard, b)
 	if err != nil {
 		// Rolled back: the rows are as they were.
 		g.addAll(g.docs, shard, retitle)
@@ -233,7 +252,7 @@ func (g *Generator) bulk(ctx context.Context, rnd *rand.Rand) error {
 	g.Stats.InvIssued.Add(int64(len(newInv)))
 	g.Stats.InvPaid.Add(int64(len(pay)))
 	g.Stats.InvRefunded.Add(int64(len(refund)))
-	g.Stats.Rows.Add(int64(len(newDocs) + len(retitle) + len(del) + len(newInv) + len(pay) + len(refund)))
+	g.Stats.Rows.Add(changed)
 	if lsn != "" {
 		table, id := "invoices", int64(0)
 		if len(newDocs) > 0 {
@@ -246,61 +265,27 @@ func (g *Generator) bulk(ctx context.Context, rnd *rand.Rand) error {
 	return nil
 }
 
-// runBulk runs the operation's statements in one transaction (one round
-// trip for all of them) and returns the inserted ids and, for a 1% sample
-// of operations, the shard's WAL position after the commit.
-func (g *Generator) runBulk(ctx context.Context, shard int, b *pgx.Batch, plan [bulkKinds]int,
-	retitle, del, pay, refund bool) (docs, inv []int64, lsn string, err error) {
+// commitBatch runs b in one transaction on shard and commits; for a 1%
+// sample of operations it returns the shard's WAL position after the
+// commit.
+func (g *Generator) commitBatch(ctx context.Context, shard int, b *pgx.Batch) (lsn string, err error) {
 	pool := g.pools[shard]
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return nil, nil, "", err
+		return "", err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	br := tx.SendBatch(ctx, b)
-	ids := func(n int) ([]int64, error) {
-		if n <= 0 {
-			return nil, nil
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return nil, err
-		}
-		out := make([]int64, 0, n)
-		out, err = pgx.AppendRows(out, rows, pgx.RowTo[int64])
-		return out, err
-	}
-	exec := func(on bool) error {
-		if !on {
-			return nil
-		}
-		_, err := br.Exec()
-		return err
-	}
-	if docs, err = ids(plan[bulkDocInsert]); err == nil {
-		if err = exec(retitle); err == nil {
-			if err = exec(del); err == nil {
-				if inv, err = ids(plan[bulkInvInsert]); err == nil {
-					if err = exec(pay); err == nil {
-						err = exec(refund)
-					}
-				}
-			}
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, nil, "", err
+	// Close reads every result, runs the callbacks, and returns the first error.
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return "", err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, "", err
+		return "", err
 	}
 	if rand.IntN(100) == 0 { // sample 1%: position after commit
 		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
 			lsn = ""
 		}
 	}
-	return docs, inv, lsn, nil
+	return lsn, nil
 }
