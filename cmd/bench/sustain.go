@@ -468,7 +468,9 @@ type susPipeline struct {
 	LoaderStageMSPerBatch map[string]float64 `json:"loader_stage_ms_per_batch"`
 	// LoaderApplyBusy sums the stages that apply a batch (all but poll and
 	// decode, which the poller overlaps with them): near 1, the loader is
-	// never idle waiting for records.
+	// never idle waiting for records. Above 1 when stages of consecutive
+	// batches overlap (a batch's duplicate check runs beside the next
+	// batch's inserts).
 	LoaderApplyBusy float64 `json:"loader_apply_busy"`
 	ReaderProduceMS float64 `json:"reader_produce_ack_ms_mean"`
 	// ReaderLagSecondsMax is the largest tributary_reader_lag_seconds of a
@@ -729,7 +731,7 @@ func printStep(st susStep) {
 		st.BacklogStart, st.BacklogEnd, st.BacklogMax, st.StalenessEnd, st.StalenessMax, st.MachineCores, st.Load1,
 		drainText(st.DrainSeconds), st.Why)
 	p := st.Pipeline
-	fmt.Printf("  loader: %.0f batches of %.0f records, applying %.0f%% of the time; busy per stage (s/s): %s\n",
+	fmt.Printf("  loader: %.0f batches of %.0f records, applying stages busy %.0f%% of the time (above 100%%: they overlap); busy per stage (s/s): %s\n",
 		p.LoaderBatches, p.LoaderRecordsPerBatch, 100*p.LoaderApplyBusy, stageList(p.LoaderStageBusy, "%.2f"))
 	fmt.Printf("  loader per batch (ms): %s\n", stageList(p.LoaderStageMSPerBatch, "%.0f"))
 	fmt.Printf("  readers: %.0f records/s produced, mean produce ack %.1f ms, lag at end %.1f s (largest shard)\n",
@@ -748,7 +750,7 @@ func printSustainTable(w io.Writer, steps []susStep) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered changes/s\tops/s\tgenerated rows/s\tcaptured changes/s\tloader rec/s\tbacklog half->end\tstale end s\tloader applying\tsustained\tload1\t")
+	fmt.Fprintln(tw, "offered changes/s\tops/s\tgenerated rows/s\tcaptured changes/s\tloader rec/s\tbacklog half->end\tstale end s\tloader stages busy\tsustained\tload1\t")
 	for _, st := range steps {
 		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f->%.0f\t%.1f\t%.0f%%\t%v\t%.1f\t\n", st.OfferedChanges, st.AchievedOps, st.AchievedRows, st.ChangesPerS,
 			st.RecordsPerS, st.BacklogStart, st.BacklogEnd, st.StalenessEnd, 100*st.Pipeline.LoaderApplyBusy, st.Sustained, st.Load1)
