@@ -32,11 +32,11 @@ type deadLetter struct {
 	err    error
 }
 
-// apply writes one batch to ClickHouse and returns the records whose
-// offsets may be committed once the returned duplicate checks (one per
-// table) are done; the checks read what the batch wrote and are the
-// batch's tail (tail.go). Records of stopped tables are left out.
-func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, decoded []decodeResult) ([]*kgo.Record, []func() error, error) {
+// apply writes one batch's rows and dead letters and returns its tail
+// (tail.go): its watermarks and duplicate checks, and the records whose
+// offsets may be committed once they are done. Records of stopped tables
+// are left out.
+func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, decoded []decodeResult) (batchTail, error) {
 	l.m.batchRows.Observe(float64(len(recs)))
 	byTable := map[string][]change{}
 	var order []string
@@ -102,7 +102,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 			l.stopTable(cl, name, t.Topic, stop.err)
 			continue
 		case err != nil:
-			return nil, nil, err
+			return batchTail{}, err
 		}
 		dead = append(dead, bad...)
 		writes = append(writes, write)
@@ -117,9 +117,9 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	// three tables waits for about one insert instead of three in a row.
 	t0 := time.Now()
 	if err := all(writes); err != nil {
-		return nil, nil, err
+		return batchTail{}, err
 	}
-	l.m.since(stageInsert, t0)
+	t0 = l.m.since(stageInsert, t0)
 
 	// A stopped table's partitions must not move at all: CommitRecords
 	// commits the highest offset per partition, so one watermark or dead
@@ -139,24 +139,31 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		wms = slices.DeleteFunc(wms, func(w chstore.Watermark) bool { return stoppedTopic(w.Topic) })
 	}
 
-	// Watermarks last: every change before them in their partitions is in.
-	t1 := time.Now()
-	if err := l.retry(ctx, "watermarks", func() error { return l.store.WriteWatermarks(ctx, wms) }); err != nil {
-		return nil, nil, err
-	}
-	t1 = l.m.since(stageWatermarks, t1)
-	for _, w := range wms {
-		l.m.watermarkLSN.WithLabelValues(strconv.Itoa(int(w.Shard))).Set(float64(w.CommitLSN))
-	}
 	if err := l.sendDead(ctx, cl, dead); err != nil {
-		return nil, nil, err
+		return batchTail{}, err
 	}
-	l.m.since(stageDLQ, t1)
-	// The duplicate checks read what the inserts wrote; they are not part
-	// of what the watermarks promise, so readers waiting on a watermark
-	// (read-your-writes) do not wait for them. They still precede the
-	// commit (the tail runs them first): a crash re-checks.
-	return commit, detects, nil
+	l.m.since(stageDLQ, t0)
+	// Watermarks follow the batch's rows: every change before them in
+	// their partitions is in. They, and the duplicate checks (which read
+	// what the inserts wrote), are the batch's tail: written beside the
+	// next batch, before this one's commit (a crash writes and checks
+	// again). Neither waits for the other: readers waiting on a watermark
+	// (read-your-writes) do not wait for the checks.
+	tl := batchTail{commit: commit, detects: detects}
+	if len(wms) > 0 {
+		tl.watermarks = func() error {
+			t := time.Now()
+			if err := l.retry(ctx, "watermarks", func() error { return l.store.WriteWatermarks(ctx, wms) }); err != nil {
+				return err
+			}
+			l.m.since(stageWatermarks, t)
+			for _, w := range wms {
+				l.m.watermarkLSN.WithLabelValues(strconv.Itoa(int(w.Shard))).Set(float64(w.CommitLSN))
+			}
+			return nil
+		}
+	}
+	return tl, nil
 }
 
 // converted says how row i of a batch's block was converted ahead of the

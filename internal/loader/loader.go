@@ -7,8 +7,8 @@
 // Three goroutines form a pipeline: the poller fetches and decodes the
 // next batch (on every core) while the applier writes the current one to
 // ClickHouse (its tables concurrently), while the previous batch's tail —
-// its duplicate-id detection, then its offset commit — finishes beside
-// them (tail.go). At most two batches of records are held (the tail keeps
+// its watermarks and duplicate-id detection, then its offset commit —
+// finishes beside them (tail.go). At most two batches of records are held (the tail keeps
 // only ids and offsets), and franz-go's prefetch buffer is bounded
 // (FetchMaxBytes), so a slow ClickHouse slows consumption instead of
 // growing memory. Rebalances are blocked from a poll until everything
@@ -289,8 +289,9 @@ func (l *Loader) Run(ctx context.Context) error {
 		<-pollerDone
 	}()
 	permit <- struct{}{}
-	// The previous batch's tail (tail.go): its duplicate-id detection and
-	// offset commit, running beside this batch's conversion and inserts.
+	// The previous batch's tail (tail.go): its watermarks, duplicate-id
+	// detection and offset commit, running beside this batch's conversion
+	// and inserts.
 	// Registered after the client's Close, so it ends first.
 	var running *tail
 	defer l.settle(&running) //nolint:errcheck // stopping: the batch is replayed
@@ -338,18 +339,18 @@ func (l *Loader) Run(ctx context.Context) error {
 			l.versions.Forget()
 			l.images.Forget()
 		}
-		commit, detects, err := l.apply(ctx, cl, b.recs, b.decoded)
+		bt, err := l.apply(ctx, cl, b.recs, b.decoded)
 		l.cacheMetrics()
 		if err != nil {
 			return stop(err)
 		}
-		// This batch's rows are in ClickHouse. Its tail starts once the
-		// previous one (detected, then committed) has ended: tails run in
-		// batch order, one at a time.
+		// This batch's rows are in ClickHouse. Its tail (watermarks and
+		// detection, then the commit) starts once the previous one has
+		// ended: tails run in batch order, one at a time.
 		if err := l.settle(&running); err != nil {
 			return stop(err)
 		}
-		running = l.startTail(ctx, cl, commitPoints(commit), detects)
+		running = l.startTail(ctx, cl, bt)
 		if l.rebalanceWanted.Swap(false) {
 			// A rebalance waits for us: let it go once everything applied
 			// is committed, so no partition moves with applied but

@@ -45,7 +45,7 @@ const (
 	stageRead       = "read"       // reading stored rows (unchanged TOAST, truncate)
 	stageInsert     = "insert"     // ClickHouse inserts (the tables of a batch concurrently: wall time)
 	stageDetect     = "detect"     // duplicate-id checks (beside the next batch: tail.go)
-	stageWatermarks = "watermarks" // watermark writes
+	stageWatermarks = "watermarks" // watermark writes (beside the next batch)
 	stageDLQ        = "dlq"        // dead-letter produces
 	stageCommit     = "commit"     // offset commits (beside the next batch)
 )

@@ -11,18 +11,25 @@ import (
 	"github.com/tributary/tributary/internal/envelope"
 )
 
-// The tail of a batch: once its rows, watermarks and dead letters are
-// written, what is left — the duplicate-id detection of the ids it made
+// The tail of a batch: once its rows and dead letters are written, what
+// is left — its watermarks, the duplicate-id detection of the ids it made
 // appear or disappear, then the offset commit — runs on its own goroutine
-// beside the next batch's conversion and inserts. On a busy ClickHouse the
-// detection is a few round trips of waiting per batch (~290 ms of ~680 ms
-// in bench sustain); overlapping it keeps the applier inserting.
+// beside the next batch's conversion and inserts. On a busy ClickHouse
+// each is a round trip or more of waiting per batch (bench sustain: ~290
+// ms of detection of ~680 ms per batch); overlapping them keeps the
+// applier inserting.
 //
 // What keeps this exact:
 //   - A batch's offsets are committed only after its rows are in
 //     ClickHouse (the tail starts after apply returns) and after its
-//     detection is stored (the commit is the tail's last step): a crash
-//     replays the batch, and the replay detects again.
+//     watermarks and detection are stored (the commit is the tail's last
+//     step): a crash replays the batch, and the replay writes and detects
+//     again.
+//   - Watermarks follow every row of their batch (the tail starts after
+//     them); a watermark says nothing about later rows, which may be in
+//     already. Marks and ownership precede their rows, so they precede the
+//     watermarks too (the pre-aggregator relies on marks before
+//     watermarks).
 //   - Tails run one at a time, in batch order: the next one starts only
 //     after the previous one ended (settle). Detection of batch N reads
 //     ClickHouse after N's rows are in; it may also see rows of N+1
@@ -38,27 +45,50 @@ import (
 //   - A tail's error (only a stopped context: ClickHouse writes retry) is
 //     returned by the next settle, which stops Run.
 
-// tail is one batch's detection and commit, running.
+// batchTail is what is left of a batch once its rows and dead letters
+// are written.
+type batchTail struct {
+	// watermarks writes the batch's watermarks (nil: none).
+	watermarks func() error
+	// detects are the duplicate checks, one per table written.
+	detects []func() error
+	// commit are the records whose offsets may then be committed.
+	commit []*kgo.Record
+}
+
+// tail is one batch's tail, running.
 type tail struct {
 	done chan struct{}
 	err  error // set before done is closed
 }
 
-// startTail runs detects (one per table, concurrently: their ids and
-// anomaly rows are disjoint), then commits offsets.
-func (l *Loader) startTail(ctx context.Context, cl *kgo.Client, commit []*kgo.Record, detects []func() error) *tail {
+// startTail writes the watermarks and runs the duplicate checks (one per
+// table), all concurrently — their rows are disjoint, and none reads
+// what another writes — then commits the offsets.
+func (l *Loader) startTail(ctx context.Context, cl *kgo.Client, bt batchTail) *tail {
 	t := &tail{done: make(chan struct{})}
+	commit := commitPoints(bt.commit)
+	work := []func() error{func() error {
+		t0 := time.Now()
+		if err := all(bt.detects); err != nil {
+			return err
+		}
+		l.m.since(stageDetect, t0)
+		return nil
+	}}
+	if bt.watermarks != nil {
+		work = append(work, bt.watermarks)
+	}
 	go func() {
 		defer close(t.done)
-		t0 := time.Now()
-		if err := all(detects); err != nil {
+		if err := all(work); err != nil {
 			t.err = err
 			return
 		}
-		t0 = l.m.since(stageDetect, t0)
 		if len(commit) == 0 {
 			return
 		}
+		t0 := time.Now()
 		err := cl.CommitRecords(ctx, commit...)
 		l.m.since(stageCommit, t0)
 		if err != nil {
