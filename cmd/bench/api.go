@@ -103,7 +103,15 @@ one at random, so all share the machine's conditions):
   byid-shapes    the by-id read in several exact shapes and settings, and SELECT 1
   byid-read      the API's by-id read against a read of the key columns only,
                  the wide columns of a known (id, shard, version) without FINAL,
-                 both as two round trips, the watermarks query, and SELECT 1
+                 both as two round trips, the watermarks query, and SELECT 1;
+                 the move log's scan against its index by document
+  byid-parts     the API's by-id read restricted to the oldest k active parts
+                 of documents (k = 1..all, _part = literal): what a lookup
+                 costs per part it opens
+  byid-http-ab   GET /v1/documents/{id} (live and never-used ids) from two
+                 in-process APIs, one reading the move log through its index
+                 and one scanning it as before the index (query.UseMoveIndex),
+                 interleaved: a before/after over HTTP that shares the load
   revenue-agg    revenue from exact pre-aggregates per id block (tables the
                  benchmark builds; design in schema/clickhouse.md), then an
                  incremental check: 5,000 changes with dirty marks, a
@@ -400,10 +408,13 @@ func apiPreaggregate(ctx context.Context, store *chstore.Store, tcfg *tables.Con
 }
 
 // apiServeAPI runs the API handler on a localhost port until ctx ends.
-func apiServeAPI(ctx context.Context, c apiConfig, tcfg *tables.Config) (*http.Server, string, error) {
+func apiServeAPI(ctx context.Context, c apiConfig, tcfg *tables.Config, opts ...func(*query.Queries)) (*http.Server, string, error) {
 	q, err := query.Open(ctx, c.chAddr, c.db, "default", "")
 	if err != nil {
 		return nil, "", err
+	}
+	for _, o := range opts {
+		o(q)
 	}
 	// The API logs every request at info; the benchmark keeps warnings
 	// and errors only, so that stderr stays readable.
@@ -1328,7 +1339,7 @@ func apiPrintResults(rs []apiScenarioResult) {
 //	byid-shapes   the by-id query as the API sends it, and alternatives
 //	revenue-agg   revenue from per-id-block pre-aggregates (apiAggDoc)
 
-var apiVariantNames = []string{"byid-shapes", "byid-read", "revenue-agg"}
+var apiVariantNames = []string{"byid-shapes", "byid-read", "byid-parts", "byid-http-ab", "revenue-agg"}
 
 func apiRunVariants(ctx context.Context, d *apiData, conn driver.Conn, names []string, last bool) ([]apiScenarioResult, error) {
 	var out []apiScenarioResult
@@ -1340,6 +1351,10 @@ func apiRunVariants(ctx context.Context, d *apiData, conn driver.Conn, names []s
 			rs, err = d.byIDShapes(ctx, conn)
 		case "byid-read":
 			rs, err = d.byIDRead(ctx, conn)
+		case "byid-parts":
+			rs, err = d.byIDParts(ctx, conn)
+		case "byid-http-ab":
+			rs, err = d.byIDHTTPAB(ctx, conn)
 		case "revenue-agg":
 			rs, err = d.revenueAgg(ctx, conn, last)
 		}
@@ -1511,6 +1526,79 @@ func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenario
 		{name: "select-1", sql: "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0"},
 	}
 	return d.timeMixed(ctx, conn, shapes, randID), nil
+}
+
+// byIDParts times the API's by-id read over the oldest k active parts of
+// the documents table, for every k, interleaved: a literal _part set is
+// the one filter that keeps ClickHouse 18.16 from opening a part, so this
+// is what a lookup would cost with fewer parts. Not exact for k < all (a
+// newer version in a left-out part is missed): a measurement only.
+func (d *apiData) byIDParts(ctx context.Context, conn driver.Conn) ([]apiScenarioResult, error) {
+	rows, err := conn.Query(ctx, "SELECT name FROM system.parts WHERE database = ? AND table = 'documents' AND active ORDER BY min_block_number", d.c.db)
+	if err != nil {
+		return nil, err
+	}
+	var parts []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		parts = append(parts, "'"+p+"'")
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	db := chstore.Quote(d.c.db)
+	randID := func(r *rand.Rand) []any {
+		return []any{d.id(tDocs, d.docLive[r.IntN(len(d.docLive))], d.c.docs)}
+	}
+	settings := query.PointLookup()
+	shapes := []apiShape{{name: "byid-api", sql: query.PlanRow(d.c.db, "documents", "id"), settings: settings}}
+	for k := 1; k <= len(parts); k++ {
+		shapes = append(shapes, apiShape{name: fmt.Sprintf("byid-api-%d-of-%d-parts", k, len(parts)), settings: settings,
+			sql: "SELECT * FROM " + db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0 AND _part IN (" + strings.Join(parts[:k], ", ") + ") ORDER BY _shard"})
+	}
+	shapes = append(shapes, apiShape{name: "select-1", sql: "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0"})
+	return d.timeMixed(ctx, conn, shapes, randID), nil
+}
+
+// byIDHTTPAB times GET /v1/documents/{id} from two in-process APIs,
+// interleaved per request: the move log read through its index (the
+// default) and by the scan the API did before. Answers are checked
+// (status) like the by-id scenarios'.
+func (d *apiData) byIDHTTPAB(ctx context.Context, conn driver.Conn) ([]apiScenarioResult, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: d.c.clients * 2, MaxConnsPerHost: d.c.clients * 2},
+		Timeout: d.c.timeout + 10*time.Second}
+	var shapes []apiShape
+	for _, arm := range []struct {
+		name  string
+		index bool
+	}{{"scan", false}, {"index", true}} {
+		srv, base, err := apiServeAPI(ctx, d.c, d.tcfg, func(q *query.Queries) { q.UseMoveIndex(arm.index) })
+		if err != nil {
+			return nil, err
+		}
+		defer srv.Close()
+		for _, sc := range []string{"by-id", "by-id-miss"} {
+			next := d.request(sc, base)
+			shapes = append(shapes, apiShape{name: sc + "-http-move-log-" + arm.name, run: func(ctx context.Context, r *rand.Rand) error {
+				url, want := next(r)
+				code, err := apiGetJSON(ctx, client, url, nil)
+				if err == nil && code != want {
+					err = fmt.Errorf("%s answered %d, want %d", url, code, want)
+				}
+				return err
+			}})
+		}
+	}
+	rs := d.timeMixed(ctx, conn, shapes, nil)
+	for i := range rs {
+		rs[i].Via = "http, mixed"
+	}
+	return rs, nil
 }
 
 // apiShape is one query shape of a mixed timing.

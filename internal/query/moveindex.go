@@ -58,6 +58,9 @@ func PlanLatestMoveIndexed(db string, l *MoveLog) string { return planLatestMove
 // reading (the state table does not exist before a loader ensured an
 // index) is "not built".
 func (q *Queries) moveIndexBuilt(ctx context.Context, l *MoveLog) bool {
+	if q.noMoveIndex.Load() {
+		return false
+	}
 	v, _ := q.moveIndexes.LoadOrStore(l.Log.Name, &moveIndexState{})
 	st := v.(*moveIndexState)
 	st.mu.Lock()
@@ -75,6 +78,11 @@ func (q *Queries) moveIndexBuilt(ctx context.Context, l *MoveLog) bool {
 	st.built, st.checked = err == nil && objects == 2 && built == 1, time.Now()
 	return st.built
 }
+
+// UseMoveIndex turns reading through the move log's index on (the
+// default: when it is built) or off (the log is scanned, as before the
+// index existed). Both answer the same; for measurements (cmd/bench api).
+func (q *Queries) UseMoveIndex(on bool) { q.noMoveIndex.Store(!on) }
 
 // forgetMoveIndex makes the next request read the index state again and
 // this one scan the log.

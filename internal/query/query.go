@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -39,6 +40,8 @@ type Queries struct {
 	// moveIndexes: per move log, the last reading of whether its index
 	// is built (moveindex.go).
 	moveIndexes sync.Map
+	// noMoveIndex: scan the log even when its index is built (UseMoveIndex).
+	noMoveIndex atomic.Bool
 }
 
 // New returns Queries over db.
