@@ -34,7 +34,7 @@ import (
 // rows/s, CPU and peak RSS of the load phase, and whether ClickHouse holds
 // exactly the expected live rows.
 func benchLoader(ctx context.Context, args []string) error {
-	var changes, keys, shards, partitions, batch, unchangedPct, bodyBytes, imageCache int
+	var changes, keys, shards, partitions, batch, unchangedPct, bodyBytes, imageCache, nTables, wmEvery int
 	var brokers, chAddr, jsonOut string
 	fs := flagenv.New("bench loader", "bench loader — Kafka -> ClickHouse throughput of the loader with dedupe on.")
 	fs.Int(&changes, "changes", "", 1_000_000, "changes to produce (mix: first write of a key is an insert, then 80% updates, 20% deletes)")
@@ -45,6 +45,8 @@ func benchLoader(ctx context.Context, args []string) error {
 	fs.Int(&unchangedPct, "unchanged-percent", "", 0, "share of updates (0..100) that leave a TOASTed body column unchanged, so the loader must find its base (adds the body column)")
 	fs.Int(&bodyBytes, "body-bytes", "", 0, "size of the body column's values (0: no body column, or 2000 with --unchanged-percent)")
 	fs.Int(&imageCache, "image-cache-bytes", "", loader.DefaultImageCacheBytes, "the loader's image cache for unchanged-TOAST bases (0: off, every base read from ClickHouse)")
+	fs.Int(&nTables, "tables", "", 1, "tables (each its own topic) the ids are spread over; a batch writes every table it holds")
+	fs.Int(&wmEvery, "watermark-every", "", 0, "after every N changes, a watermark record of each shard to every partition of every topic, as a reader sends them (0: none)")
 	fs.String(&brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
 	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
 	fs.String(&jsonOut, "json", "", "", "also write the results as JSON to this file")
@@ -54,8 +56,8 @@ func benchLoader(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	if unchangedPct < 0 || unchangedPct > 100 || bodyBytes < 0 || imageCache < 0 {
-		return errors.New("--unchanged-percent must be in 0..100, --body-bytes and --image-cache-bytes >= 0")
+	if unchangedPct < 0 || unchangedPct > 100 || bodyBytes < 0 || imageCache < 0 || nTables < 1 || wmEvery < 0 {
+		return errors.New("--unchanged-percent must be in 0..100, --body-bytes, --image-cache-bytes and --watermark-every >= 0, --tables >= 1")
 	}
 	if unchangedPct > 0 && bodyBytes == 0 {
 		bodyBytes = 2000
@@ -64,23 +66,38 @@ func benchLoader(ctx context.Context, args []string) error {
 		return errors.New("--kafka-brokers and --clickhouse-addr are required (source .stack/stack.env)")
 	}
 	run := strconv.FormatInt(time.Now().Unix(), 36)
-	topic := "bench_" + run + ".docs"
 	db := "bench_" + run
-	tcfg, err := tables.Parse([]byte(fmt.Sprintf(`{"tables":[{"name":"docs","id_column":"id","id_layout":"seed000","topic":%q}]}`, topic)))
+	// Table i is "docs" (the first) or "docs<i>", with its own topic.
+	tableName := func(i int) string {
+		if i == 0 {
+			return "docs"
+		}
+		return "docs" + strconv.Itoa(i)
+	}
+	var names, topics, tcfgs []string
+	for i := range nTables {
+		names = append(names, tableName(i))
+		topics = append(topics, "bench_"+run+"."+tableName(i))
+		tcfgs = append(tcfgs, fmt.Sprintf(`{"name":%q,"id_column":"id","id_layout":"seed000","topic":%q}`, names[i], topics[i]))
+	}
+	tcfg, err := tables.Parse([]byte(`{"tables":[` + strings.Join(tcfgs, ",") + `]}`))
 	if err != nil {
 		return err
 	}
+	// Partitions chosen here: a change by its key (Kafka's murmur2, as the
+	// reader), a watermark to each partition.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(flagenv.List(brokers)...), kgo.ProducerLinger(10*time.Millisecond),
-		kgo.MaxBufferedRecords(200_000))
+		kgo.MaxBufferedRecords(200_000), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	byKey := kgo.StickyKeyPartitioner(nil).ForTopic("")
 	adm := kadm.NewClient(cl)
-	if _, err := adm.CreateTopics(ctx, int32(partitions), -1, nil, topic); err != nil {
+	if _, err := adm.CreateTopics(ctx, int32(partitions), -1, nil, topics...); err != nil {
 		return fmt.Errorf("create topic: %w", err)
 	}
-	defer adm.DeleteTopics(context.Background(), topic) //nolint:errcheck
+	defer adm.DeleteTopics(context.Background(), topics...) //nolint:errcheck
 
 	// Produce.
 	cols := []envelope.Column{{Name: "id", Type: "bigint", OID: 20, Key: true}, {Name: "workspace_id", Type: "bigint", OID: 20},
@@ -104,15 +121,37 @@ func benchLoader(ctx context.Context, args []string) error {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	start := time.Now()
 	var lsn envelope.LSN = 0x1000000
-	var bytes int64
+	var bytes, records int64
+	produce := func(r *kgo.Record) {
+		records++
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "produce: %v\n", err)
+			}
+		})
+	}
 	for i := 0; i < changes; i++ {
+		if wmEvery > 0 && i > 0 && i%wmEvery == 0 {
+			for s := range shards {
+				b, err := envelope.Encode(&envelope.Event{Kind: envelope.KindWatermark, Shard: s, CommitLSN: lsn,
+					CommitTime: time.Now().UTC(), Partitions: int32(partitions)})
+				if err != nil {
+					return err
+				}
+				for _, tp := range topics {
+					for p := range partitions {
+						produce(&kgo.Record{Topic: tp, Partition: int32(p), Value: b})
+					}
+				}
+			}
+		}
 		k := rnd.IntN(keys)
 		if !seen[k] {
 			seen[k], shardOf[k] = true, rnd.IntN(shards)
 		}
 		lsn += 64
 		id := strconv.Itoa(734197815705617408 + k)
-		ev := &envelope.Event{Kind: envelope.KindChange, Shard: shardOf[k], Schema: "public", Table: "docs", ID: id,
+		ev := &envelope.Event{Kind: envelope.KindChange, Shard: shardOf[k], Schema: "public", Table: names[k%nTables], ID: id,
 			LSN: lsn, CommitLSN: lsn + 32, CommitTime: time.Now().UTC(), Columns: cols}
 		switch {
 		case !live[k]:
@@ -146,11 +185,9 @@ func benchLoader(ctx context.Context, args []string) error {
 			return err
 		}
 		bytes += int64(len(b))
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(id), Value: b}, func(_ *kgo.Record, err error) {
-			if err != nil && ctx.Err() == nil {
-				fmt.Fprintf(os.Stderr, "produce: %v\n", err)
-			}
-		})
+		r := &kgo.Record{Topic: topics[k%nTables], Key: []byte(id), Value: b}
+		r.Partition = int32(byKey.Partition(r, partitions))
+		produce(r)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return err
@@ -166,8 +203,8 @@ func benchLoader(ctx context.Context, args []string) error {
 			wantBodies += lastBody[k]
 		}
 	}
-	fmt.Printf("produced %d changes (%.1f MB JSON, avg %d B) in %s: %.0f records/s; %d ids live at the end\n",
-		changes, float64(bytes)/1e6, bytes/int64(changes), produceDur.Round(time.Millisecond), float64(changes)/produceDur.Seconds(), wantLive)
+	fmt.Printf("produced %d changes (%.1f MB JSON, avg %d B) and %d watermark records over %d tables in %s: %.0f records/s; %d ids live at the end\n",
+		changes, float64(bytes)/1e6, bytes/int64(changes), records-int64(changes), nTables, produceDur.Round(time.Millisecond), float64(records)/produceDur.Seconds(), wantLive)
 	if bodyBytes > 0 {
 		fmt.Printf("%d updates (%.1f%% of the changes) leave the %d-byte body unchanged\n", unchangedN, 100*float64(unchangedN)/float64(changes), bodyBytes)
 	}
@@ -243,7 +280,7 @@ func benchLoader(ctx context.Context, args []string) error {
 				}
 			}
 		}
-		if committed >= int64(changes) {
+		if committed >= records {
 			loadDur = time.Since(loadStart)
 			break
 		}
@@ -266,7 +303,18 @@ func benchLoader(ctx context.Context, args []string) error {
 	var gotLive, gotTitles uint64
 	var dup int64
 	var gotAmount string
-	row := store.Conn().QueryRow(ctx, "SELECT count(), count() - uniqExact(id, _shard), toString(sum(amount)), sum(toUInt64(substring(title, 7))) FROM `"+db+"`.docs FINAL WHERE _deleted = 0")
+	// Every table's live rows, FINAL each (ids are disjoint across tables).
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, "SELECT id, _shard, amount, title, body FROM `"+db+"`.`"+n+"` FINAL WHERE _deleted = 0")
+	}
+	if bodyBytes == 0 {
+		for i := range parts {
+			parts[i] = strings.Replace(parts[i], ", body FROM", ", '' AS body FROM", 1)
+		}
+	}
+	liveRows := "(" + strings.Join(parts, " UNION ALL ") + ")"
+	row := store.Conn().QueryRow(ctx, "SELECT count(), count() - uniqExact(id, _shard), toString(sum(amount)), sum(toUInt64(substring(title, 7))) FROM "+liveRows)
 	if err := row.Scan(&gotLive, &dup, &gotAmount, &gotTitles); err != nil {
 		return fmt.Errorf("count: %w", err)
 	}
@@ -275,7 +323,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	bodiesOK := true
 	if bodyBytes > 0 {
 		var gotBodies int64
-		q := "SELECT toInt64(sum(toUInt64(splitByChar('|', assumeNotNull(body))[1]))) FROM `" + db + "`.docs FINAL WHERE _deleted = 0"
+		q := "SELECT toInt64(sum(toUInt64(splitByChar('|', assumeNotNull(body))[1]))) FROM " + liveRows
 		if err := store.Conn().QueryRow(ctx, q).Scan(&gotBodies); err != nil {
 			return fmt.Errorf("check bodies: %w", err)
 		}
