@@ -292,9 +292,16 @@ func (l *Loader) Run(ctx context.Context) error {
 	// The previous batch's tail (tail.go): its watermarks, duplicate-id
 	// detection and offset commit, running beside this batch's conversion
 	// and inserts.
-	// Registered after the client's Close, so it ends first.
+	// Registered after the client's Close, so it ends first. Batches are
+	// applied with tctx, which ends with Run: a tail retrying against an
+	// unreachable ClickHouse cannot hold up a Run returning another error
+	// (its batch, not committed, is replayed).
 	var running *tail
-	defer l.settle(&running) //nolint:errcheck // stopping: the batch is replayed
+	tctx, stopTails := context.WithCancel(ctx)
+	defer func() {
+		stopTails()
+		l.settle(&running) //nolint:errcheck // stopping: the batch is replayed
+	}()
 	stop := func(err error) error {
 		if ctx.Err() != nil {
 			return nil
@@ -339,7 +346,7 @@ func (l *Loader) Run(ctx context.Context) error {
 			l.versions.Forget()
 			l.images.Forget()
 		}
-		bt, err := l.apply(ctx, cl, b.recs, b.decoded)
+		bt, err := l.apply(tctx, cl, b.recs, b.decoded) // the tail it returns writes with tctx too
 		l.cacheMetrics()
 		if err != nil {
 			return stop(err)
@@ -350,7 +357,7 @@ func (l *Loader) Run(ctx context.Context) error {
 		if err := l.settle(&running); err != nil {
 			return stop(err)
 		}
-		running = l.startTail(ctx, cl, bt)
+		running = l.startTail(tctx, cl, bt)
 		if l.rebalanceWanted.Swap(false) {
 			// A rebalance waits for us: let it go once everything applied
 			// is committed, so no partition moves with applied but
