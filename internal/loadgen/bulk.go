@@ -204,16 +204,16 @@ func (g *Generator) bulk(ctx context.Context, rnd *rand.Rand) error {
 			titles[i] = "bulk doc " + strconv.Itoa(rnd.IntN(1e6)) + " in ws " + strconv.FormatInt(wss[i], 10)
 			bodies[i] = body(rnd, g.cfg.BulkBodyBytes)
 		}
-		b.Queue(`INSERT INTO documents (workspace_id, title, body)
+		b.Queue(`INSERT INTO `+g.docsT+` (workspace_id, title, body)
 			SELECT w, t, b FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(w, t, b) RETURNING id`,
 			wss, titles, bodies).Query(ids(&newDocs))
 	}
 	if len(retitle) > 0 {
-		b.Queue(`UPDATE documents SET title = 'retitled ' || (random() * 1e6)::int, updated_at = now() WHERE id = ANY($1)`,
+		b.Queue(`UPDATE `+g.docsT+` SET title = 'retitled ' || (random() * 1e6)::int, updated_at = now() WHERE id = ANY($1)`,
 			retitle).Exec(count)
 	}
 	if len(del) > 0 {
-		b.Queue(`DELETE FROM documents WHERE id = ANY($1)`, del).Exec(count)
+		b.Queue(`DELETE FROM `+g.docsT+` WHERE id = ANY($1)`, del).Exec(count)
 	}
 	if n := plan[bulkInvInsert]; n > 0 {
 		wss, amounts, curs := make([]int64, n), make([]string, n), make([]string, n)
@@ -222,15 +222,15 @@ func (g *Generator) bulk(ctx context.Context, rnd *rand.Rand) error {
 			amounts[i] = fmt.Sprintf("%d.%02d", 1+rnd.IntN(5000), rnd.IntN(100))
 			curs[i] = []string{"EUR", "USD", "GBP"}[rnd.IntN(3)]
 		}
-		b.Queue(`INSERT INTO invoices (workspace_id, amount, currency, status, issued_at)
+		b.Queue(`INSERT INTO `+g.invT+` (workspace_id, amount, currency, status, issued_at)
 			SELECT w, a::numeric, c, 'issued', now() FROM unnest($1::bigint[], $2::text[], $3::text[]) AS u(w, a, c) RETURNING id`,
 			wss, amounts, curs).Query(ids(&newInv))
 	}
 	if len(pay) > 0 {
-		b.Queue(`UPDATE invoices SET status = 'paid', paid_at = now() WHERE id = ANY($1)`, pay).Exec(count)
+		b.Queue(`UPDATE `+g.invT+` SET status = 'paid', paid_at = now() WHERE id = ANY($1)`, pay).Exec(count)
 	}
 	if len(refund) > 0 {
-		b.Queue(`UPDATE invoices SET status = 'refunded' WHERE id = ANY($1)`, refund).Exec(count)
+		b.Queue(`UPDATE `+g.invT+` SET status = 'refunded' WHERE id = ANY($1)`, refund).Exec(count)
 	}
 
 	lsn, err := g.commitBatch(ctx, shard, b)
@@ -254,9 +254,9 @@ func (g *Generator) bulk(ctx context.Context, rnd *rand.Rand) error {
 	g.Stats.InvRefunded.Add(int64(len(refund)))
 	g.Stats.Rows.Add(changed)
 	if lsn != "" {
-		table, id := "invoices", int64(0)
+		table, id := g.names.Invoices, int64(0)
 		if len(newDocs) > 0 {
-			table, id = "documents", newDocs[0]
+			table, id = g.names.Documents, newDocs[0]
 		} else if len(newInv) > 0 {
 			id = newInv[0]
 		}

@@ -56,6 +56,34 @@ type Config struct {
 	// BulkBodyBytes is the size of the bodies of documents inserted by bulk
 	// operations (small by default in the benchmarks: not TOASTed).
 	BulkBodyBytes int
+	// Tables names the tables written; empty names are the demo schema's
+	// (DemoTables). Tests give tables of their own, with the demo's columns.
+	Tables Tables
+}
+
+// Tables names the tables the traffic writes. Each has the columns of its
+// demo counterpart (schema/postgres/10_demo.sql).
+type Tables struct {
+	Documents, Invoices, Moves, LegacyNotes string
+}
+
+// DemoTables are the demo schema's tables.
+var DemoTables = Tables{Documents: "documents", Invoices: "invoices", Moves: "document_moves", LegacyNotes: "legacy_notes"}
+
+// orDemo fills the names not given with the demo's.
+func (t Tables) orDemo() Tables {
+	for _, f := range []struct {
+		name *string
+		demo string
+	}{
+		{&t.Documents, DemoTables.Documents}, {&t.Invoices, DemoTables.Invoices},
+		{&t.Moves, DemoTables.Moves}, {&t.LegacyNotes, DemoTables.LegacyNotes},
+	} {
+		if *f.name == "" {
+			*f.name = f.demo
+		}
+	}
+	return t
 }
 
 // Validate checks the shares.
@@ -113,6 +141,11 @@ type Generator struct {
 	log   *slog.Logger
 	pools []*pgxpool.Pool
 	Stats Stats
+	// names are the tables written, docsT, invT and notesT their quoted
+	// names; saga moves documents (moves.go).
+	names               Tables
+	docsT, invT, notesT string
+	saga                Saga
 
 	mu      sync.Mutex
 	owned   [][]int64 // per shard: its workspaces (bulk operations)
@@ -130,8 +163,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Generator, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	names := cfg.Tables.orDemo()
 	g := &Generator{cfg: cfg, log: log, docs: make([][]int64, len(cfg.DSNs)),
-		issued: make([][]int64, len(cfg.DSNs)), paid: make([][]int64, len(cfg.DSNs))}
+		issued: make([][]int64, len(cfg.DSNs)), paid: make([][]int64, len(cfg.DSNs)),
+		names: names, docsT: ident(names.Documents), invT: ident(names.Invoices), notesT: ident(names.LegacyNotes),
+		saga: Saga{Documents: names.Documents, Moves: names.Moves, IDColumn: "id", WorkspaceColumn: "workspace_id"}}
 	for i, dsn := range cfg.DSNs {
 		p, err := pgxpool.New(ctx, dsn)
 		if err != nil {
@@ -171,7 +207,7 @@ func (g *Generator) Resume(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for i := range g.pools {
-		n, err := DemoSaga.Resume(ctx, shards[i], shards)
+		n, err := g.saga.Resume(ctx, shards[i], shards)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("shard %d: %w", i, err)
@@ -291,69 +327,69 @@ func (g *Generator) one(ctx context.Context, rnd *rand.Rand) error {
 	var err error
 	switch op := rnd.IntN(100); {
 	case op < 25: // new document
-		table = "documents"
+		table = g.names.Documents
 		size := 200
 		if rnd.IntN(3) == 0 {
 			size = g.cfg.BodyBytes
 		}
-		err = pool.QueryRow(ctx, `INSERT INTO documents (workspace_id, title, body) VALUES ($1, $2, $3) RETURNING id`,
+		err = pool.QueryRow(ctx, `INSERT INTO `+g.docsT+` (workspace_id, title, body) VALUES ($1, $2, $3) RETURNING id`,
 			ws, fmt.Sprintf("doc %d in ws %d", rnd.IntN(1e6), ws), body(rnd, size)).Scan(&id)
 		if err == nil {
 			g.add(g.docs, shard, id)
 			g.Stats.DocsCreated.Add(1)
 		}
 	case op < 40: // retitle (body unchanged: TOAST marker downstream)
-		table = "documents"
+		table = g.names.Documents
 		var ok bool
 		if id, ok = g.pick(g.docs, shard, rnd, false); !ok {
 			return nil
 		}
-		_, err = pool.Exec(ctx, `UPDATE documents SET title = $2, updated_at = now() WHERE id = $1`, id, fmt.Sprintf("retitled %d", rnd.IntN(1e6)))
+		_, err = pool.Exec(ctx, `UPDATE `+g.docsT+` SET title = $2, updated_at = now() WHERE id = $1`, id, fmt.Sprintf("retitled %d", rnd.IntN(1e6)))
 		g.Stats.DocsEdited.Add(1)
 	case op < 48: // new large body
-		table = "documents"
+		table = g.names.Documents
 		var ok bool
 		if id, ok = g.pick(g.docs, shard, rnd, false); !ok {
 			return nil
 		}
-		_, err = pool.Exec(ctx, `UPDATE documents SET body = $2, updated_at = now() WHERE id = $1`, id, body(rnd, g.cfg.BodyBytes))
+		_, err = pool.Exec(ctx, `UPDATE `+g.docsT+` SET body = $2, updated_at = now() WHERE id = $1`, id, body(rnd, g.cfg.BodyBytes))
 		g.Stats.DocsEdited.Add(1)
 	case op < 53: // delete
-		table = "documents"
+		table = g.names.Documents
 		var ok bool
 		if id, ok = g.pick(g.docs, shard, rnd, true); !ok {
 			return nil
 		}
-		_, err = pool.Exec(ctx, `DELETE FROM documents WHERE id = $1`, id)
+		_, err = pool.Exec(ctx, `DELETE FROM `+g.docsT+` WHERE id = $1`, id)
 		g.Stats.DocsDel.Add(1)
 	case op < 80: // issue an invoice
-		table = "invoices"
+		table = g.names.Invoices
 		cur := []string{"EUR", "USD", "GBP"}[rnd.IntN(3)]
 		amount := fmt.Sprintf("%d.%02d", 1+rnd.IntN(5000), rnd.IntN(100))
-		err = pool.QueryRow(ctx, `INSERT INTO invoices (workspace_id, amount, currency, status, issued_at)
+		err = pool.QueryRow(ctx, `INSERT INTO `+g.invT+` (workspace_id, amount, currency, status, issued_at)
 			VALUES ($1, $2::numeric, $3, 'issued', now()) RETURNING id`, ws, amount, cur).Scan(&id)
 		if err == nil {
 			g.add(g.issued, shard, id)
 			g.Stats.InvIssued.Add(1)
 		}
 	case op < 95: // pay
-		table = "invoices"
+		table = g.names.Invoices
 		var ok bool
 		if id, ok = g.pick(g.issued, shard, rnd, true); !ok {
 			return nil
 		}
-		_, err = pool.Exec(ctx, `UPDATE invoices SET status = 'paid', paid_at = now() WHERE id = $1`, id)
+		_, err = pool.Exec(ctx, `UPDATE `+g.invT+` SET status = 'paid', paid_at = now() WHERE id = $1`, id)
 		if err == nil {
 			g.add(g.paid, shard, id)
 			g.Stats.InvPaid.Add(1)
 		}
 	default: // refund
-		table = "invoices"
+		table = g.names.Invoices
 		var ok bool
 		if id, ok = g.pick(g.paid, shard, rnd, true); !ok {
 			return nil
 		}
-		_, err = pool.Exec(ctx, `UPDATE invoices SET status = 'refunded' WHERE id = $1`, id)
+		_, err = pool.Exec(ctx, `UPDATE `+g.invT+` SET status = 'refunded' WHERE id = $1`, id)
 		g.Stats.InvRefunded.Add(1)
 	}
 	if err != nil {

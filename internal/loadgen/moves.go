@@ -20,7 +20,7 @@ func (g *Generator) move(ctx context.Context, rnd *rand.Rand) error {
 		return nil
 	}
 	var fromWS int64
-	err := g.pools[from].QueryRow(ctx, "SELECT workspace_id FROM documents WHERE id = $1", doc).Scan(&fromWS)
+	err := g.pools[from].QueryRow(ctx, "SELECT workspace_id FROM "+g.docsT+" WHERE id = $1", doc).Scan(&fromWS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // deleted meanwhile
 	}
@@ -40,7 +40,7 @@ func (g *Generator) move(ctx context.Context, rnd *rand.Rand) error {
 		how = HalfDone
 	}
 	src, dst := Shard{ID: from, Pool: g.pools[from]}, Shard{ID: to, Pool: g.pools[to]}
-	if _, err := DemoSaga.Move(ctx, src, dst, doc, fromWS, toWS, how); err != nil {
+	if _, err := g.saga.Move(ctx, src, dst, doc, fromWS, toWS, how); err != nil {
 		return fmt.Errorf("move %d from shard %d to %d: %w", doc, from, to, err)
 	}
 	switch how {
