@@ -25,22 +25,100 @@ type Key struct {
 // Capacity keys — at the cost of two map lookups, with no per-key list
 // bookkeeping (a linked-list LRU cost the loader a tenth of its CPU). Not
 // safe for concurrent use: the loader's batch goroutine owns it.
+//
+// Ids that are canonical decimal integers (every integer id layout) are
+// held as numbers, in maps without pointers: no string per key to allocate,
+// hash or have the garbage collector scan (a million such strings made the
+// map a tenth of the loader's CPU and a large part of its GC work). Other
+// ids (uuids) are held as strings. An id has one form only, so both maps
+// together are exact.
 type Versions struct {
 	half     int
-	cur, old map[Key]uint64
+	cur, old generation
+	tables   map[string]uint32 // table name -> number, for numeric keys
+}
+
+// generation is one generation of remembered keys.
+type generation struct {
+	num map[numKey]uint64
+	str map[Key]uint64
+}
+
+func (g *generation) len() int { return len(g.num) + len(g.str) }
+
+// numKey is a Key whose id is a canonical decimal integer.
+type numKey struct {
+	id    int64
+	table uint32
+	shard int32
 }
 
 // NewVersions returns a table that remembers up to capacity keys (>= 2).
 func NewVersions(capacity int) *Versions {
 	half := max(1, capacity/2)
-	return &Versions{half: half, cur: make(map[Key]uint64), old: map[Key]uint64{}}
+	return &Versions{half: half, cur: newGeneration(0), old: newGeneration(0), tables: map[string]uint32{}}
+}
+
+func newGeneration(size int) generation {
+	return generation{num: make(map[numKey]uint64, size), str: map[Key]uint64{}}
+}
+
+// numeric returns k's pointer-free form, if its id is a canonical decimal
+// integer (no sign but a leading '-', no leading zeros, fits int64) and its
+// shard fits an int32: then no other id text has the same number.
+func (v *Versions) numeric(k Key) (numKey, bool) {
+	id, ok := canonicalInt(k.ID)
+	if !ok || int(int32(k.Shard)) != k.Shard {
+		return numKey{}, false
+	}
+	t, ok := v.tables[k.Table]
+	if !ok {
+		t = uint32(len(v.tables))
+		v.tables[strings.Clone(k.Table)] = t
+	}
+	return numKey{id: id, table: t, shard: int32(k.Shard)}, true
+}
+
+// canonicalInt parses s if it is an int64 exactly as strconv.FormatInt
+// prints it.
+func canonicalInt(s string) (int64, bool) {
+	neg := len(s) > 0 && s[0] == '-'
+	digits := s
+	if neg {
+		digits = s[1:]
+	}
+	if len(digits) == 0 || len(digits) > 19 || (digits[0] == '0' && (len(digits) > 1 || neg)) {
+		return 0, false
+	}
+	var u uint64
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0') // 19 digits cannot overflow a uint64
+	}
+	switch {
+	case !neg && u <= 1<<63-1:
+		return int64(u), true
+	case neg && u <= 1<<63:
+		return int64(-u), true // -(1<<63) wraps to itself, as wanted
+	}
+	return 0, false
 }
 
 func (v *Versions) get(k Key) (uint64, bool) {
-	if x, ok := v.cur[k]; ok {
+	if nk, ok := v.numeric(k); ok {
+		if x, ok := v.cur.num[nk]; ok {
+			return x, true
+		}
+		x, ok := v.old.num[nk]
+		return x, ok
+	}
+	if x, ok := v.cur.str[k]; ok {
 		return x, true
 	}
-	x, ok := v.old[k]
+	x, ok := v.old.str[k]
 	return x, ok
 }
 
@@ -56,31 +134,52 @@ func (v *Versions) Stale(k Key, version uint64) bool {
 func (v *Versions) Written(k Key, version uint64) {
 	// As few lookups as possible: with a million keys each one is a cache
 	// miss, and this runs for every change written.
-	if x, ok := v.cur[k]; ok {
+	if nk, ok := v.numeric(k); ok {
+		if x, ok := v.cur.num[nk]; ok {
+			if version > x {
+				v.cur.num[nk] = version
+			}
+			return
+		}
+		if x, ok := v.old.num[nk]; ok && x > version {
+			version = x
+		}
+		v.rotate()
+		v.cur.num[nk] = version
+		return
+	}
+	if x, ok := v.cur.str[k]; ok {
 		if version > x {
-			v.cur[k] = version
+			v.cur.str[k] = version
 		}
 		return
 	}
-	if x, ok := v.old[k]; ok && x > version {
+	if x, ok := v.old.str[k]; ok && x > version {
 		version = x
 	}
-	if len(v.cur) >= v.half {
-		v.old, v.cur = v.cur, make(map[Key]uint64, v.half)
-	}
+	v.rotate()
 	// The id may be a slice of a whole decoded record (the envelope
 	// decoder shares one string per record): keep only the id.
 	k.ID = strings.Clone(k.ID)
-	v.cur[k] = version
+	v.cur.str[k] = version
+}
+
+// rotate makes room for one new key in the current generation.
+func (v *Versions) rotate() {
+	if v.cur.len() >= v.half {
+		v.old, v.cur = v.cur, newGeneration(v.half)
+	}
 }
 
 // Forget drops everything remembered (e.g. after a rebalance, when another
 // loader may have written newer versions of keys we remember).
 func (v *Versions) Forget() {
-	clear(v.cur)
-	clear(v.old)
+	clear(v.cur.num)
+	clear(v.cur.str)
+	clear(v.old.num)
+	clear(v.old.str)
 }
 
 // Len is the number of entries held (a key written in both generations
 // counts twice); it never exceeds the capacity.
-func (v *Versions) Len() int { return len(v.cur) + len(v.old) }
+func (v *Versions) Len() int { return v.cur.len() + v.old.len() }

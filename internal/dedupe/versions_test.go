@@ -1,6 +1,9 @@
 package dedupe
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 func TestVersions(t *testing.T) {
 	k := Key{Table: "documents", ID: "734197815705617408", Shard: 17}
@@ -66,5 +69,46 @@ func TestVersionsBounded(t *testing.T) {
 	v.Forget()
 	if v.Len() != 0 || v.Stale(key(19), 1) {
 		t.Error("Forget kept entries")
+	}
+}
+
+// Ids held as numbers and ids held as text are distinct rows whenever their
+// text differs: "01" is not "1", and an id past int64 is not a wrapped one.
+func TestVersionsIDForms(t *testing.T) {
+	v := NewVersions(100)
+	ids := []string{"1", "01", "+1", "-1", "-0", "0", "9223372036854775807", "9223372036854775808",
+		"-9223372036854775808", "-9223372036854775809", "18446744073709551617", "1e3", "",
+		"0188e0a4-7b4a-7d9e-9f00-000000000001"}
+	for i, id := range ids {
+		v.Written(Key{Table: "t", ID: id}, uint64(10+i))
+	}
+	for i, id := range ids {
+		k := Key{Table: "t", ID: id}
+		if !v.Stale(k, uint64(10+i)) || v.Stale(k, uint64(11+i)) {
+			t.Errorf("id %q: want version %d remembered exactly", id, 10+i)
+		}
+		if v.Stale(Key{Table: "u", ID: id}, 1) || v.Stale(Key{Table: "t", ID: id, Shard: 1}, 1) {
+			t.Errorf("id %q: another table's or shard's row is not this one", id)
+		}
+	}
+	if v.Len() != len(ids) {
+		t.Errorf("Len = %d, want %d", v.Len(), len(ids))
+	}
+}
+
+func TestCanonicalInt(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0": true, "7": true, "-7": true, "734197815705617408": true, "9223372036854775807": true, "-9223372036854775808": true,
+		"": false, "-": false, "-0": false, "00": false, "07": false, "+7": false, " 7": false, "7 ": false,
+		"9223372036854775808": false, "-9223372036854775809": false, "99999999999999999999": false, "1_0": false,
+	} {
+		n, ok := canonicalInt(s)
+		if ok != want {
+			t.Errorf("canonicalInt(%q) ok = %v, want %v", s, ok, want)
+			continue
+		}
+		if ok && strconv.FormatInt(n, 10) != s {
+			t.Errorf("canonicalInt(%q) = %d", s, n)
+		}
 	}
 }
