@@ -427,12 +427,51 @@ func (p *parser) lsn(dst *LSN) error {
 	if err != nil {
 		return err
 	}
-	v, err := ParseLSN(string(s))
+	if v, ok := lsnBytes(s); ok {
+		*dst = v
+		return nil
+	}
+	v, err := ParseLSN(string(s)) // for its error, or what lsnBytes leaves to it
 	if err != nil {
 		return err
 	}
 	*dst = v
 	return nil
+}
+
+// lsnBytes parses the usual LSN text, "X/Y" with 1 to 8 hex digits each,
+// without allocating. It accepts only what ParseLSN accepts, and leaves
+// everything else to it (ok false).
+func lsnBytes(b []byte) (LSN, bool) {
+	hi, lo, ok := bytes.Cut(b, []byte{'/'})
+	if !ok {
+		return 0, false
+	}
+	h, ok1 := hex32(hi)
+	l, ok2 := hex32(lo)
+	return LSN(uint64(h)<<32 | uint64(l)), ok1 && ok2
+}
+
+// hex32 parses 1 to 8 hex digits (either case).
+func hex32(b []byte) (uint32, bool) {
+	if len(b) == 0 || len(b) > 8 {
+		return 0, false
+	}
+	var v uint32
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint32(c)
+	}
+	return v, true
 }
 
 // time decodes the commit time with time.Time's own JSON rules.

@@ -146,3 +146,22 @@ func BenchmarkDecoder(b *testing.B) {
 		}
 	}
 }
+
+// lsnBytes, the decoder's allocation-free LSN parser, accepts only what
+// ParseLSN accepts, with the same value.
+func FuzzLSNBytes(f *testing.F) {
+	for _, s := range []string{"0/3000148", "16/B374D848", "16/b374d848", "FFFFFFFF/FFFFFFFF", "0/0", "", "3000148", "0/",
+		"/1", "1/2/3", "g/1", "100000000/0", "-1/0", "+1/0", "0x1/0", "1_0/0", " 1/0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := lsnBytes([]byte(s))
+		want, err := ParseLSN(s)
+		if ok && (err != nil || got != want) {
+			t.Fatalf("lsnBytes(%q) = %v, ParseLSN = %v, %v", s, got, want, err)
+		}
+		if !ok && err == nil {
+			t.Fatalf("lsnBytes(%q) refused what ParseLSN reads as %v", s, want)
+		}
+	})
+}
