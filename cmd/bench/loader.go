@@ -35,7 +35,7 @@ import (
 // exactly the expected live rows.
 func benchLoader(ctx context.Context, args []string) error {
 	var changes, keys, shards, partitions, batch, unchangedPct, bodyBytes, imageCache, nTables, wmEvery int
-	var brokers, chAddr, jsonOut string
+	var brokers, chAddr, jsonOut, cpuProfile, memProfile string
 	fs := flagenv.New("bench loader", "bench loader — Kafka -> ClickHouse throughput of the loader with dedupe on.")
 	fs.Int(&changes, "changes", "", 1_000_000, "changes to produce (mix: first write of a key is an insert, then 80% updates, 20% deletes)")
 	fs.Int(&keys, "keys", "", 200_000, "distinct ids")
@@ -50,6 +50,8 @@ func benchLoader(ctx context.Context, args []string) error {
 	fs.String(&brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
 	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
 	fs.String(&jsonOut, "json", "", "", "also write the results as JSON to this file")
+	fs.String(&cpuProfile, "cpuprofile", "TRIBUTARY_BENCH_CPUPROFILE", "", "write a CPU profile of the load phase to this file")
+	fs.String(&memProfile, "memprofile", "TRIBUTARY_BENCH_MEMPROFILE", "", "write a heap profile at the end of the load phase to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errUsage
@@ -240,7 +242,7 @@ func benchLoader(ctx context.Context, args []string) error {
 		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour,
 		ImageCacheBytes: cacheBudget},
 		store, slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})), reg)
-	if path := os.Getenv("TRIBUTARY_BENCH_CPUPROFILE"); path != "" {
+	if path := cpuProfile; path != "" {
 		f, err := os.Create(path)
 		if err != nil {
 			return err
@@ -285,7 +287,7 @@ func benchLoader(ctx context.Context, args []string) error {
 			break
 		}
 	}
-	if path := os.Getenv("TRIBUTARY_BENCH_MEMPROFILE"); path != "" {
+	if path := memProfile; path != "" {
 		// Heap at the end of the load, while the loader still runs: what it
 		// holds between batches (inuse) and what it allocated (alloc).
 		if err := writeHeapProfile(path); err != nil {
