@@ -175,6 +175,15 @@ func parseBool(s string) (uint8, error) {
 func parseDate(s string) (time.Time, error) { return time.Parse("2006-01-02", s) }
 
 func parseDateTime(s string) (time.Time, error) {
+	if t, ok := isoTimestamp(s); ok {
+		return t, nil
+	}
+	return parseDateTimeLayouts(s)
+}
+
+// parseDateTimeLayouts is parseDateTime by time.Parse alone: what
+// isoTimestamp must agree with.
+func parseDateTimeLayouts(s string) (time.Time, error) {
 	for _, l := range pgTimestampLayouts {
 		if t, err := time.Parse(l, s); err == nil {
 			return t.UTC(), nil
@@ -284,4 +293,99 @@ func (c colType) fromCHText(s string) (any, error) {
 // quoteString is s as a ClickHouse string literal.
 func quoteString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// isoTimestamp reads the one text form PostgreSQL prints in nearly every
+// change, "2026-11-30 12:00:00[.123456][+01[:30[:15]]]", in UTC, an order
+// of magnitude faster than time.Parse (which was half of a row's
+// conversion). It accepts only values it is certain time.Parse with
+// pgTimestampLayouts accepts (ok false for anything else, which then takes
+// that path), and returns the same instant: a fuzz test holds it to that.
+func isoTimestamp(s string) (time.Time, bool) {
+	if len(s) < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	year, ok1 := digitsOf(s[0:4])
+	month, ok2 := digitsOf(s[5:7])
+	day, ok3 := digitsOf(s[8:10])
+	hour, ok4 := digitsOf(s[11:13])
+	minute, ok5 := digitsOf(s[14:16])
+	sec, ok6 := digitsOf(s[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 ||
+		day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	rest := s[19:]
+	nsec := 0
+	if len(rest) > 0 && rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 || n > 10 { // no digits, or more than nanoseconds
+			return time.Time{}, false
+		}
+		f, _ := digitsOf(rest[1:n])
+		for i := n; i <= 9; i++ {
+			f *= 10
+		}
+		nsec, rest = f, rest[n:]
+	}
+	offset := 0
+	if len(rest) > 0 {
+		// "+01", "+01:30", "+01:30:15" (or '-'): the three zone layouts.
+		if (rest[0] != '+' && rest[0] != '-') || (len(rest) != 3 && len(rest) != 6 && len(rest) != 9) {
+			return time.Time{}, false
+		}
+		for i := 3; i < len(rest); i += 3 {
+			if rest[i] != ':' {
+				return time.Time{}, false
+			}
+		}
+		parts := [3]int{}
+		for i := 0; 3*i+1 < len(rest); i++ {
+			v, ok := digitsOf(rest[3*i+1 : 3*i+3])
+			if !ok {
+				return time.Time{}, false
+			}
+			parts[i] = v
+		}
+		if parts[0] > 23 || parts[1] > 59 || parts[2] > 59 {
+			return time.Time{}, false
+		}
+		offset = parts[0]*3600 + parts[1]*60 + parts[2]
+		if rest[0] == '-' {
+			offset = -offset
+		}
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	return t.Add(-time.Duration(offset) * time.Second), true
+}
+
+// digitsOf parses ASCII decimal digits only (no sign).
+func digitsOf(s string) (int, bool) {
+	v := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// daysIn is the number of days of month in year (proleptic Gregorian, as
+// time.Date).
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
