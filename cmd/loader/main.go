@@ -41,6 +41,7 @@ type Config struct {
 	ClickHouseUser string
 	ClickHousePass string
 	BatchRecords   int
+	BatchBytes     int
 	BatchWait      time.Duration
 	DuplicateGrace time.Duration
 	DedupeKeys     int
@@ -68,6 +69,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
 	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	fs.Int(&c.BatchRecords, "batch-records", "TRIBUTARY_LOADER_BATCH_RECORDS", 50000, "maximum records per ClickHouse batch")
+	fs.Int(&c.BatchBytes, "batch-bytes", "TRIBUTARY_LOADER_BATCH_BYTES", loader.DefaultBatchBytes, "maximum record bytes (keys and values) per ClickHouse batch: bounds memory when rows are large (the loader holds about two batches at once, each also decoded and converted)")
 	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "maximum wait to fill a batch after its first record")
 	fs.Duration(&c.DuplicateGrace, "duplicate-grace", "TRIBUTARY_DUPLICATE_GRACE", 5*time.Minute, "how long an id may be live on two shards (a move in flight) before it is an alert, in source time")
 	fs.Int(&c.DedupeKeys, "dedupe-keys", "TRIBUTARY_LOADER_DEDUPE_KEYS", 1<<20, "rows whose newest written version is remembered, to skip redeliveries (memory: ~100 B each)")
@@ -101,6 +103,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BatchRecords < 1 {
 		errs = append(errs, fmt.Errorf("--batch-records must be >= 1, got %d", c.BatchRecords))
+	}
+	if c.BatchBytes < 64<<10 {
+		errs = append(errs, fmt.Errorf("--batch-bytes must be >= 65536, got %d", c.BatchBytes))
 	}
 	if c.BatchWait <= 0 {
 		errs = append(errs, fmt.Errorf("--batch-wait must be > 0, got %s", c.BatchWait))
@@ -160,7 +165,7 @@ func run(ctx context.Context, cfg *Config) error {
 	reg := telemetry.NewRegistry()
 	l := loader.New(loader.Config{
 		Brokers: flagenv.List(cfg.Brokers), Group: cfg.Group, DLQTopic: cfg.DLQTopic,
-		Tables: tcfg, BatchRecords: cfg.BatchRecords, BatchWait: cfg.BatchWait,
+		Tables: tcfg, BatchRecords: cfg.BatchRecords, BatchBytes: cfg.BatchBytes, BatchWait: cfg.BatchWait,
 		DuplicateGrace: cfg.DuplicateGrace, DedupeKeys: cfg.DedupeKeys,
 		RevenueAggregator: cfg.AggregateEvery > 0, PreaggInterval: cfg.AggregateEvery, PreaggBlockBits: cfg.BlockBits,
 		Ring: rm, RingPath: cfg.RingMap, MisplacedInterval: cfg.MisplacedEvery,

@@ -27,6 +27,7 @@
 //	dlq_records_total{topic,reason}    records sent to the dead-letter topic
 //	insert_seconds{table}              ClickHouse insert latency
 //	batch_records                      records per batch
+//	batch_bytes                        record bytes (keys and values) per batch
 //	insert_errors_total{table}         failed inserts (retried)
 //	schema_changes_total{table}        tables created / columns added
 //	table_stopped{table}               1 while a table is stopped
@@ -84,9 +85,13 @@ type Config struct {
 	Group    string
 	DLQTopic string
 	Tables   *tables.Config
-	// BatchRecords and BatchWait bound a batch: it is written when either is
-	// reached.
+	// BatchRecords, BatchBytes and BatchWait bound a batch: it is written
+	// when any is reached. BatchBytes counts the records' keys and values
+	// (0: DefaultBatchBytes); it bounds the loader's memory, which holds
+	// two batches (one applied, the next decoded) plus their decoded and
+	// converted forms, whatever the size of the rows.
 	BatchRecords int
+	BatchBytes   int
 	BatchWait    time.Duration
 	// DedupeKeys bounds the memory of recently written versions.
 	DedupeKeys int
@@ -126,6 +131,9 @@ type Config struct {
 	ImageCacheBytes int64
 }
 
+// DefaultBatchBytes is the default bound on a batch's record bytes.
+const DefaultBatchBytes = 64 << 20
+
 // Loader applies change envelopes to ClickHouse.
 type Loader struct {
 	cfg   Config
@@ -157,6 +165,9 @@ type Loader struct {
 func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *Loader {
 	if cfg.DedupeKeys <= 0 {
 		cfg.DedupeKeys = 1 << 20
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = DefaultBatchBytes
 	}
 	if cfg.DuplicateGrace <= 0 {
 		cfg.DuplicateGrace = 5 * time.Minute
@@ -214,7 +225,10 @@ func (l *Loader) Run(ctx context.Context) error {
 		// records of one that did not commit.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.FetchMaxBytes(16 << 20),
+		// A fetch is at most a batch's bytes, so the first poll of a batch
+		// cannot overshoot it by more than one batch (Kafka may still
+		// return one record batch larger than this: it always returns one).
+		kgo.FetchMaxBytes(int32(min(16<<20, l.cfg.BatchBytes))),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			// Images of a partition held before are stale if another
@@ -411,12 +425,21 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 	}
 }
 
-// poll gathers up to BatchRecords records, waiting at most BatchWait after
-// the first one arrives.
+// poll gathers up to BatchRecords records or BatchBytes bytes, waiting at
+// most BatchWait after the first one arrives.
+//
+// Records taken from the client cannot be given back (its position moves
+// past them), so the byte bound is kept by asking for few records at a
+// time: one first, then at most as many as the batch holds (doubling), and
+// at most half of what still fits at the batch's mean record size — one at
+// a time near the end. A batch therefore ends within about one record of
+// BatchBytes unless its records grow much larger than its mean on the way;
+// a single record larger than BatchBytes is a batch of its own.
 func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error) {
 	var out []*kgo.Record
 	var deadline time.Time
-	for len(out) < l.cfg.BatchRecords {
+	size := 0
+	for len(out) < l.cfg.BatchRecords && size < l.cfg.BatchBytes {
 		pctx := ctx
 		var cancel context.CancelFunc = func() {}
 		if !deadline.IsZero() {
@@ -426,7 +449,7 @@ func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error
 			}
 			pctx, cancel = context.WithTimeout(ctx, left)
 		}
-		fs := cl.PollRecords(pctx, l.cfg.BatchRecords-len(out))
+		fs := cl.PollRecords(pctx, pollCount(len(out), size, l.cfg.BatchRecords, l.cfg.BatchBytes))
 		cancel()
 		if fs.IsClientClosed() {
 			return nil, errors.New("kafka client closed")
@@ -439,7 +462,10 @@ func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error
 			// and as consumer lag.
 			l.log.Warn("fetch error", slog.String("topic", t), slog.Int("partition", int(p)), slog.Any("err", err))
 		})
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, r)
+			size += len(r.Key) + len(r.Value)
+		})
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}
@@ -447,7 +473,20 @@ func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error
 			deadline = time.Now().Add(l.cfg.BatchWait)
 		}
 	}
+	l.m.batchBytes.Observe(float64(size))
 	return out, nil
+}
+
+// pollCount is how many records to ask for next, with n records of size
+// bytes in the batch and the batch's bounds: one first; then no more than
+// the batch holds, than the records left, or than half of the bytes left
+// at the batch's mean record size; at least one.
+func pollCount(n, size, maxRecords, maxBytes int) int {
+	if n == 0 {
+		return 1
+	}
+	fit := (maxBytes - size) / max(1, size/n) / 2
+	return max(1, min(n, maxRecords-n, fit))
 }
 
 // logCapabilities says which optional server features exist. None is used

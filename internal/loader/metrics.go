@@ -15,6 +15,7 @@ type metrics struct {
 	dlq             *prometheus.CounterVec   // topic, reason
 	insertSeconds   *prometheus.HistogramVec // table
 	batchRows       prometheus.Histogram
+	batchBytes      prometheus.Histogram
 	insertErrors    *prometheus.CounterVec // table
 	schemaChanges   *prometheus.CounterVec // table
 	tableStopped    *prometheus.GaugeVec   // table
@@ -71,6 +72,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		batchRows: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tributary_loader_batch_records", Help: "Kafka records per applied batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}),
+		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tributary_loader_batch_bytes", Help: "Record bytes (keys and values) per polled batch; bounded by --batch-bytes.",
+			Buckets: prometheus.ExponentialBuckets(1<<10, 4, 11), // 1 KiB .. 1 GiB
 		}),
 		insertErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_loader_insert_errors_total", Help: "Failed ClickHouse inserts (retried; nothing is committed until they succeed).",
@@ -135,7 +140,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	reg.MustRegister(m.toastBases, m.imageBytes, m.imageEntries, m.imageEvictions)
 	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
-	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows,
+	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
 	return m
 }
