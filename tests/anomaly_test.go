@@ -89,7 +89,7 @@ func TestAlertCannotUndoResolution(t *testing.T) {
 	}()
 	now := time.Now().UTC().Truncate(time.Second)
 	open := chstore.Anomaly{Table: "docs", ID: "42", Kind: chstore.KindDuplicate, Shards: []uint16{0, 1}, FirstSeen: now, LastSeen: now}
-	if err := store.WriteAnomalies(ctx, []chstore.Anomaly{open}); err != nil {
+	if err := store.WriteAnomalies(ctx, time.Now(), []chstore.Anomaly{open}); err != nil {
 		t.Fatal(err)
 	}
 	read := func() chstore.Anomaly {
@@ -102,7 +102,7 @@ func TestAlertCannotUndoResolution(t *testing.T) {
 	stale := read() // the evaluator's copy
 	resolved := stale
 	resolved.Resolved, resolved.Shards = true, []uint16{1}
-	if err := store.WriteAnomalies(ctx, []chstore.Anomaly{resolved}); err != nil { // the owner
+	if err := store.WriteAnomalies(ctx, time.Now(), []chstore.Anomaly{resolved}); err != nil { // the owner
 		t.Fatal(err)
 	}
 	stale.Alerted = true
@@ -115,7 +115,7 @@ func TestAlertCannotUndoResolution(t *testing.T) {
 	// Without a newer state, the alert is stored.
 	open2 := read()
 	open2.ID, open2.Resolved, open2.Ver = "43", false, 0
-	if err := store.WriteAnomalies(ctx, []chstore.Anomaly{open2}); err != nil {
+	if err := store.WriteAnomalies(ctx, time.Now(), []chstore.Anomaly{open2}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := store.Anomalies(ctx, "docs", []string{"43"}, false)
@@ -133,5 +133,68 @@ func TestAlertCannotUndoResolution(t *testing.T) {
 	}
 	if !got["43"].Alerted || got["43"].Resolved {
 		t.Fatalf("alert not stored: %+v", got["43"])
+	}
+}
+
+// TestStaleDetectionCannotUndoResolution: across a rebalance, the old owner
+// of a partition may still detect a batch it polled before, from a read of
+// ClickHouse older than the new owner's. Whatever order the two states are
+// written in, the one read later stands: the id the new owner resolved is
+// not reopened by the stale detection written after it.
+func TestStaleDetectionCannotUndoResolution(t *testing.T) {
+	st := loadStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := "e2e_stale_" + randSuffix()
+	store, err := chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
+		store.Close()
+	}()
+	read := func(id string) chstore.Anomaly {
+		got, err := store.Anomalies(ctx, "docs", []string{id}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[id]
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	open := chstore.Anomaly{Table: "docs", ID: "42", Kind: chstore.KindDuplicate, Shards: []uint16{0, 1}, FirstSeen: now, LastSeen: now}
+	if err := store.WriteAnomalies(ctx, time.Now(), []chstore.Anomaly{open}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The old owner reads: still live on shards 0 and 1, seen later.
+	staleAt := time.Now()
+	stale := read("42")
+	stale.LastSeen = now.Add(time.Second)
+	// The new owner reads after the delete on shard 0 is in, and resolves.
+	time.Sleep(time.Millisecond)
+	freshAt := time.Now()
+	resolved := read("42")
+	resolved.Resolved, resolved.Shards, resolved.LastSeen = true, []uint16{1}, now.Add(2*time.Second)
+	if err := store.WriteAnomalies(ctx, freshAt, []chstore.Anomaly{resolved}); err != nil {
+		t.Fatal(err)
+	}
+	// The old owner's write lands last.
+	if err := store.WriteAnomalies(ctx, staleAt, []chstore.Anomaly{stale}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("42"); !got.Resolved || len(got.Shards) != 1 {
+		t.Fatalf("after a stale detection written last: %+v, want the resolution read later", got)
+	}
+
+	// A state read after the stored one's read is stored.
+	reopenAt := time.Now()
+	reopen := read("42")
+	reopen.Resolved, reopen.Shards, reopen.FirstSeen = false, []uint16{1, 2}, now.Add(3*time.Second)
+	if err := store.WriteAnomalies(ctx, reopenAt, []chstore.Anomaly{reopen}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("42"); got.Resolved || len(got.Shards) != 2 {
+		t.Fatalf("a newer detection was not stored: %+v", got)
 	}
 }

@@ -220,10 +220,17 @@ func (s *Store) anomalies(ctx context.Context, table string, ids []string, open 
 }
 
 // WriteAnomalies stores new states, written by the loader that owns the
-// ids' partition. Each gets a version newer than the one it was read at.
-func (s *Store) WriteAnomalies(ctx context.Context, as []Anomaly) error {
-	now := uint64(time.Now().UnixNano())
-	return s.writeAnomalies(ctx, as, func(i int, a Anomaly) uint64 { return max(now+uint64(i), a.Ver+1) })
+// ids' partition and derived from what it read of ClickHouse at readAt
+// (taken before its first read). The version is that time — newer than the
+// stored state it was read at — not the time of the write: a state read
+// earlier never replaces one read later, whatever order they are written
+// in. That matters across a rebalance, when the partition's old owner may
+// still be detecting a batch it polled before while the new owner has
+// already resolved the id from newer rows. (Versions are loader wall
+// clocks: between hosts, their skew is the window left.)
+func (s *Store) WriteAnomalies(ctx context.Context, readAt time.Time, as []Anomaly) error {
+	at := uint64(readAt.UnixNano())
+	return s.writeAnomalies(ctx, as, func(_ int, a Anomaly) uint64 { return max(at, a.Ver+1) })
 }
 
 // MarkAlerted stores the alerted flag (or the kind) of open anomalies,

@@ -17,7 +17,9 @@ import (
 func (l *Loader) detect(ctx context.Context, t *chstore.Table, cfg *tables.Table, ids []string, newest time.Time) error {
 	// Only ids that ever had rows on two shards can be, or have been, live
 	// on two: one cheap query narrows the batch to those, and the exact
-	// (FINAL) questions are asked about them alone.
+	// (FINAL) questions are asked about them alone. What is written is
+	// versioned by when this began to read (WriteAnomalies).
+	readAt := time.Now()
 	ids, err := l.store.MultiShardIDs(ctx, t, ids)
 	if err != nil {
 		return err
@@ -62,7 +64,7 @@ func (l *Loader) detect(ctx context.Context, t *chstore.Table, cfg *tables.Table
 			changed = append(changed, prev)
 		}
 	}
-	return l.store.WriteAnomalies(ctx, changed)
+	return l.store.WriteAnomalies(ctx, readAt, changed)
 }
 
 func equalShards(a, b []uint16) bool {
