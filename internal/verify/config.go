@@ -41,6 +41,13 @@ type Config struct {
 	// Sample bounds the ids checked per table and shard: with more live
 	// rows than this, a random sample of this many is checked. 0: all.
 	Sample int
+	// APISample bounds, per table and shard, the ids of those checked that
+	// are looked up through the API one by one (a random subset); the
+	// others are compared with the same rows read from ClickHouse in bulk,
+	// as the API's by-id read reads them (chrows.go). 0: every id through
+	// the API. Tables whose ids are not integers always go through the
+	// API, and so does every difference before it is reported.
+	APISample int
 	// Wait bounds each wait for the API's watermarks to reach the shards'
 	// WAL positions.
 	Wait time.Duration
@@ -95,6 +102,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Sample < 0 {
 		errs = append(errs, errors.New("sample must be >= 0 (0: all rows)"))
+	}
+	if c.APISample < 0 {
+		errs = append(errs, errors.New("API sample must be >= 0 (0: every id through the API)"))
 	}
 	if c.Wait < 0 {
 		errs = append(errs, errors.New("wait must be >= 0"))

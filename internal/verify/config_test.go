@@ -69,6 +69,7 @@ func TestValidate(t *testing.T) {
 		{"bad URL", func(c *Config) { c.APIURL = "127.0.0.1:8080" }, "not an http(s) URL"},
 		{"no ClickHouse", func(c *Config) { c.ClickHouse.Addr = "" }, "ClickHouse address"},
 		{"negative sample", func(c *Config) { c.Sample = -1 }, "sample"},
+		{"negative API sample", func(c *Config) { c.APISample = -1 }, "API sample"},
 		{"no concurrency", func(c *Config) { c.Concurrency = 0 }, "concurrency"},
 		{"no timeout", func(c *Config) { c.ShardTimeout = 0 }, "timeout"},
 	} {

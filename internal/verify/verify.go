@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -90,12 +91,16 @@ func (v *verifier) close() {
 
 // shardTable is one table on one shard, as read at the start.
 type shardTable struct {
-	st      *sourceTable
-	count   int64
+	st    *sourceTable
+	count int64
+	// ids are the source's ids (or a sample), then the extra ones: ids
+	// ClickHouse has for the shard that the source does not.
 	ids     []string
+	extra   int
 	sampled bool
 	chCount int64
 	checked int
+	viaAPI  int
 }
 
 // tableState is one configured table over all shards.
@@ -191,7 +196,7 @@ func (v *verifier) fill(rep *Report, states []*tableState, positions []Position,
 		for _, s := range v.shards {
 			sh := ts.shards[s.id]
 			tr.Shards = append(tr.Shards, ShardReport{Shard: s.id, SourceRows: sh.count, ClickHouseRows: sh.chCount,
-				Checked: sh.checked, Sampled: sh.sampled})
+				Checked: sh.checked, ViaAPI: sh.viaAPI, Sampled: sh.sampled})
 		}
 		rep.Tables = append(rep.Tables, tr)
 		shards := make([]int, 0, len(ts.counts))
@@ -289,6 +294,7 @@ func (v *verifier) checkClickHouse(ctx context.Context, ts *tableState) error {
 		for _, id := range chIDs {
 			if !known[id] && extra < maxExtraIDs {
 				sh.ids = append(sh.ids, id) // checked like any id: this shard has no such live row
+				sh.extra++
 				extra++
 			}
 		}
@@ -313,8 +319,32 @@ func countDiff(table string, shard int, src, ch int64, detail string) Difference
 		Source: fmt.Sprint(src), API: fmt.Sprint(ch), Detail: detail}
 }
 
-// checkTable compares every id read from any shard.
+// checkTable compares every id read from any shard: a random
+// Config.APISample of each shard's ids (and every id ClickHouse has that
+// the shard does not) through the API, the others with ClickHouse's rows
+// read in bulk (when the ids are integers).
 func (v *verifier) checkTable(ctx context.Context, ts *tableState) error {
+	viaAPI := func(string) bool { return true }
+	if v.cfg.APISample > 0 {
+		bulk, err := v.ch.bulkIDType(ctx, ts.t.Name, ts.t.IDColumn)
+		if err != nil {
+			return err
+		}
+		if bulk {
+			api := map[string]bool{}
+			for _, s := range v.shards {
+				sh := ts.shards[s.id]
+				own := sh.ids[:len(sh.ids)-sh.extra]
+				for _, i := range rand.Perm(len(own))[:min(len(own), v.cfg.APISample)] {
+					api[own[i]] = true
+				}
+				for _, id := range sh.ids[len(own):] {
+					api[id] = true
+				}
+			}
+			viaAPI = func(id string) bool { return api[id] }
+		}
+	}
 	seen := map[string]bool{}
 	var ids []string
 	for _, s := range v.shards {
@@ -327,14 +357,15 @@ func (v *verifier) checkTable(ctx context.Context, ts *tableState) error {
 	}
 	slices.SortFunc(ids, compareIDText)
 	v.log.Info("comparing", slog.String("table", ts.t.Name), slog.Int("ids", len(ids)))
-	diffs, checked, err := v.checkIDs(ctx, ts, ids, true)
+	diffs, checked, err := v.checkIDs(ctx, ts, ids, viaAPI, true)
 	if err != nil {
 		return err
 	}
 	ts.diffs = diffs
 	for s, n := range checked {
 		if sh := ts.shards[s]; sh != nil {
-			sh.checked += n
+			sh.checked += n.rows
+			sh.viaAPI += n.viaAPI
 		}
 	}
 	return nil
@@ -355,35 +386,66 @@ func compareIDText(a, b string) int {
 	return 0
 }
 
-// checkIDs looks every id up in the API and compares the copies with the
-// id's live rows on every shard, read fresh per chunk. It returns the
-// differences and, by shard, how many source rows were compared.
-func (v *verifier) checkIDs(ctx context.Context, ts *tableState, ids []string, progress bool) ([]Difference, map[int]int, error) {
+// checked counts the source rows of one shard that were compared, and
+// how many of them through the API.
+type checked struct{ rows, viaAPI int }
+
+// checkIDs compares the copies of every id with the id's live rows on
+// every shard, read fresh per chunk: the API's copies where viaAPI says
+// so (up to Config.Concurrency requests in flight), else the copies read
+// from ClickHouse in one query per chunk. It returns the differences and,
+// by shard, how many source rows were compared.
+func (v *verifier) checkIDs(ctx context.Context, ts *tableState, ids []string, viaAPI func(string) bool, progress bool) ([]Difference, map[int]checked, error) {
 	var diffs []Difference
-	checked := map[int]int{}
-	last := time.Now()
+	counts := map[int]checked{}
+	start, last := time.Now(), time.Now()
+	apiDone := 0
 	for from := 0; from < len(ids); from += chunkIDs {
 		chunk := ids[from:min(from+chunkIDs, len(ids))]
-		src, err := v.sourceRows(ctx, ts, chunk)
-		if err != nil {
+		var bulkIDs []string
+		for _, id := range chunk {
+			if !viaAPI(id) {
+				bulkIDs = append(bulkIDs, id)
+			}
+		}
+		var src map[int]map[string]*sourceRow
+		var bulk map[string][]apiCopy
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) {
+			src, err = v.sourceRows(gctx, ts, chunk)
+			return err
+		})
+		g.Go(func() (err error) {
+			bulk, err = v.ch.copies(gctx, ts.t.Name, ts.t.IDColumn, bulkIDs)
+			return err
+		})
+		if err := g.Wait(); err != nil {
 			return nil, nil, err
 		}
+		live := func(id string) map[int]*sourceRow {
+			out := map[int]*sourceRow{}
+			for shard, rows := range src {
+				if r := rows[id]; r != nil {
+					out[shard] = r
+				}
+			}
+			return out
+		}
 		results := make([][]Difference, len(chunk))
-		g, gctx := errgroup.WithContext(ctx)
+		g, gctx = errgroup.WithContext(ctx)
 		g.SetLimit(v.cfg.Concurrency)
 		for i, id := range chunk {
+			if !viaAPI(id) {
+				results[i] = compareID(ts.t.Name, id, live(id), bulk[id])
+				continue
+			}
+			apiDone++
 			g.Go(func() error {
 				copies, err := v.api.row(gctx, ts.t.Name, id)
 				if err != nil {
 					return fmt.Errorf("table %s id %s: %w", ts.t.Name, id, err)
 				}
-				live := map[int]*sourceRow{}
-				for shard, rows := range src {
-					if r := rows[id]; r != nil {
-						live[shard] = r
-					}
-				}
-				results[i] = compareID(ts.t.Name, id, live, copies)
+				results[i] = compareID(ts.t.Name, id, live(id), copies)
 				return nil
 			})
 		}
@@ -394,15 +456,24 @@ func (v *verifier) checkIDs(ctx context.Context, ts *tableState, ids []string, p
 			diffs = append(diffs, r...)
 		}
 		for shard, rows := range src {
-			checked[shard] += len(rows)
+			c := counts[shard]
+			c.rows += len(rows)
+			for id := range rows {
+				if viaAPI(id) {
+					c.viaAPI++
+				}
+			}
+			counts[shard] = c
 		}
 		if progress && time.Since(last) >= progressEvery {
 			last = time.Now()
-			v.log.Info("progress", slog.String("table", ts.t.Name), slog.Int("ids_checked", from+len(chunk)),
-				slog.Int("ids", len(ids)), slog.Int("differences", len(diffs)))
+			done := from + len(chunk)
+			v.log.Info("progress", slog.String("table", ts.t.Name), slog.Int("ids_checked", done),
+				slog.Int("ids", len(ids)), slog.Int("via_api", apiDone), slog.Int("differences", len(diffs)),
+				slog.Float64("ids_per_s", float64(done)/time.Since(start).Seconds()))
 		}
 	}
-	return diffs, checked, nil
+	return diffs, counts, nil
 }
 
 // sourceRows reads the rows with the given ids from every shard in
@@ -426,8 +497,8 @@ func (v *verifier) sourceRows(ctx context.Context, ts *tableState, ids []string)
 	return out, nil
 }
 
-// recheck checks the table's differing ids and count mismatches again and
-// keeps only what still differs. It returns how many it re-checked.
+// recheck checks the table's differing ids (through the API) and count
+// mismatches again and keeps only what still differs. It returns how many it re-checked.
 func (v *verifier) recheck(ctx context.Context, ts *tableState) (int, error) {
 	seen := map[string]bool{}
 	var ids []string
@@ -437,7 +508,7 @@ func (v *verifier) recheck(ctx context.Context, ts *tableState) (int, error) {
 			ids = append(ids, d.ID)
 		}
 	}
-	diffs, _, err := v.checkIDs(ctx, ts, ids, false)
+	diffs, _, err := v.checkIDs(ctx, ts, ids, func(string) bool { return true }, false)
 	if err != nil {
 		return 0, err
 	}
