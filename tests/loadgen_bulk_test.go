@@ -105,6 +105,12 @@ func TestLoadgenBulk(t *testing.T) {
 		p.startReader(runCtx, s)
 	}
 	p.startLoader(runCtx, "l1")
+	// Traffic only once every slot is consistent: what commits before
+	// would arrive by the readers' initial copy, not as the transactions
+	// streamed, which are what this test is about.
+	for _, s := range shards {
+		p.waitSlotStreaming(ctx, s)
+	}
 
 	rs := make([]ring.Shard, len(shards))
 	for i, s := range shards {
@@ -323,6 +329,28 @@ func (p *pipeline) corruptTitle(ctx context.Context, table string, id int64, sha
 		p.chDB, table, strings.Join(cols, ", "), strings.Join(exprs, ", "), id, shard)
 	if err := p.store.Conn().Exec(ctx, sql); err != nil {
 		p.t.Fatalf("corrupt %d: %v", id, err)
+	}
+}
+
+// waitSlotStreaming waits until the reader of shard has its slot and
+// streams from it (the slot active, at a consistent point).
+func (p *pipeline) waitSlotStreaming(ctx context.Context, shard int) {
+	p.t.Helper()
+	slot := fmt.Sprintf("e2e_%s_%d", p.suffix, shard)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := p.failed(); err != nil {
+			p.t.Fatalf("waiting for slot %s: %v", slot, err)
+		}
+		n := p.countSource(ctx, shard, fmt.Sprintf(
+			"SELECT count(*) FROM pg_replication_slots WHERE slot_name = '%s' AND active AND confirmed_flush_lsn IS NOT NULL", slot))
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("slot %s not streaming after 60 s", slot)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
