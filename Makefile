@@ -7,7 +7,7 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.stack
 STACK := deploy/local/stack.sh
 GO ?= go
 
-.PHONY: help install up down purge status build demo demo-down test unit vet verify bench-loader
+.PHONY: help install up down purge status build demo demo-down test unit vet verify loadgen bench-loader
 
 help:
 	@echo "make demo    - install, start the stack + readers/loader/api, run traffic, print a tour"
@@ -15,6 +15,7 @@ help:
 	@echo "make unit    - unit tests only (no services)"
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
 	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth)"
+	@echo "make loadgen ARGS=...  - more demo traffic (ARGS=\"--rows-per-op 100 --rate 50\": bulk, 5,000 rows/s)"
 	@echo "make bench-loader - Kafka -> ClickHouse loader throughput (prints numbers)"
 	@echo "make bench-peers  - our reader next to Debezium on the same shard and Kafka (ROWS=500000; docs/peers.md)"
 
@@ -61,11 +62,21 @@ test: install vet
 		$(GO) test -count=1 -timeout 15m ./...
 
 # Ground truth: scatter-gather over the shards compared with the API. Run
-# after traffic stopped (make demo ends its traffic before the tour).
+# after traffic stopped (make demo ends its traffic before the tour). Every
+# live row up to 100,000 per table and shard, 1,000 of them through the API
+# one by one and the rest read from ClickHouse in bulk
+# (TRIBUTARY_VERIFY_SAMPLE, TRIBUTARY_VERIFY_API_SAMPLE; cmd/verify --help).
 verify:
 	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
 		TRIBUTARY_TABLES=deploy/local/tables.json TRIBUTARY_RING_MAP=$$(test "$${TRIBUTARY_SHARDS:-4}" = 4 && echo deploy/local/ringmap.json) \
 		$(GO) run ./cmd/verify
+
+# More demo traffic on the running stack, e.g. bulk mode:
+#   make loadgen ARGS="--rows-per-op 100 --rate 50 --duration 60s"
+loadgen:
+	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
+		TRIBUTARY_RING=$$(test "$${TRIBUTARY_SHARDS:-4}" = 4 && echo deploy/local/ringmap.json) \
+		$(GO) run ./cmd/loadgen $(ARGS)
 
 # Benchmarks print numbers; see docs/benchmarks.md for results and machine.
 bench-loader:
