@@ -17,10 +17,19 @@
 //
 //  2. Rows: for every configured table, every live id on every shard (or a
 //     random sample of Config.Sample ids per shard when there are more) is
-//     looked up with GET /v1/tables/{table}/rows/{id}. The copies returned
-//     must be exactly one per shard where the id is live at the source
+//     compared with its copies. A random Config.APISample of each shard's
+//     ids is looked up with GET /v1/tables/{table}/rows/{id}; the copies
+//     of the others are read from ClickHouse in bulk, 500 ids a query,
+//     with the API's by-id read (FINAL, the id in PREWHERE, tombstones
+//     filtered) and turned into the JSON the API writes (chrows.go) —
+//     because every API lookup costs ClickHouse a merge of one granule per
+//     part, and one by one they are the whole run's time. The copies must
+//     be exactly one per shard where the id is live at the source
 //     (KindMissing, KindExtra, KindWrongShard), and each copy's row must
-//     equal the source row column by column (KindWrongValue).
+//     equal the source row column by column (KindWrongValue). A difference
+//     found in the bulk read is looked up through the API before it is
+//     reported (the re-check below), so every reported difference is the
+//     API's. Tables whose ids are not integers go through the API only.
 //
 //  3. Counts: per table and shard, live rows at the source against
 //     `SELECT _shard, count() FROM t FINAL WHERE _deleted = 0` in ClickHouse
