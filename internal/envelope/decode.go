@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Decoder decodes envelopes without reflection, several times faster than
@@ -18,14 +19,22 @@ import (
 // same Event (a differential fuzz test holds it to that).
 //
 // Events from one Decoder share their Columns slice with other events: treat
-// it as read-only. An event's strings are slices of one copy of its record:
-// a string kept long after the event (a map key, say) keeps the whole
-// record alive unless cloned (strings.Clone). Not safe for concurrent use; use one Decoder per
-// goroutine.
+// it as read-only. An event's strings are slices of the record it was
+// decoded from, not copies (a copy of every record was a fifth of the
+// decoding time, and doubled the records' memory): the record's bytes must
+// not change while the event is in use, and a string kept long after the
+// event (a map key, say) keeps the whole buffer the record sits in — a
+// Kafka fetch's decompressed batch — alive unless cloned (strings.Clone).
+// The column list, which a Decoder keeps, is always cloned. Events are
+// allocated a few dozen at a time: a kept *Event keeps its neighbours.
+// Not safe for concurrent use; use one Decoder per goroutine.
 type Decoder struct {
 	colsRaw []byte
 	cols    []Column
 	names   map[string]string
+	// events and vals are allocated in chunks, handed out one by one.
+	events []Event
+	vals   []string
 }
 
 // Decode parses and validates one envelope, like the package's Decode.
@@ -33,21 +42,36 @@ func (d *Decoder) Decode(b []byte) (*Event, error) {
 	if d.names == nil {
 		d.names = map[string]string{}
 	}
-	// One string holds the whole record; decoded strings without escapes
+	// The record as a string, not copied: decoded strings without escapes
 	// are slices of it instead of one allocation each.
-	p := parser{b: b, src: string(b), d: d}
-	var e Event
-	if err := p.event(&e); err != nil {
+	p := parser{b: b, src: unsafe.String(unsafe.SliceData(b), len(b)), d: d}
+	if len(d.events) == 0 {
+		d.events = make([]Event, eventChunk)
+	}
+	e := &d.events[0]
+	if err := p.event(e); err != nil {
+		*e = Event{} // the slot is reused
 		return nil, fmt.Errorf("decode envelope: %w", err)
 	}
 	if e.V < 1 || e.V > Version {
-		return nil, fmt.Errorf("%w: %d (this build reads 1 to %d)", ErrUnsupportedVersion, e.V, Version)
+		v := e.V
+		*e = Event{}
+		return nil, fmt.Errorf("%w: %d (this build reads 1 to %d)", ErrUnsupportedVersion, v, Version)
 	}
 	if err := e.Validate(); err != nil {
+		*e = Event{}
 		return nil, err
 	}
-	return &e, nil
+	d.events = d.events[1:]
+	return e, nil
 }
+
+// Chunk sizes of a Decoder's allocations: events (about 250 B each) and
+// row image values.
+const (
+	eventChunk = 32
+	valsChunk  = 256
+)
 
 // maxDepth bounds nesting in skipped values, as encoding/json does.
 const maxDepth = 10000
@@ -61,8 +85,6 @@ type parser struct {
 	// src[fs:fe].
 	fast   bool
 	fs, fe int
-	// vals backs the *string values of row images, a chunk at a time.
-	vals []string
 }
 
 // text returns what rawString last returned, as a string.
@@ -538,6 +560,16 @@ func (p *parser) columns(e *Event) error {
 	if err != nil {
 		return err
 	}
+	// The list outlives the record (the Decoder keeps it, and tables are
+	// built from it): its strings must not pin the record's buffer.
+	for i := range cols {
+		c := &cols[i]
+		c.Name, c.Type = strings.Clone(c.Name), strings.Clone(c.Type)
+		if c.Missing != nil {
+			m := strings.Clone(*c.Missing)
+			c.Missing = &m
+		}
+	}
 	e.Columns = cols
 	// A cached prefix match must end where the array ends: the raw bytes
 	// are a whole array, so a longer list cannot share them as a prefix.
@@ -578,11 +610,13 @@ func (p *parser) row(dst *map[string]*string) error {
 		if err != nil {
 			return err
 		}
-		if len(p.vals) == cap(p.vals) {
-			p.vals = make([]string, 0, max(16, len(p.d.cols)))
+		d := p.d
+		if len(d.vals) == 0 {
+			d.vals = make([]string, valsChunk)
 		}
-		p.vals = append(p.vals, p.text(s))
-		m[name] = &p.vals[len(p.vals)-1]
+		d.vals[0] = p.text(s)
+		m[name] = &d.vals[0]
+		d.vals = d.vals[1:]
 		return nil
 	})
 }

@@ -165,3 +165,47 @@ func FuzzLSNBytes(f *testing.F) {
 		}
 	})
 }
+
+// Events come from chunks and their strings from the record: an event
+// stays as decoded while later records (valid or not) are decoded, and
+// the column list, which the Decoder keeps, does not change with the
+// record's bytes.
+func TestDecoderEventsIndependent(t *testing.T) {
+	var d Decoder
+	corpus := decoderCorpus()
+	type kept struct {
+		got  *Event
+		want *Event
+	}
+	var all []kept
+	for round := 0; round < 3*eventChunk/len(corpus)+1; round++ {
+		for _, b := range corpus {
+			want, err := decodeReflect(b)
+			got, gerr := d.Decode(b)
+			if (err == nil) != (gerr == nil) {
+				t.Fatalf("%q: %v / %v", b, err, gerr)
+			}
+			if err == nil {
+				all = append(all, kept{got, want})
+			}
+		}
+	}
+	for i, k := range all {
+		if !reflect.DeepEqual(k.got, k.want) {
+			t.Fatalf("event %d changed after later decodes:\n%+v\nwant %+v", i, k.got, k.want)
+		}
+	}
+	var enc Encoder
+	b := enc.Append(nil, sample())
+	ev, err := d.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]Column(nil), ev.Columns...)
+	for i := range b {
+		b[i] = 'x'
+	}
+	if !reflect.DeepEqual(ev.Columns, want) || !reflect.DeepEqual(d.cols, sample().Columns) {
+		t.Fatalf("column list changed with the record's bytes: %+v", ev.Columns)
+	}
+}
