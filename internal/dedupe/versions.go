@@ -35,32 +35,104 @@ type Key struct {
 type Versions struct {
 	half     int
 	cur, old generation
-	tables   map[string]uint32 // table name -> number, for numeric keys
+	tables   map[string]uint32 // table name -> number (from 1), for numeric keys
+	// The last table looked up: a batch is mostly one table.
+	lastTable string
+	lastIndex uint32
 }
 
 // generation is one generation of remembered keys.
 type generation struct {
-	num map[numKey]uint64
+	num numTable
 	str map[Key]uint64
 }
 
-func (g *generation) len() int { return len(g.num) + len(g.str) }
+func (g *generation) len() int { return g.num.n + len(g.str) }
 
 // numKey is a Key whose id is a canonical decimal integer.
 type numKey struct {
 	id    int64
-	table uint32
+	table uint32 // from 1: 0 is a free slot of a numTable
 	shard int32
+}
+
+// numTable maps numKeys to versions: open addressing with linear probing,
+// at most half full. A lookup is one cache miss where a Go map of a
+// million keys took about three (directory, table, group) — and each
+// change does one: the version map was half of the applier's own CPU.
+type numTable struct {
+	slots []numSlot
+	n     int
+}
+
+type numSlot struct {
+	numKey
+	version uint64
+}
+
+func (k numKey) hash() uint64 {
+	// murmur3's finalizer over the three fields.
+	h := uint64(k.id) ^ uint64(k.table)<<32 ^ uint64(uint32(k.shard))*0x9e3779b97f4a7c15
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// slot returns k's slot, or nil.
+func (t *numTable) slot(k numKey) *numSlot {
+	if t.n == 0 {
+		return nil
+	}
+	mask := uint64(len(t.slots) - 1)
+	for i := k.hash() & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.numKey == k {
+			return s
+		}
+		if s.table == 0 {
+			return nil
+		}
+	}
+}
+
+func (t *numTable) get(k numKey) (uint64, bool) {
+	if s := t.slot(k); s != nil {
+		return s.version, true
+	}
+	return 0, false
+}
+
+// add stores k, which t does not hold.
+func (t *numTable) add(k numKey, version uint64) {
+	if 2*(t.n+1) > len(t.slots) {
+		old := t.slots
+		t.slots, t.n = make([]numSlot, max(1024, 2*len(old))), 0
+		for _, s := range old {
+			if s.table != 0 {
+				t.add(s.numKey, s.version)
+			}
+		}
+	}
+	mask := uint64(len(t.slots) - 1)
+	i := k.hash() & mask
+	for t.slots[i].table != 0 {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = numSlot{k, version}
+	t.n++
 }
 
 // NewVersions returns a table that remembers up to capacity keys (>= 2).
 func NewVersions(capacity int) *Versions {
 	half := max(1, capacity/2)
-	return &Versions{half: half, cur: newGeneration(0), old: newGeneration(0), tables: map[string]uint32{}}
+	return &Versions{half: half, cur: newGeneration(), old: newGeneration(), tables: map[string]uint32{}}
 }
 
-func newGeneration(size int) generation {
-	return generation{num: make(map[numKey]uint64, size), str: map[Key]uint64{}}
+func newGeneration() generation {
+	return generation{str: map[Key]uint64{}}
 }
 
 // numeric returns k's pointer-free form, if its id is a canonical decimal
@@ -71,12 +143,15 @@ func (v *Versions) numeric(k Key) (numKey, bool) {
 	if !ok || int(int32(k.Shard)) != k.Shard {
 		return numKey{}, false
 	}
-	t, ok := v.tables[k.Table]
-	if !ok {
-		t = uint32(len(v.tables))
-		v.tables[strings.Clone(k.Table)] = t
+	if k.Table != v.lastTable || v.lastTable == "" {
+		t, ok := v.tables[k.Table]
+		if !ok {
+			t = uint32(len(v.tables)) + 1 // 0 marks a free slot
+			v.tables[strings.Clone(k.Table)] = t
+		}
+		v.lastTable, v.lastIndex = k.Table, t
 	}
-	return numKey{id: id, table: t, shard: int32(k.Shard)}, true
+	return numKey{id: id, table: v.lastIndex, shard: int32(k.Shard)}, true
 }
 
 // canonicalInt parses s if it is an int64 exactly as strconv.FormatInt
@@ -109,11 +184,10 @@ func canonicalInt(s string) (int64, bool) {
 
 func (v *Versions) get(k Key) (uint64, bool) {
 	if nk, ok := v.numeric(k); ok {
-		if x, ok := v.cur.num[nk]; ok {
+		if x, ok := v.cur.num.get(nk); ok {
 			return x, true
 		}
-		x, ok := v.old.num[nk]
-		return x, ok
+		return v.old.num.get(nk)
 	}
 	if x, ok := v.cur.str[k]; ok {
 		return x, true
@@ -135,17 +209,15 @@ func (v *Versions) Written(k Key, version uint64) {
 	// As few lookups as possible: with a million keys each one is a cache
 	// miss, and this runs for every change written.
 	if nk, ok := v.numeric(k); ok {
-		if x, ok := v.cur.num[nk]; ok {
-			if version > x {
-				v.cur.num[nk] = version
-			}
+		if s := v.cur.num.slot(nk); s != nil {
+			s.version = max(s.version, version)
 			return
 		}
-		if x, ok := v.old.num[nk]; ok && x > version {
+		if x, ok := v.old.num.get(nk); ok && x > version {
 			version = x
 		}
 		v.rotate()
-		v.cur.num[nk] = version
+		v.cur.num.add(nk, version)
 		return
 	}
 	if x, ok := v.cur.str[k]; ok {
@@ -167,17 +239,14 @@ func (v *Versions) Written(k Key, version uint64) {
 // rotate makes room for one new key in the current generation.
 func (v *Versions) rotate() {
 	if v.cur.len() >= v.half {
-		v.old, v.cur = v.cur, newGeneration(v.half)
+		v.old, v.cur = v.cur, newGeneration()
 	}
 }
 
 // Forget drops everything remembered (e.g. after a rebalance, when another
 // loader may have written newer versions of keys we remember).
 func (v *Versions) Forget() {
-	clear(v.cur.num)
-	clear(v.cur.str)
-	clear(v.old.num)
-	clear(v.old.str)
+	v.cur, v.old = newGeneration(), newGeneration()
 }
 
 // Len is the number of entries held (a key written in both generations

@@ -1,6 +1,7 @@
 package dedupe
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"testing"
 )
@@ -38,9 +39,17 @@ func TestVersions(t *testing.T) {
 }
 
 func TestVersionsBounded(t *testing.T) {
+	t.Run("text ids", func(t *testing.T) {
+		testVersionsBounded(t, func(i int) Key { return Key{Table: "t", ID: string(rune('a' + i))} })
+	})
+	t.Run("integer ids", func(t *testing.T) {
+		testVersionsBounded(t, func(i int) Key { return Key{Table: "t", ID: strconv.Itoa(734197815705617408 + i)} })
+	})
+}
+
+func testVersionsBounded(t *testing.T, key func(int) Key) {
 	const capacity = 6
 	v := NewVersions(capacity)
-	key := func(i int) Key { return Key{Table: "t", ID: string(rune('a' + i))} }
 	for i := 0; i < 20; i++ {
 		v.Written(key(i), 1)
 		if v.Len() > capacity {
@@ -110,5 +119,38 @@ func TestCanonicalInt(t *testing.T) {
 		if ok && strconv.FormatInt(n, 10) != s {
 			t.Errorf("canonicalInt(%q) = %d", s, n)
 		}
+	}
+}
+
+// TestVersionsMatchesReference: over random writes with few enough keys
+// that none is forgotten, Versions answers as a plain map of the highest
+// version per key (numeric and text ids, several tables and shards, the
+// open-addressing table growing many times).
+func TestVersionsMatchesReference(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	const keys = 5000
+	v := NewVersions(4 * keys) // a generation holds every key: nothing forgotten
+	ref := map[Key]uint64{}
+	key := func() Key {
+		n := rnd.IntN(keys)
+		id := strconv.Itoa(n - keys/2)
+		if n%7 == 0 {
+			id = "u-" + id
+		}
+		return Key{Table: []string{"a", "b", "c"}[n%3], ID: id, Shard: n % 5}
+	}
+	for i := 0; i < 200_000; i++ {
+		k, ver := key(), uint64(rnd.IntN(1000))
+		want, known := ref[k]
+		if got := v.Stale(k, ver); got != (known && ver <= want) {
+			t.Fatalf("step %d: Stale(%v, %d) = %v, reference has %d (%v)", i, k, ver, got, want, known)
+		}
+		if rnd.IntN(2) == 0 {
+			v.Written(k, ver)
+			ref[k] = max(ref[k], ver)
+		}
+	}
+	if v.Len() != len(ref) {
+		t.Fatalf("Len = %d, reference %d", v.Len(), len(ref))
 	}
 }
