@@ -112,6 +112,13 @@ one at random, so all share the machine's conditions):
                  in-process APIs, one reading the move log through its index
                  and one scanning it as before the index (query.UseMoveIndex),
                  interleaved: a before/after over HTTP that shares the load
+  byid-partition the API's by-id read on documents and on copies partitioned
+                 by intDiv(id, 2^bits) for each --partition-bits (written by
+                 the load's own writer, same batches and order; kept with
+                 --keep), after checking both answer alike
+  byid-churn     --churn-batches batches of --churn-rows random final versions
+                 written again into documents and the copies (same answers),
+                 then byid-partition's timing before the merges catch up
   revenue-agg    revenue from exact pre-aggregates per id block (tables the
                  benchmark builds; design in schema/clickhouse.md), then an
                  incremental check: 5,000 changes with dirty marks, a
@@ -153,6 +160,12 @@ type apiConfig struct {
 	cpuProfile string
 	// clientsFlag is --clients as given.
 	clientsFlag string
+	// partitionFlag is --partition-bits as given; partitionBits parsed.
+	partitionFlag string
+	partitionBits []int
+	churnBatches  int
+	churnRows     int
+	optimizeParts bool
 }
 
 func (c *apiConfig) validate() error {
@@ -185,6 +198,17 @@ func (c *apiConfig) validate() error {
 		if !slices.Contains(apiScenarios, s) {
 			errs = append(errs, fmt.Errorf("--scenarios: unknown %q (%s)", s, strings.Join(apiScenarios, ", ")))
 		}
+	}
+	for _, s := range flagenv.List(c.partitionFlag) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 32 || n > 62 {
+			errs = append(errs, fmt.Errorf("--partition-bits: %q is not in 32..62", s))
+			continue
+		}
+		c.partitionBits = append(c.partitionBits, n)
+	}
+	if c.churnBatches < 0 || c.churnRows < 1 {
+		errs = append(errs, errors.New("--churn-batches must be >= 0 and --churn-rows >= 1"))
 	}
 	if c.aggBits < 20 || c.aggBits > 62 {
 		errs = append(errs, errors.New("--agg-block-bits must be in 20..62"))
@@ -226,6 +250,10 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.keep, "keep", false, "keep the database (and reuse it when it holds the same data)")
 	fs.BoolVar(&c.preagg, "preaggregate", false, "compute the revenue pre-aggregates (one full round of internal/preagg, timed) before checking and timing, so that the API answers whole-day revenue from them")
 	fs.String(&c.variants, "variants", "", "", "also time alternative query shapes and tables, straight on ClickHouse: "+strings.Join(apiVariantNames, ","))
+	fs.String(&c.partitionFlag, "partition-bits", "", "54", "byid-partition, byid-churn: copies of documents partitioned by intDiv(id, 2^bits), one per value (seed000: 54 = 24.9 days of creation time)")
+	fs.BoolVar(&c.optimizeParts, "optimize-partitions", false, "byid-partition, byid-churn: merge every partition of the copies to one part (OPTIMIZE ... PARTITION p FINAL) before timing")
+	fs.Int(&c.churnBatches, "churn-batches", "", 20, "byid-churn: batches of final versions written again before timing")
+	fs.Int(&c.churnRows, "churn-rows", "", 1000, "byid-churn: random documents per batch")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
 	fs.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the timed scenarios (API, clients and driver: one process) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -358,7 +386,7 @@ func benchAPI(ctx context.Context, args []string) error {
 			results = append(results, r)
 		}
 		if vs := flagenv.List(c.variants); len(vs) > 0 {
-			vr, err := apiRunVariants(ctx, gen, store.Conn(), vs, k == len(c.clientList)-1)
+			vr, err := apiRunVariants(ctx, gen, store, vs, k == len(c.clientList)-1)
 			if err != nil {
 				return err
 			}
@@ -760,36 +788,14 @@ func (d *apiData) load(ctx context.Context, store *chstore.Store, tcfg *tables.C
 		table byte
 		n     int
 	}{{docs, tDocs, d.c.docs}, {inv, tInvoices, d.c.invoices}} {
-		// Phase 1: inserts in id order. Phase 2: later versions, shuffled.
-		var later []uint64 // i<<3 | k
-		for i := range t.n {
-			u, del := d.updates(t.table, i)
-			for k := 1; k <= u; k++ {
-				later = append(later, uint64(i)<<3|uint64(k))
-			}
-			if del {
-				later = append(later, uint64(i)<<3|uint64(u+1))
-			}
-		}
-		r := rand.New(rand.NewPCG(uint64(d.c.seed), uint64(t.table)))
-		r.Shuffle(len(later), func(a, b int) { later[a], later[b] = later[b], later[a] })
 		w := &apiRowWriter{d: d, conn: store.Conn(), db: d.c.db, tab: t.tab, table: t.table, n: t.n, batch: d.c.batch}
-		for i := range t.n {
-			if err := w.add(ctx, i, 0); err != nil {
-				return 0, err
-			}
-		}
-		for _, ik := range later {
-			if err := w.add(ctx, int(ik>>3), int(ik&7)); err != nil {
-				return 0, err
-			}
-		}
-		if err := w.flush(ctx); err != nil {
+		later, err := w.writeAll(ctx)
+		if err != nil {
 			return 0, err
 		}
 		total += w.rows
 		maxVersion = max(maxVersion, w.maxVersion)
-		fmt.Printf("  %s: %d rows (%d inserts, %d later versions)\n", t.tab.Name, w.rows, t.n, len(later))
+		fmt.Printf("  %s: %d rows (%d inserts, %d later versions)\n", t.tab.Name, w.rows, t.n, later)
 	}
 	var ws []chstore.Watermark
 	for _, topic := range tcfg.Topics() {
@@ -811,6 +817,37 @@ func (d *apiData) load(ctx context.Context, store *chstore.Store, tcfg *tables.C
 		return 0, err
 	}
 	return total, b.Send()
+}
+
+// writeAll inserts every version of the writer's table in the load's
+// order and batches: phase 1 the inserts in id order, phase 2 the later
+// versions (updates, tombstones) shuffled. It returns the number of later
+// versions.
+func (w *apiRowWriter) writeAll(ctx context.Context) (int, error) {
+	d := w.d
+	var later []uint64 // i<<3 | k
+	for i := range w.n {
+		u, del := d.updates(w.table, i)
+		for k := 1; k <= u; k++ {
+			later = append(later, uint64(i)<<3|uint64(k))
+		}
+		if del {
+			later = append(later, uint64(i)<<3|uint64(u+1))
+		}
+	}
+	r := rand.New(rand.NewPCG(uint64(d.c.seed), uint64(w.table)))
+	r.Shuffle(len(later), func(a, b int) { later[a], later[b] = later[b], later[a] })
+	for i := range w.n {
+		if err := w.add(ctx, i, 0); err != nil {
+			return 0, err
+		}
+	}
+	for _, ik := range later {
+		if err := w.add(ctx, int(ik>>3), int(ik&7)); err != nil {
+			return 0, err
+		}
+	}
+	return len(later), w.flush(ctx)
 }
 
 // apiRowWriter batches versions of one table column-wise.
@@ -1339,9 +1376,10 @@ func apiPrintResults(rs []apiScenarioResult) {
 //	byid-shapes   the by-id query as the API sends it, and alternatives
 //	revenue-agg   revenue from per-id-block pre-aggregates (apiAggDoc)
 
-var apiVariantNames = []string{"byid-shapes", "byid-read", "byid-parts", "byid-http-ab", "revenue-agg"}
+var apiVariantNames = []string{"byid-shapes", "byid-read", "byid-parts", "byid-http-ab", "byid-partition", "byid-churn", "revenue-agg"}
 
-func apiRunVariants(ctx context.Context, d *apiData, conn driver.Conn, names []string, last bool) ([]apiScenarioResult, error) {
+func apiRunVariants(ctx context.Context, d *apiData, store *chstore.Store, names []string, last bool) ([]apiScenarioResult, error) {
+	conn := store.Conn()
 	var out []apiScenarioResult
 	for _, name := range names {
 		var rs []apiScenarioResult
@@ -1355,6 +1393,10 @@ func apiRunVariants(ctx context.Context, d *apiData, conn driver.Conn, names []s
 			rs, err = d.byIDParts(ctx, conn)
 		case "byid-http-ab":
 			rs, err = d.byIDHTTPAB(ctx, conn)
+		case "byid-partition":
+			rs, err = d.byIDPartition(ctx, store)
+		case "byid-churn":
+			rs, err = d.byIDChurn(ctx, store)
 		case "revenue-agg":
 			rs, err = d.revenueAgg(ctx, conn, last)
 		}
