@@ -45,8 +45,8 @@ func (l *MoveLog) Index() chstore.MoveIndex {
 func planLatestMoveIndexed(db string, l *MoveLog) string {
 	logT := quote(db) + "." + quote(l.Log.Name)
 	return fmt.Sprintf(`SELECT %[1]s FROM %[2]s FINAL WHERE %[3]s IN (SELECT move FROM %[4]s.%[5]s WHERE document = ?) AND _deleted = 0
-		ORDER BY %[6]s DESC, toString(%[3]s) DESC LIMIT 1`,
-		l.moveColumns(), logT, quote(l.Log.IDColumn), quote(db), quote(l.Index().Table()), quote(l.Moves.StartedColumn))
+		ORDER BY %[6]s DESC, toString(%[3]s) DESC LIMIT %[7]d`,
+		l.moveColumns(), logT, quote(l.Log.IDColumn), quote(db), quote(l.Index().Table()), quote(l.Moves.StartedColumn), maxTiedMoves)
 }
 
 // PlanLatestMoveIndexed is the SQL of LatestMove once the index is built
@@ -95,19 +95,25 @@ func (q *Queries) forgetMoveIndex(l *MoveLog) {
 	}
 }
 
-// latestMoveRead runs sql (a LatestMove plan) and scans its row, if any.
-func (q *Queries) latestMoveRead(ctx context.Context, sql string, id any) (*Move, error) {
+// latestMoveRead runs sql (a LatestMove plan: the newest moves first) and
+// returns the newest of them (newestOfTied), or nil when there is none.
+func (q *Queries) latestMoveRead(ctx context.Context, l *MoveLog, sql string, id any) (*Move, error) {
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(latestMoveSettings)), sql, id)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	if !rows.Next() {
-		return nil, rows.Err()
+	var moves []Move // newest first, up to maxTiedMoves
+	for rows.Next() {
+		m, err := scanMove(rows)
+		if err != nil {
+			return nil, err
+		}
+		moves = append(moves, m)
 	}
-	m, err := scanMove(rows)
-	if err != nil {
+	if err := rows.Err(); err != nil || len(moves) == 0 {
 		return nil, err
 	}
-	return &m, rows.Err()
+	m := newestOfTied(moves, l.Moves.InProgress)
+	return &m, nil
 }

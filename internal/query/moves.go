@@ -178,8 +178,8 @@ var latestMoveSettings = clickhouse.Settings{"optimize_move_to_prewhere": 0, "us
 func planLatestMove(db string, l *MoveLog) string {
 	logT := quote(db) + "." + quote(l.Log.Name)
 	return fmt.Sprintf(`SELECT %[1]s FROM %[2]s FINAL WHERE %[3]s IN (SELECT %[3]s FROM %[2]s WHERE %[4]s = ?) AND _deleted = 0
-		ORDER BY %[5]s DESC, toString(%[3]s) DESC LIMIT 1`,
-		l.moveColumns(), logT, quote(l.Log.IDColumn), quote(l.Moves.DocumentColumn), quote(l.Moves.StartedColumn))
+		ORDER BY %[5]s DESC, toString(%[3]s) DESC LIMIT %[6]d`,
+		l.moveColumns(), logT, quote(l.Log.IDColumn), quote(l.Moves.DocumentColumn), quote(l.Moves.StartedColumn), maxTiedMoves)
 }
 
 // PlanLatestMove is the SQL of LatestMove (one parameter: the document
@@ -203,7 +203,7 @@ func MoveColumns(l *MoveLog) string { return l.moveColumns() }
 // has none (or does not exist in ClickHouse yet).
 func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id any) (*Move, error) {
 	if q.moveIndexBuilt(ctx, l) {
-		m, err := q.latestMoveRead(ctx, planLatestMoveIndexed(q.db, l), id)
+		m, err := q.latestMoveRead(ctx, l, planLatestMoveIndexed(q.db, l), id)
 		if err == nil || !isUnknownTable(err) {
 			if err != nil {
 				return nil, fmt.Errorf("read move log: %w", err)
@@ -213,7 +213,7 @@ func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id any) (*Move, er
 		// The index (or the log) is gone: the scan below says which.
 		q.forgetMoveIndex(l)
 	}
-	m, err := q.latestMoveRead(ctx, planLatestMove(q.db, l), id)
+	m, err := q.latestMoveRead(ctx, l, planLatestMove(q.db, l), id)
 	if err != nil {
 		if isUnknownTable(err) {
 			return nil, nil
