@@ -120,6 +120,7 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 		counts := map[string][2]int{} // kind -> [alerting, pending]
 		var alerted []chstore.Anomaly
 		var ended []chstore.Anomaly
+		counted := map[countedKey]bool{}
 		for _, a := range open {
 			if a.Kind == chstore.KindArcMove {
 				if !l.moveStaged() {
@@ -134,14 +135,21 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 				continue
 			}
 			c := counts[a.Kind]
+			k := countedKey{a.ID, a.Kind, a.FirstSeen.Unix()}
 			if a.Alerted || l.pastGrace(a, wm) {
 				c[0]++
+				if l.counted[tc.Name][k] {
+					counted[k] = true
+				}
 				if !a.Alerted {
 					a.Alerted = true
 					alerted = append(alerted, a)
-					l.m.dupDetections.WithLabelValues(tc.Name, a.Kind).Inc()
-					l.log.Warn("id live on several shards beyond the grace period", slog.String("table", tc.Name),
-						slog.String("id", a.ID), slog.Any("shards", a.Shards), slog.Time("first_seen", a.FirstSeen))
+					if !counted[k] {
+						counted[k] = true
+						l.m.dupDetections.WithLabelValues(tc.Name, a.Kind).Inc()
+						l.log.Warn("id live on several shards beyond the grace period", slog.String("table", tc.Name),
+							slog.String("id", a.ID), slog.Any("shards", a.Shards), slog.Time("first_seen", a.FirstSeen))
+					}
 				}
 			} else {
 				c[1]++
@@ -160,8 +168,20 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 		if err := l.store.MarkAlerted(ctx, alerted); err != nil {
 			return err
 		}
+		l.counted[tc.Name] = counted
 	}
 	return nil
+}
+
+// countedKey is an anomaly this loader counted in
+// tributary_duplicate_detections_total. The owner's state write can race an
+// alert marking and lose its flag (the owner read the state before it was
+// marked, and its write is newer); the next evaluation marks it again, and
+// the keys remembered here keep that from counting a second detection.
+// They are kept while the anomaly stays open.
+type countedKey struct {
+	id, kind  string
+	firstSeen int64
 }
 
 func (l *Loader) pastGrace(a chstore.Anomaly, wm map[uint16]time.Time) bool {

@@ -159,6 +159,9 @@ type Loader struct {
 	stopped     map[string]error   // table -> why it is stopped
 	agg         *preagg.Aggregator // nil unless RevenueAggregator
 	moveIdx     moveIndexes        // the move log's index (byid_index.go)
+	// counted are, by table, the open anomalies whose detection this
+	// loader counted (anomalies.go; the evaluation goroutine's).
+	counted map[string]map[countedKey]bool
 }
 
 // New builds a loader; it connects nothing until Run.
@@ -202,6 +205,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		toastCols:   map[string][]string{},
 		decoders:    decoders,
 		stopped:     map[string]error{},
+		counted:     map[string]map[countedKey]bool{},
 		marks:       newMarks(cfg),
 		agg:         newAggregator(cfg, store, log, reg),
 	}
