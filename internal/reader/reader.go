@@ -211,7 +211,18 @@ func (r *Reader) Run(ctx context.Context) error {
 		return fmt.Errorf("slot %s exists with plugin %q, not pgoutput: choose another --slot", r.cfg.Slot, slot.plugin)
 	}
 	action, why := decideStart(slot, stored)
-	r.epoch = startEpoch(action, stored)
+	mark, err := readEpochMark(ctx, sqlConn, r.cfg.Publication)
+	if err != nil {
+		return err
+	}
+	if r.epoch, err = chooseEpoch(action, stored, mark); err != nil {
+		return err
+	}
+	if r.epoch != startEpoch(action, stored) {
+		r.log.Warn("start: the publication records a newer snapshot epoch than the reader's state (the state was lost or is older): copying in the next epoch after it, so the copy beats older rows",
+			slog.Int("recorded_epoch", int(mark.epoch)), slog.Int("epoch", int(r.epoch)))
+	}
+	recordEpoch(ctx, sqlConn, r.cfg.Publication, r.epoch, mark, r.log)
 	r.state.epoch = r.epoch
 	var start envelope.LSN
 	switch action {
