@@ -166,6 +166,7 @@ type apiConfig struct {
 	churnBatches  int
 	churnRows     int
 	optimizeParts bool
+	churnRecent   float64
 }
 
 func (c *apiConfig) validate() error {
@@ -207,8 +208,8 @@ func (c *apiConfig) validate() error {
 		}
 		c.partitionBits = append(c.partitionBits, n)
 	}
-	if c.churnBatches < 0 || c.churnRows < 1 {
-		errs = append(errs, errors.New("--churn-batches must be >= 0 and --churn-rows >= 1"))
+	if c.churnBatches < 0 || c.churnRows < 1 || c.churnRecent <= 0 || c.churnRecent > 1 {
+		errs = append(errs, errors.New("--churn-batches must be >= 0, --churn-rows >= 1 and --churn-recent in (0, 1]"))
 	}
 	if c.aggBits < 20 || c.aggBits > 62 {
 		errs = append(errs, errors.New("--agg-block-bits must be in 20..62"))
@@ -254,6 +255,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.optimizeParts, "optimize-partitions", false, "byid-partition, byid-churn: merge every partition of the copies to one part (OPTIMIZE ... PARTITION p FINAL) before timing")
 	fs.Int(&c.churnBatches, "churn-batches", "", 20, "byid-churn: batches of final versions written again before timing")
 	fs.Int(&c.churnRows, "churn-rows", "", 1000, "byid-churn: random documents per batch")
+	fs.Float64Var(&c.churnRecent, "churn-recent", 1, "byid-churn: the documents are drawn from the newest this share of all (1: any document; 0.05: the newest 5%, about 18 days)")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
 	fs.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the timed scenarios (API, clients and driver: one process) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -1556,6 +1558,10 @@ func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenario
 	shapes := []apiShape{
 		{name: "byid-api-reads-parallel", run: apiReads},
 		{name: "byid-api", sql: query.PlanRow(d.c.db, "documents", "id"), settings: settings},
+		// The API's read without the one column it never returns: a
+		// column file less per part.
+		{name: "byid-api-no-loaded-at", settings: settings, sql: "SELECT id, workspace_id, title, body, created_at, updated_at, _shard, _version, _deleted, _commit_lsn, _commit_ts FROM " +
+			db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0 ORDER BY _shard"},
 		{name: "byid-key-columns-final", sql: keySQL, settings: settings},
 		{name: "byid-wide-known-version", sql: wideSQL, settings: settings, args: randKey},
 		{name: "byid-two-round-trips", settings: settings, run: twoTrips},

@@ -253,7 +253,7 @@ func (d *apiData) partitionShapes(copies []string) []apiShape {
 }
 
 // byIDChurn writes --churn-batches small batches of --churn-rows random
-// documents' final versions again (a redelivery: the same rows, so every
+// documents' (among the newest --churn-recent share) final versions again (a redelivery: the same rows, so every
 // answer stays the same) into documents and every copy, then times the
 // reads at once, before ClickHouse merges the new small parts away: the
 // parts a live table carries while the loader writes updates of old rows.
@@ -272,8 +272,11 @@ func (d *apiData) byIDChurn(ctx context.Context, store *chstore.Store) ([]apiSce
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 78))
 	for range d.c.churnBatches {
 		rowsOf := make([]int, d.c.churnRows)
+		// The newest --churn-recent share of the rows (ids follow the
+		// row number): updates that touch recent documents only.
+		recent := max(1, int(float64(d.c.docs)*d.c.churnRecent))
 		for j := range rowsOf {
-			rowsOf[j] = r.IntN(d.c.docs)
+			rowsOf[j] = d.c.docs - recent + r.IntN(recent)
 		}
 		for _, name := range append([]string{"documents"}, copies...) {
 			tab := *docs
@@ -293,7 +296,8 @@ func (d *apiData) byIDChurn(ctx context.Context, store *chstore.Store) ([]apiSce
 			}
 		}
 	}
-	fmt.Printf("churn: %d batches of %d final versions written again into documents and %s\n", d.c.churnBatches, d.c.churnRows, strings.Join(copies, ", "))
+	fmt.Printf("churn: %d batches of %d final versions of the newest %.0f%% of the rows written again into documents and %s\n",
+		d.c.churnBatches, d.c.churnRows, 100*d.c.churnRecent, strings.Join(copies, ", "))
 	for _, name := range append([]string{"documents"}, copies...) {
 		if err := printParts(ctx, conn, d.c.db, name); err != nil {
 			return nil, err
