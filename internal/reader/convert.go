@@ -70,6 +70,9 @@ func (r *Reader) typeLookup(oid uint32, typmod int32) (string, error) {
 // short-lived connection of its own. The catalog is read now, not as of the
 // Relation's WAL position; the value only changes when the table is
 // rewritten (then it is gone, and old rows hold the value in their tuples).
+// A column the catalog no longer has under its name (renamed or dropped
+// since the Relation was sent) keeps the value an earlier Relation of the
+// table found for it in this session (mergeMissing).
 func (r *Reader) missingValues(t *decode.Table) error {
 	if _, ok := r.cfg.Tables.BySource(t.Schema, t.Name); !ok || t.Err() != nil {
 		return nil
@@ -84,26 +87,51 @@ func (r *Reader) missingValues(t *decode.Table) error {
 	// attmissingval is a one-element array of the column's type; its text
 	// read as text[] gives the element in the type's output format, the
 	// format pgoutput sends values in.
-	rows, err := conn.Query(ctx, `SELECT attname::text, (attmissingval::text::text[])[1]
+	rows, err := conn.Query(ctx, `SELECT attname::text, CASE WHEN atthasmissing THEN (attmissingval::text::text[])[1] END
 		FROM pg_attribute
-		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped AND atthasmissing`, t.ID)
+		WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped`, t.ID)
 	if err != nil {
 		return fmt.Errorf("missing values of %s.%s: %w", t.Schema, t.Name, err)
 	}
-	vals := map[string]string{}
+	catalog := map[string]*string{}
 	for rows.Next() {
 		var name string
 		var v *string
 		if err := rows.Scan(&name, &v); err != nil {
 			return fmt.Errorf("missing values of %s.%s: %w", t.Schema, t.Name, err)
 		}
-		if v != nil {
-			vals[name] = *v
-		}
+		catalog[name] = v
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("missing values of %s.%s: %w", t.Schema, t.Name, err)
 	}
+	names := make([]string, len(t.EventColumns))
+	for i, c := range t.EventColumns {
+		names[i] = c.Name
+	}
+	if r.missing == nil {
+		r.missing = map[uint32]map[string]string{}
+	}
+	vals := mergeMissing(names, catalog, r.missing[t.ID])
+	r.missing[t.ID] = vals
 	t.SetMissing(vals)
 	return nil
+}
+
+// mergeMissing gives each of a Relation's columns its missing value: the
+// catalog's (read now: every current column, nil when it has none), or,
+// for a column the catalog has no more under that name, the one known
+// from an earlier Relation of the table.
+func mergeMissing(columns []string, catalog map[string]*string, known map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, c := range columns {
+		if v, ok := catalog[c]; ok {
+			if v != nil {
+				out[c] = *v
+			}
+		} else if v, ok := known[c]; ok {
+			out[c] = v
+		}
+	}
+	return out
 }

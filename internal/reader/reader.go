@@ -110,7 +110,10 @@ type Reader struct {
 	enc      envelope.Encoder
 	lastSize int // size of the last record: the next buffer's capacity
 	rels     *decode.Relations
-	state    *stateStore
+	// missing are, by relation id, the missing values the last Relation
+	// of each configured table got (convert.go).
+	missing map[uint32]map[string]string
+	state   *stateStore
 	// reported is the last position the server acknowledged receiving in
 	// a standby status update; written by the stream goroutine, read by the
 	// watermark goroutine when it stores the reader state.
