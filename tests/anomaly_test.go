@@ -75,18 +75,9 @@ func TestDuplicateIDs(t *testing.T) {
 // open anomaly alerted from a copy it read earlier; meanwhile the loader
 // owning the id's partition resolved it. The stale alert must not reopen it.
 func TestAlertCannotUndoResolution(t *testing.T) {
-	st := loadStack(t)
+	store, _ := scratchStore(t, "e2e_alert_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db := "e2e_alert_" + randSuffix()
-	store, err := chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
-		store.Close()
-	}()
 	now := time.Now().UTC().Truncate(time.Second)
 	open := chstore.Anomaly{Table: "docs", ID: "42", Kind: chstore.KindDuplicate, Shards: []uint16{0, 1}, FirstSeen: now, LastSeen: now}
 	if err := store.WriteAnomalies(ctx, time.Now(), []chstore.Anomaly{open}); err != nil {
@@ -142,18 +133,9 @@ func TestAlertCannotUndoResolution(t *testing.T) {
 // written in, the one read later stands: the id the new owner resolved is
 // not reopened by the stale detection written after it.
 func TestStaleDetectionCannotUndoResolution(t *testing.T) {
-	st := loadStack(t)
+	store, _ := scratchStore(t, "e2e_stale_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db := "e2e_stale_" + randSuffix()
-	store, err := chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
-		store.Close()
-	}()
 	read := func(id string) chstore.Anomaly {
 		got, err := store.Anomalies(ctx, "docs", []string{id}, false)
 		if err != nil {

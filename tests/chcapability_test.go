@@ -14,18 +14,9 @@ import (
 // exactly when detected, and rejects it as unknown otherwise. On 18.16 (the
 // stack's server) the capability is off, so the loader never sends tokens.
 func TestCapabilityDedupToken(t *testing.T) {
-	st := loadStack(t)
+	store, _ := scratchStore(t, "e2e_caps_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db := "e2e_caps_" + randSuffix()
-	store, err := chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
-		store.Close()
-	}()
 	caps, err := store.DetectCapabilities(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -41,20 +41,9 @@ type moveIndexFixture struct {
 }
 
 func newMoveIndexFixture(t *testing.T) *moveIndexFixture {
-	st := loadStack(t)
+	store, _ := scratchStore(t, "e2e_moveidx_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db := "e2e_moveidx_" + randSuffix()
-	store, err := chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		store.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+chstore.Quote(db)) //nolint:errcheck // best effort
-		store.Close()
-	})
 	logT, err := store.EnsureTable(ctx, "document_moves", "move_id", moveIndexLogColumns)
 	if err != nil {
 		t.Fatal(err)

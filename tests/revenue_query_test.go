@@ -70,18 +70,9 @@ func revPtr[T any](v T) *T { return &v }
 // older version arriving after a newer one, NULL amounts, a Date time
 // column, the row limit and a float amount column.
 func TestRevenueQueryFinalExact(t *testing.T) {
-	st := loadStack(t)
+	store, db := scratchStore(t, "rev_")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db := "rev_" + randSuffix()
-	store, err := chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
-		store.Close()
-	})
 	q := query.New(store.Conn(), db)
 	d := func(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 	at := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -185,20 +176,11 @@ func TestRevenueQueryFinalExact(t *testing.T) {
 // currencies, 100 workspaces, two shards, a year), grouped by day and
 // workspace, and by month: go test ./tests -run '^$' -bench RevenueQuery.
 func BenchmarkRevenueQuery(b *testing.B) {
-	st := loadStack(b)
+	store, db := scratchStore(b, "revbench_")
 	ctx := context.Background()
-	db := "revbench_" + randSuffix()
-	store, err := chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: db})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
-		store.Close()
-	})
 	revCHTable(b, store, db, "orders", "Decimal(12, 2)", "DateTime('UTC')")
 	// Generated server-side: INSERT ... SELECT runs through Exec.
-	err = store.Conn().Exec(ctx, fmt.Sprintf("INSERT INTO `%s`.orders (id, account_id, total, currency_code, state, placed_at, _shard, _version, _deleted) "+
+	err := store.Conn().Exec(ctx, fmt.Sprintf("INSERT INTO `%s`.orders (id, account_id, total, currency_code, state, placed_at, _shard, _version, _deleted) "+
 		"SELECT number, number %% 100, toDecimal64(number %% 100000, 2) / 100, ['EUR','USD','JPY','GBP'][number %% 4 + 1], "+
 		"['paid','paid','refunded','issued'][intHash32(number) %% 4 + 1], toDateTime(1767225600 + number * 31, 'UTC'), number %% 2, 1, 0 "+
 		"FROM system.numbers LIMIT 1000000", db))
