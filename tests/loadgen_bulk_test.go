@@ -35,16 +35,7 @@ var loadgenDDL = []string{
 		status text NOT NULL CHECK (status IN ('issued', 'paid', 'refunded', 'void')),
 		issued_at timestamptz NOT NULL,
 		paid_at timestamptz)`,
-	`CREATE TABLE %s_moves (
-		move_id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-		document_id bigint NOT NULL,
-		from_workspace bigint NOT NULL,
-		to_workspace bigint NOT NULL,
-		from_shard int NOT NULL,
-		to_shard int NOT NULL,
-		state text NOT NULL DEFAULT 'started',
-		started_at timestamptz NOT NULL DEFAULT now(),
-		finished_at timestamptz)`,
+	strings.Replace(movesDDL, "%s", "%s_moves", 1), // the move log, as TestMoves has it
 }
 
 // loadgenTablesJSON is the demo's table config (deploy/local/tables.json)
@@ -285,23 +276,7 @@ func TestLoadgenBulk(t *testing.T) {
 // table and shard through the API and the others read from ClickHouse.
 func (p *pipeline) runVerifyAPISample(ctx context.Context, apiSample int) *verify.Report {
 	p.t.Helper()
-	var shards []verify.Shard
-	for _, s := range p.shards {
-		shards = append(shards, verify.Shard{ID: s, DSN: p.stack.ShardDSNs[s]})
-	}
-	rep, err := verify.Run(ctx, verify.Config{
-		Shards: shards, Tables: p.tables, APIURL: p.api.URL,
-		ClickHouse: verify.ClickHouse{Addr: p.stack.ClickHouseAddr, Database: p.chDB},
-		Sample:     0, APISample: apiSample, Wait: 60 * time.Second, Concurrency: 8, ShardTimeout: 30 * time.Second,
-		MaxDifferences: 50, Log: p.log,
-	})
-	if err != nil {
-		p.t.Fatalf("verify: %v", err)
-	}
-	var b strings.Builder
-	rep.WriteText(&b) //nolint:errcheck // a strings.Builder
-	p.t.Logf("verify report:\n%s", b.String())
-	return rep
+	return p.runVerifyWith(ctx, func(c *verify.Config) { c.Sample, c.APISample = 0, apiSample })
 }
 
 // corruptTitle writes, straight into ClickHouse, a newer version of a live

@@ -23,16 +23,26 @@ func (p *pipeline) runVerify(ctx context.Context) *verify.Report {
 // runVerifyWait is runVerify with the verifier's wait for positions.
 func (p *pipeline) runVerifyWait(ctx context.Context, wait time.Duration) *verify.Report {
 	p.t.Helper()
+	return p.runVerifyWith(ctx, func(c *verify.Config) { c.Wait = wait })
+}
+
+// runVerifyWith runs the verifier with the tests' configuration (every id
+// up to 100,000 per table and shard, every one through the API), changed
+// by mod, and logs its report.
+func (p *pipeline) runVerifyWith(ctx context.Context, mod func(*verify.Config)) *verify.Report {
+	p.t.Helper()
 	var shards []verify.Shard
 	for _, s := range p.shards {
 		shards = append(shards, verify.Shard{ID: s, DSN: p.stack.ShardDSNs[s]})
 	}
-	rep, err := verify.Run(ctx, verify.Config{
+	cfg := verify.Config{
 		Shards: shards, Tables: p.tables, APIURL: p.api.URL,
 		ClickHouse: verify.ClickHouse{Addr: p.stack.ClickHouseAddr, Database: p.chDB},
-		Sample:     100000, Wait: wait, Concurrency: 8, ShardTimeout: 30 * time.Second,
+		Sample:     100000, Wait: 60 * time.Second, Concurrency: 8, ShardTimeout: 30 * time.Second,
 		MaxDifferences: 50, Log: p.log,
-	})
+	}
+	mod(&cfg)
+	rep, err := verify.Run(ctx, cfg)
 	if err != nil {
 		p.t.Fatalf("verify: %v", err)
 	}
