@@ -15,17 +15,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
-	"strconv"
-	"strings"
 
 	"github.com/tributary/tributary/internal/query"
 )
-
-// chMetaColumns are the loader's columns that are not part of a row's
-// copy (the API returns the shard and the version beside the row).
-var chMetaColumns = map[string]bool{"_shard": true, "_version": true, "_commit_lsn": true,
-	"_commit_ts": true, "_deleted": true, "_loaded_at": true}
 
 // bulkIDType reports whether table's id column in ClickHouse is an integer
 // type, whose ids can be listed as literals in one IN (false when the
@@ -55,68 +47,29 @@ func intIDType(typ string) bool {
 	return false
 }
 
-// copies reads the live copies of ids (decimal integers) in table with the
-// API's by-id read — FINAL, the id in PREWHERE, tombstones filtered, by
-// shard — and turns each into the JSON the API writes (internal/query's
-// JSONValue, then decoded with UseNumber like an API answer). An id with no
-// live copy is absent from the map.
+// copies reads the live copies of ids (decimal integers) in table with
+// the API's by-id read (query.RowsOf) and turns each into the JSON the API
+// writes, decoded with UseNumber like an API answer. An id with no live
+// copy is absent from the map.
 func (r *chReader) copies(ctx context.Context, table, idColumn string, ids []string) (map[string][]apiCopy, error) {
-	if len(ids) == 0 {
-		return map[string][]apiCopy{}, nil
-	}
-	list := make([]string, len(ids))
-	for i, id := range ids {
-		// Checked, so the literal list cannot be anything but integers.
-		if _, err := strconv.ParseInt(id, 10, 64); err != nil {
-			if _, uerr := strconv.ParseUint(id, 10, 64); uerr != nil {
-				return nil, fmt.Errorf("clickhouse: rows of %s: id %q is not an integer", table, id)
-			}
-		}
-		list[i] = id
-	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	q := fmt.Sprintf("SELECT toString(%[1]s) AS _verify_id, * FROM %[2]s.%[3]s FINAL PREWHERE %[1]s IN (%[4]s) WHERE _deleted = 0 ORDER BY %[1]s, _shard",
-		chQuote(idColumn), chQuote(r.db), chQuote(table), strings.Join(list, ","))
-	rows, err := r.conn.Query(ctx, q)
-	if notLoaded(err) {
+	read, err := query.New(r.conn, r.db).RowsOf(ctx, table, idColumn, ids)
+	if errors.Is(err, query.ErrUnknownTable) {
 		return map[string][]apiCopy{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse: rows of %s: %w", table, err)
+		return nil, fmt.Errorf("clickhouse: %w", err)
 	}
-	defer rows.Close()
-	cols, types := rows.Columns(), rows.ColumnTypes()
-	out := make(map[string][]apiCopy, len(ids))
-	for rows.Next() {
-		dest := make([]any, len(types))
-		for i, ct := range types {
-			dest[i] = reflect.New(ct.ScanType()).Interface()
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("clickhouse: rows of %s: %w", table, err)
-		}
-		var id string
-		c := apiCopy{Shard: -1}
-		row := map[string]any{}
-		for i, name := range cols {
-			v := reflect.ValueOf(dest[i]).Elem().Interface()
-			switch {
-			case i == 0:
-				id = v.(string)
-			case name == "_shard":
-				c.Shard = int(v.(uint16))
-			case !chMetaColumns[name]:
-				row[name] = query.JSONValue(v)
+	out := make(map[string][]apiCopy, len(read))
+	for id, cs := range read {
+		for _, c := range cs {
+			row, err := asAPIJSON(c.Row)
+			if err != nil {
+				return nil, fmt.Errorf("clickhouse: rows of %s: id %s: %w", table, id, err)
 			}
+			out[id] = append(out[id], apiCopy{Shard: c.Shard, Row: row})
 		}
-		if c.Row, err = asAPIJSON(row); err != nil {
-			return nil, fmt.Errorf("clickhouse: rows of %s: id %s: %w", table, id, err)
-		}
-		out[id] = append(out[id], c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: rows of %s: %w", table, err)
 	}
 	return out, nil
 }
