@@ -45,7 +45,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -366,17 +365,11 @@ func benchAPI(ctx context.Context, args []string) error {
 		res["exact"] = true
 	}
 
-	if c.cpuProfile != "" {
-		f, err := os.Create(c.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(c.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var results []apiScenarioResult
 	for k, clients := range c.clientList {
 		c.clients, gen.c.clients = clients, clients

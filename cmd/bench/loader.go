@@ -242,17 +242,11 @@ func benchLoader(ctx context.Context, args []string) error {
 		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour,
 		ImageCacheBytes: cacheBudget},
 		store, slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})), reg)
-	if path := cpuProfile; path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -454,6 +448,26 @@ func sortedKeys(m map[string]float64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// startCPUProfile starts a CPU profile into path (empty: none) and returns
+// what stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // writeHeapProfile writes a heap profile to path.
