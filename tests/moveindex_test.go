@@ -10,24 +10,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tributary/tributary/internal/chstore"
-	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
 )
-
-// moveIndexLogColumns are the demo's document_moves columns
-// (schema/postgres/10_demo.sql).
-var moveIndexLogColumns = []envelope.Column{
-	{Name: "move_id", Type: "uuid", OID: 2950, Key: true},
-	{Name: "document_id", Type: "bigint", OID: 20},
-	{Name: "from_workspace", Type: "bigint", OID: 20},
-	{Name: "to_workspace", Type: "bigint", OID: 20},
-	{Name: "from_shard", Type: "integer", OID: 23},
-	{Name: "to_shard", Type: "integer", OID: 23},
-	{Name: "state", Type: "text", OID: 25},
-	{Name: "started_at", Type: "timestamp with time zone", OID: 1184},
-	{Name: "finished_at", Type: "timestamp with time zone", OID: 1184},
-}
 
 // moveIndexFixture is a move log in its own database, written the way the
 // loader writes it (chstore blocks from text values; a delete tombstone
@@ -44,7 +30,7 @@ func newMoveIndexFixture(t *testing.T) *moveIndexFixture {
 	store, _ := scratchStore(t, "e2e_moveidx_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	logT, err := store.EnsureTable(ctx, "document_moves", "move_id", moveIndexLogColumns)
+	logT, err := store.EnsureTable(ctx, "document_moves", "move_id", loadgen.MoveLogColumns)
 	if err != nil {
 		t.Fatal(err)
 	}

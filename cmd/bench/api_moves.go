@@ -16,22 +16,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tributary/tributary/internal/chstore"
-	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/query"
 )
-
-// apiMoveColumns are document_moves' columns (schema/postgres/10_demo.sql).
-var apiMoveColumns = []envelope.Column{
-	{Name: "move_id", Type: "uuid", OID: 2950, Key: true},
-	{Name: "document_id", Type: "bigint", OID: 20},
-	{Name: "from_workspace", Type: "bigint", OID: 20},
-	{Name: "to_workspace", Type: "bigint", OID: 20},
-	{Name: "from_shard", Type: "integer", OID: 23},
-	{Name: "to_shard", Type: "integer", OID: 23},
-	{Name: "state", Type: "text", OID: 25},
-	{Name: "started_at", Type: "timestamp with time zone", OID: 1184},
-	{Name: "finished_at", Type: "timestamp with time zone", OID: 1184},
-}
 
 // apiMoveVersionBase keeps the move log's versions apart from the rows'.
 const apiMoveVersionBase = uint64(1) << 44
@@ -43,7 +30,7 @@ func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, err
 	if d.c.moves == 0 {
 		return 0, nil
 	}
-	t, err := store.EnsureTable(ctx, "document_moves", "move_id", apiMoveColumns)
+	t, err := store.EnsureTable(ctx, "document_moves", "move_id", loadgen.MoveLogColumns)
 	if err != nil {
 		return 0, err
 	}
