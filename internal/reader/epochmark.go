@@ -67,16 +67,16 @@ func parseEpochMark(comment *string) (epochMark, error) {
 // choice, or — when a new copy starts with an epoch recorded that is not
 // below it — the next epoch after the recorded one, so that the copy beats
 // every row an earlier epoch wrote, and its snapshot end removes the rows
-// it no longer contains.
-func chooseEpoch(action startAction, stored *readerState, mark epochMark) (uint16, error) {
+// it no longer contains. raised says the record decided.
+func chooseEpoch(action startAction, stored *readerState, mark epochMark) (epoch uint16, raised bool, err error) {
 	e := startEpoch(action, stored)
 	if action == actionResume || action == actionResumeSnapshot || !mark.recorded || e > mark.epoch {
-		return e, nil
+		return e, false, nil
 	}
 	if mark.epoch == 1<<16-1 {
-		return 0, fmt.Errorf("the publication records epoch %d, the last one: a new copy has no higher epoch to take", mark.epoch)
+		return 0, false, fmt.Errorf("the publication records epoch %d, the last one: a new copy has no higher epoch to take", mark.epoch)
 	}
-	return mark.epoch + 1, nil
+	return mark.epoch + 1, true, nil
 }
 
 // recordEpoch records epoch on publication pub, unless an epoch as high is

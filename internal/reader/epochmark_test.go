@@ -57,7 +57,7 @@ func TestChooseEpoch(t *testing.T) {
 		{"foreign comment: as without a mark", actionRecreate, nil, epochMark{foreign: true}, 1, false},
 		{"no epoch left", actionCreate, nil, mark(65535), 0, true},
 	} {
-		got, err := chooseEpoch(tc.action, tc.stored, tc.mark)
+		got, _, err := chooseEpoch(tc.action, tc.stored, tc.mark)
 		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
 			t.Errorf("%s: chooseEpoch = %d, %v; want %d, error %v", tc.name, got, err, tc.want, tc.err)
 		}

@@ -218,10 +218,11 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.epoch, err = chooseEpoch(action, stored, mark); err != nil {
+	var raised bool
+	if r.epoch, raised, err = chooseEpoch(action, stored, mark); err != nil {
 		return err
 	}
-	if r.epoch != startEpoch(action, stored) {
+	if raised {
 		r.log.Warn("start: the publication records a newer snapshot epoch than the reader's state (the state was lost or is older): copying in the next epoch after it, so the copy beats older rows",
 			slog.Int("recorded_epoch", int(mark.epoch)), slog.Int("epoch", int(r.epoch)))
 	}
