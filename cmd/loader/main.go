@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/loader"
 	"github.com/tributary/tributary/internal/ring"
@@ -50,6 +51,9 @@ type Config struct {
 	MisplacedEvery time.Duration
 	AggregateEvery time.Duration
 	BlockBits      int
+	CompactEvery   time.Duration
+	CompactParts   int
+	CompactBytes   int
 	InstanceID     string
 	SessionTimeout time.Duration
 	MetricsAddr    string
@@ -77,6 +81,9 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "published ring map JSON (e.g. deploy/local/ringmap.json); with it, rows of tables with a shard_key are checked for the shard that owns them (misplaced rows). The file is read again every 5 s: a newer version, or a newly staged \"next\" map, is applied without a restart; an older map is refused and the one in force stays")
 	fs.Duration(&c.AggregateEvery, "revenue-aggregate-interval", "TRIBUTARY_REVENUE_AGGREGATE_INTERVAL", 0, "run the revenue pre-aggregator in this loader, a round this often (0: off). Run it in exactly one loader; every loader marks the blocks it changes. GET /v1/revenue then answers day-aligned reports from the pre-aggregates (schema/clickhouse.md)")
 	fs.Int(&c.BlockBits, "revenue-block-bits", "TRIBUTARY_REVENUE_BLOCK_BITS", 49, "pre-aggregate id blocks are 2^bits ids (seed000 ids: 49 = 18.6 h of creation time); the same on every loader")
+	fs.Duration(&c.CompactEvery, "compact-interval", "TRIBUTARY_LOADER_COMPACT_INTERVAL", compact.DefaultInterval, "how often the replicated tables' ClickHouse parts are looked at: a table with more than --compact-max-parts active parts, no merge running and at most --compact-max-bytes on disk is merged whole (OPTIMIZE FINAL; answers unchanged), because a by-id read opens every part that covers the id (0: off; several loaders doing it are harmless)")
+	fs.Int(&c.CompactParts, "compact-max-parts", "TRIBUTARY_LOADER_COMPACT_MAX_PARTS", compact.DefaultMaxParts, "merge a table whole once it has more active parts than this")
+	fs.Int(&c.CompactBytes, "compact-max-bytes", "TRIBUTARY_LOADER_COMPACT_MAX_BYTES", compact.DefaultMaxBytes, "never merge whole a table larger than this on disk (a merge rewrites it: ~11 s per 2 GB on 2 cores); larger tables are left to ClickHouse's merges and counted in tributary_loader_compactions_total{result=\"too_large\"}")
 	fs.Duration(&c.MisplacedEvery, "misplaced-interval", "TRIBUTARY_MISPLACED_INTERVAL", 30*time.Second, "how often misplaced live rows are counted in ClickHouse (a FINAL scan of each table with a shard_key)")
 	fs.String(&c.InstanceID, "instance-id", "TRIBUTARY_LOADER_INSTANCE_ID", "", "static group membership: a stable id unique to this loader replica (e.g. the pod name); restarted under it, the loader takes its partitions back at once")
 	fs.Duration(&c.SessionTimeout, "session-timeout", "TRIBUTARY_LOADER_SESSION_TIMEOUT", 15*time.Second, "how long the group waits for a silent loader before moving its partitions (Kafka broker bounds: 6s..5m by default)")
@@ -128,6 +135,15 @@ func (c *Config) Validate() error {
 	if c.BlockBits < 1 || c.BlockBits > 62 {
 		errs = append(errs, fmt.Errorf("--revenue-block-bits must be in 1..62, got %d", c.BlockBits))
 	}
+	if c.CompactEvery < 0 {
+		errs = append(errs, fmt.Errorf("--compact-interval must be >= 0, got %s", c.CompactEvery))
+	}
+	if c.CompactParts < 1 {
+		errs = append(errs, fmt.Errorf("--compact-max-parts must be >= 1, got %d", c.CompactParts))
+	}
+	if c.CompactBytes < 1 {
+		errs = append(errs, fmt.Errorf("--compact-max-bytes must be >= 1, got %d", c.CompactBytes))
+	}
 	if c.MisplacedEvery <= 0 {
 		errs = append(errs, fmt.Errorf("--misplaced-interval must be > 0, got %s", c.MisplacedEvery))
 	}
@@ -171,6 +187,7 @@ func run(ctx context.Context, cfg *Config) error {
 		Ring: rm, RingPath: cfg.RingMap, MisplacedInterval: cfg.MisplacedEvery,
 		InstanceID: cfg.InstanceID, SessionTimeout: cfg.SessionTimeout,
 		ImageCacheBytes: imageCacheBytes(int64(cfg.ImageCache)),
+		CompactInterval: cfg.CompactEvery, CompactMaxParts: cfg.CompactParts, CompactMaxBytes: int64(cfg.CompactBytes),
 	}, store, log, reg)
 
 	ringVersion := int64(0)

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/tables"
 )
 
 // moveIndexes remembers whether this process has ensured the index.
@@ -24,12 +25,15 @@ type moveIndexes struct {
 }
 
 // moveIndex is the configured move log's index, if there is a move log.
-func (l *Loader) moveIndex() (chstore.MoveIndex, bool) {
-	m := l.cfg.Tables.Moves
+func (l *Loader) moveIndex() (chstore.MoveIndex, bool) { return moveIndexOf(l.cfg.Tables) }
+
+// moveIndexOf is the move log's index of c, if c has a move log.
+func moveIndexOf(c *tables.Config) (chstore.MoveIndex, bool) {
+	m := c.Moves
 	if m == nil {
 		return chstore.MoveIndex{}, false
 	}
-	t, ok := l.cfg.Tables.ByName(m.Table)
+	t, ok := c.ByName(m.Table)
 	if !ok {
 		return chstore.MoveIndex{}, false
 	}

@@ -39,6 +39,13 @@
 //	image_cache_bytes                  memory held by the image cache (approximate)
 //	image_cache_entries                rows the image cache holds
 //	image_cache_evictions_total        images dropped for room
+//	table_parts{table}                 active ClickHouse parts (with the compaction keeper)
+//	compactions_total{table,result}    whole-table merges: done, busy, failed, too_large
+//	compaction_seconds{table}          duration of the merges that completed
+//
+// With CompactInterval the loader runs a compaction keeper
+// (internal/compact): a table whose parts have piled up is merged whole
+// while no merge runs, so a by-id read opens one part, not six or more.
 //
 // The image cache (images.go) keeps the newest written values of the
 // columns that arrive as unchanged TOAST, so most updates that leave them
@@ -72,6 +79,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/dedupe"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/preagg"
@@ -129,6 +137,13 @@ type Config struct {
 	// ImageCacheBytes bounds the image cache (0: DefaultImageCacheBytes;
 	// negative: no cache, every unchanged-TOAST base is read back).
 	ImageCacheBytes int64
+	// CompactInterval, when > 0, runs a compaction keeper (internal/compact)
+	// over the replicated tables and the move log's index: a table with more
+	// than CompactMaxParts active parts and at most CompactMaxBytes on disk
+	// is merged whole, so by-id reads open one part (0s: defaults).
+	CompactInterval time.Duration
+	CompactMaxParts int
+	CompactMaxBytes int64
 }
 
 // DefaultBatchBytes is the default bound on a batch's record bytes.
@@ -158,6 +173,7 @@ type Loader struct {
 	marks       *preagg.Marks      // the revenue table's, or nil
 	stopped     map[string]error   // table -> why it is stopped
 	agg         *preagg.Aggregator // nil unless RevenueAggregator
+	keeper      *compact.Keeper    // nil unless CompactInterval > 0
 	moveIdx     moveIndexes        // the move log's index (byid_index.go)
 	// counted are, by table, the open anomalies whose detection this
 	// loader counted (anomalies.go; the evaluation goroutine's).
@@ -208,7 +224,26 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		counted:     map[string]map[countedKey]bool{},
 		marks:       newMarks(cfg),
 		agg:         newAggregator(cfg, store, log, reg),
+		keeper:      newKeeper(cfg, store, log, reg),
 	}
+}
+
+// newKeeper builds the compaction keeper when CompactInterval is set: of
+// every replicated table, and of the move log's index, which the by-id
+// read of documents reads too.
+func newKeeper(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *compact.Keeper {
+	if cfg.CompactInterval <= 0 {
+		return nil
+	}
+	var names []string
+	for _, t := range cfg.Tables.Tables {
+		names = append(names, t.Name)
+	}
+	if m, ok := moveIndexOf(cfg.Tables); ok {
+		names = append(names, m.Table())
+	}
+	return compact.New(compact.Config{Tables: names, Interval: cfg.CompactInterval,
+		MaxParts: cfg.CompactMaxParts, MaxBytes: cfg.CompactMaxBytes}, store.Conn(), store.Database(), log, reg)
 }
 
 // Run consumes until ctx is done or a non-retryable error happens.
@@ -289,6 +324,10 @@ func (l *Loader) Run(ctx context.Context) error {
 	if l.agg != nil {
 		monitors.Add(1)
 		go func() { defer monitors.Done(); l.agg.Run(mctx) }()
+	}
+	if l.keeper != nil {
+		monitors.Add(1)
+		go func() { defer monitors.Done(); l.keeper.Run(mctx) }()
 	}
 	defer func() {
 		stopMonitors()

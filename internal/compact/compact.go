@@ -1,0 +1,282 @@
+// Package compact keeps the loader's tables merged: a by-id read opens one
+// granule in every active part whose id range covers the id, so its cost
+// grows with the number of parts (docs/benchmarks.md, "By-id, session 6":
+// 1.7 ms p50 straight on ClickHouse with one part, 2.7 ms with six; the
+// ClickHouse CPU per lookup halves). ClickHouse's own merges join parts of
+// similar size and leave a handful of large parts and a trail of small
+// ones forever; current ClickHouse can force a final merge of old parts
+// (min_age_to_force_merge_seconds), 18.16 cannot.
+//
+// A Keeper looks at its tables every Interval and runs
+// OPTIMIZE TABLE ... FINAL on a table that has more than MaxParts active
+// parts, no merge running, and at most MaxBytes on disk. The merge is
+// ClickHouse's own replacing merge, so every FINAL read answers exactly as
+// before it: the loader's exactness never depends on it. Its price is a
+// rewrite of the whole table (11 s for 2.1 GB on the 2-core machine the
+// benchmarks run on), which MaxBytes bounds. Several keepers on one
+// database (one per loader) are harmless: ClickHouse refuses the second
+// OPTIMIZE of a table while the first merges it ("busy").
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/chstore"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval = 5 * time.Minute
+	DefaultMaxParts = 3
+	DefaultMaxBytes = 8 << 30
+)
+
+// Config says which tables to keep and when to merge them.
+type Config struct {
+	// Tables are the tables of the database to keep (missing ones are
+	// skipped until they exist).
+	Tables []string
+	// Interval is how often the tables are looked at (DefaultInterval).
+	Interval time.Duration
+	// MaxParts: a table with more active parts is merged (DefaultMaxParts;
+	// 1 merges any table of two parts or more).
+	MaxParts int
+	// MaxBytes: a table larger on disk is never rewritten whole
+	// (DefaultMaxBytes); it is counted as too_large instead.
+	MaxBytes int64
+}
+
+// Keeper merges tables; see the package doc.
+type Keeper struct {
+	cfg  Config
+	conn driver.Conn
+	db   string
+	log  *slog.Logger
+	m    *metrics
+}
+
+// New returns a Keeper of cfg.Tables in database db; its metrics go to
+// reg (nil: not registered).
+func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg prometheus.Registerer) *Keeper {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.MaxParts <= 0 {
+		cfg.MaxParts = DefaultMaxParts
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	return &Keeper{cfg: cfg, conn: conn, db: db, log: log, m: newMetrics(reg)}
+}
+
+// Run looks at the tables every Interval until ctx is done. A failed round
+// is logged and counted; the next one tries again.
+func (k *Keeper) Run(ctx context.Context) {
+	t := time.NewTicker(k.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := k.Round(ctx); err != nil && ctx.Err() == nil {
+			k.log.Warn("compaction round failed; the next round tries again", slog.Any("err", err))
+		}
+	}
+}
+
+// Outcome is what a round did with one table.
+type Outcome struct {
+	Table  string
+	Parts  int   // active parts before
+	Bytes  int64 // on disk before
+	Result string
+	Took   time.Duration // of the merge, when one ran
+}
+
+// Results of a table in a round (the result label of
+// tributary_loader_compactions_total, except the first two, which are not
+// counted).
+const (
+	ResultMissing  = "missing"   // the table does not exist (yet)
+	ResultFewParts = "few_parts" // MaxParts or fewer: nothing to do
+	ResultMerging  = "merging"   // ClickHouse is merging it: look again next round
+	ResultTooLarge = "too_large" // over MaxBytes: left to ClickHouse's merges
+	ResultDone     = "done"      // merged
+	ResultBusy     = "busy"      // ClickHouse refused: another merge took its parts
+	ResultFailed   = "failed"
+)
+
+// decide is what a round does with a table in state st.
+func decide(st tableState, cfg Config) string {
+	switch {
+	case !st.exists:
+		return ResultMissing
+	case st.parts <= cfg.MaxParts:
+		return ResultFewParts
+	case st.merges > 0:
+		return ResultMerging
+	case st.bytes > cfg.MaxBytes:
+		return ResultTooLarge
+	}
+	return ""
+}
+
+// tableState is a table's parts and merges as system tables show them.
+type tableState struct {
+	exists bool
+	parts  int
+	bytes  int64
+	merges int
+}
+
+// Round looks at every table once and merges those that need it, one at a
+// time (a merge is one ClickHouse thread; two at once would compete with
+// the loader's inserts and the API's reads for the same cores).
+func (k *Keeper) Round(ctx context.Context) ([]Outcome, error) {
+	states, err := k.states(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Outcome
+	var errs []error
+	for _, name := range k.cfg.Tables {
+		st := states[name]
+		if st.exists {
+			k.m.parts.WithLabelValues(name).Set(float64(st.parts))
+		}
+		o := Outcome{Table: name, Parts: st.parts, Bytes: st.bytes, Result: decide(st, k.cfg)}
+		switch o.Result {
+		case ResultMissing, ResultFewParts, ResultMerging:
+		case ResultTooLarge:
+			k.m.compactions.WithLabelValues(name, o.Result).Inc()
+			k.log.Warn("table too large to merge whole; its lookups open every part",
+				slog.String("table", name), slog.Int("parts", st.parts), slog.Int64("bytes", st.bytes),
+				slog.Int64("max_bytes", k.cfg.MaxBytes))
+		default:
+			o.Result, o.Took, err = k.merge(ctx, name)
+			k.m.compactions.WithLabelValues(name, o.Result).Inc()
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			if o.Result == ResultDone {
+				k.m.seconds.WithLabelValues(name).Observe(o.Took.Seconds())
+				k.log.Info("table merged", slog.String("table", name), slog.Int("parts_before", st.parts),
+					slog.Int64("bytes", st.bytes), slog.Duration("took", o.Took))
+			}
+		}
+		out = append(out, o)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// states reads the active parts and running merges of the tables.
+func (k *Keeper) states(ctx context.Context) (map[string]tableState, error) {
+	out := make(map[string]tableState, len(k.cfg.Tables))
+	rows, err := k.conn.Query(ctx, `SELECT table, toUInt64(count()), toUInt64(sum(bytes)) FROM system.parts
+		WHERE database = ? AND active AND has(?, table) GROUP BY table`, k.db, k.cfg.Tables)
+	if err != nil {
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var parts, bytes uint64
+		if err := rows.Scan(&name, &parts, &bytes); err != nil {
+			return nil, fmt.Errorf("read parts: %w", err)
+		}
+		out[name] = tableState{exists: true, parts: int(parts), bytes: int64(bytes)}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	mrows, err := k.conn.Query(ctx, `SELECT table, toUInt64(count()) FROM system.merges
+		WHERE database = ? AND has(?, table) GROUP BY table`, k.db, k.cfg.Tables)
+	if err != nil {
+		return nil, fmt.Errorf("read merges: %w", err)
+	}
+	defer mrows.Close()
+	for mrows.Next() {
+		var name string
+		var n uint64
+		if err := mrows.Scan(&name, &n); err != nil {
+			return nil, fmt.Errorf("read merges: %w", err)
+		}
+		st := out[name]
+		st.merges = int(n)
+		out[name] = st
+	}
+	return out, mrows.Err()
+}
+
+// merge runs OPTIMIZE ... FINAL on table. With optimize_throw_if_noop,
+// ClickHouse says when it did nothing (a merge it started meanwhile holds
+// the parts): that is busy, not an error.
+func (k *Keeper) merge(ctx context.Context, table string) (string, time.Duration, error) {
+	start := time.Now()
+	sql := fmt.Sprintf("OPTIMIZE TABLE %s.%s FINAL", chstore.Quote(k.db), chstore.Quote(table))
+	err := k.conn.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_throw_if_noop": 1})), sql)
+	took := time.Since(start)
+	switch {
+	case err == nil:
+		return ResultDone, took, nil
+	case isNoop(err):
+		return ResultBusy, took, nil
+	case ctx.Err() != nil:
+		return ResultFailed, took, ctx.Err()
+	}
+	return ResultFailed, took, fmt.Errorf("merge %s: %w", table, err)
+}
+
+// isNoop says whether err is ClickHouse declining an OPTIMIZE (code 388,
+// CANNOT_ASSIGN_OPTIMIZE).
+func isNoop(err error) bool {
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) {
+		return ex.Code == 388
+	}
+	return strings.Contains(err.Error(), "Cannot OPTIMIZE") || strings.Contains(err.Error(), "CANNOT_ASSIGN_OPTIMIZE")
+}
+
+type metrics struct {
+	parts       *prometheus.GaugeVec     // table
+	compactions *prometheus.CounterVec   // table, result
+	seconds     *prometheus.HistogramVec // table
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		parts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_loader_table_parts",
+			Help: "Active ClickHouse parts of a loader table, as the compaction keeper last read them: every by-id read opens a granule in each part covering the id.",
+		}, []string{"table"}),
+		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_compactions_total",
+			Help: "Whole-table merges (OPTIMIZE FINAL) by table and result: done, busy (ClickHouse was merging it), failed, too_large (over --compact-max-bytes, left to ClickHouse's merges; counted every round it would have been merged).",
+		}, []string{"table", "result"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tributary_loader_compaction_seconds",
+			Help:    "Duration of whole-table merges that completed, by table.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2.5, 12), // 50 ms .. 20 min
+		}, []string{"table"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.parts, m.compactions, m.seconds)
+	}
+	return m
+}

@@ -1,0 +1,129 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/compact"
+)
+
+// TestCompactKeeper: the keeper merges a table of many parts to one, and
+// every FINAL read answers as before; it leaves alone a table with few
+// parts, one over its size bound, and one that does not exist.
+func TestCompactKeeper(t *testing.T) {
+	store, db := scratchStore(t, "e2e_compact_")
+	conn := store.Conn()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	exec := func(sql string) {
+		t.Helper()
+		if err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// The loader's engine and key. Background merges are off for these
+	// tables (no part is small enough for max_bytes_to_merge...), so the
+	// parts are still there when the keeper looks; OPTIMIZE FINAL is not
+	// bound by the setting.
+	for _, name := range []string{"docs", "big", "few"} {
+		exec(fmt.Sprintf(`CREATE TABLE %s.%s (id Int64, title String, _shard UInt16, _version UInt64, _deleted UInt8)
+			ENGINE = ReplacingMergeTree(_version) ORDER BY (id, _shard)
+			SETTINGS index_granularity = 64, max_bytes_to_merge_at_max_space_in_pool = 1`, db, name))
+	}
+	// docs and big: 6 inserts, each a part of every id's next version
+	// (version 6 of a third of the ids is a tombstone); few: 2 parts.
+	for v := 1; v <= 6; v++ {
+		for _, name := range []string{"docs", "big"} {
+			exec(fmt.Sprintf(`INSERT INTO %s.%s SELECT number, concat('v', toString(%d), '-', toString(number)),
+				toUInt16(number %% 4), %d, toUInt8(%d = 6 AND number %% 3 = 0) FROM system.numbers LIMIT 3000`, db, name, v, v, v))
+		}
+		if v <= 2 {
+			exec(fmt.Sprintf(`INSERT INTO %s.few SELECT number, 'x', 0, %d, 0 FROM system.numbers LIMIT 10`, db, v))
+		}
+	}
+	read := func(table string) []string {
+		t.Helper()
+		rows, err := conn.Query(ctx, fmt.Sprintf("SELECT concat(toString(id), '/', toString(_shard), '/', title) FROM %s.%s FINAL WHERE _deleted = 0 ORDER BY id, _shard", db, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	parts := func(table string) int {
+		t.Helper()
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.parts WHERE database = ? AND table = ? AND active", db, table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return int(n)
+	}
+	before := read("docs")
+	if len(before) != 2000 || parts("docs") != 6 || parts("big") != 6 || parts("few") != 2 {
+		t.Fatalf("setup: %d live rows, parts docs %d big %d few %d; want 2000 rows, 6, 6, 2", len(before), parts("docs"), parts("big"), parts("few"))
+	}
+	var bigBytes int64
+	if err := conn.QueryRow(ctx, "SELECT toInt64(sum(bytes)) FROM system.parts WHERE database = ? AND table = 'big' AND active", db).Scan(&bigBytes); err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	// MaxBytes between docs' and big's size would need them to differ:
+	// big gets a keeper of its own with a bound below its size.
+	k := compact.New(compact.Config{Tables: []string{"docs", "few", "absent"}, MaxParts: 3}, conn, db, slog.Default(), reg)
+	out, err := k.Round(ctx)
+	if err != nil {
+		t.Fatalf("round: %v", err)
+	}
+	got := map[string]string{}
+	for _, o := range out {
+		got[o.Table] = o.Result
+	}
+	want := map[string]string{"docs": compact.ResultDone, "few": compact.ResultFewParts, "absent": compact.ResultMissing}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round results %v, want %v", got, want)
+	}
+	if n := parts("docs"); n != 1 {
+		t.Errorf("docs has %d active parts after the merge, want 1", n)
+	}
+	if n := parts("few"); n != 2 {
+		t.Errorf("few has %d active parts, want 2 (left alone)", n)
+	}
+	if after := read("docs"); !reflect.DeepEqual(after, before) {
+		t.Errorf("FINAL answers changed by the merge: %d rows before, %d after", len(before), len(after))
+	}
+	if v, _ := metricOf(t, reg, "tributary_loader_compactions_total", map[string]string{"table": "docs", "result": "done"}); v != 1 {
+		t.Errorf("compactions_total{docs,done} = %v, want 1", v)
+	}
+	if v, _ := metricOf(t, reg, "tributary_loader_table_parts", map[string]string{"table": "docs"}); v != 6 {
+		t.Errorf("table_parts{docs} = %v, want 6 (as read before the merge)", v)
+	}
+	// A second round has nothing to do.
+	out, err = k.Round(ctx)
+	if err != nil || len(out) != 3 || out[0].Result != compact.ResultFewParts {
+		t.Errorf("second round: %+v, %v; want docs few_parts", out, err)
+	}
+
+	big := compact.New(compact.Config{Tables: []string{"big"}, MaxParts: 3, MaxBytes: bigBytes - 1}, conn, db, slog.Default(), prometheus.NewRegistry())
+	out, err = big.Round(ctx)
+	if err != nil || len(out) != 1 || out[0].Result != compact.ResultTooLarge {
+		t.Fatalf("big with MaxBytes %d (its size %d): %+v, %v; want too_large", bigBytes-1, bigBytes, out, err)
+	}
+	if n := parts("big"); n != 6 {
+		t.Errorf("big has %d parts, want 6 (too large to merge)", n)
+	}
+}
