@@ -16,7 +16,9 @@ package query
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,9 +97,78 @@ func (q *Queries) forgetMoveIndex(l *MoveLog) {
 	}
 }
 
+// ErrNoMoveIndex is RowWithMoves's answer when the move log's index is
+// not built (or is gone): the caller reads Row and LatestMove instead.
+var ErrNoMoveIndex = errors.New("move log index not built")
+
+// movesColumn is the result column of RowWithMoves holding the index's
+// count; scanCopies keeps it out of the row. No loader column starts with
+// "_byid" (18.16: an alias shadows a column of the same name).
+const movesColumn = "_byid_moves"
+
+// planRowWithMoves is planRow with, as one more column, the number of
+// index rows naming the id (two parameters: the id, twice). The count is a
+// scalar subquery, computed once before the read; count() because 18.16
+// cannot inline a scalar subquery of UUIDs ("There are no UInt128 literals
+// in SQL"). It costs ~0.3 ms of ClickHouse CPU over the document read
+// alone, against ~0.9 ms for the separate move read it replaces when the
+// count is 0 (docs/benchmarks.md, by-id session 7).
+func planRowWithMoves(db string, l *MoveLog) string {
+	return fmt.Sprintf("SELECT *, (SELECT count() FROM %[1]s.%[2]s WHERE document = ?) AS %[3]s FROM %[1]s.%[4]s FINAL PREWHERE %[5]s = ? WHERE _deleted = 0 ORDER BY _shard",
+		quote(db), quote(l.Index().Table()), movesColumn, quote(l.Documents.Name), quote(l.Documents.IDColumn))
+}
+
+// PlanRowWithMoves is the SQL of RowWithMoves (two parameters: the id,
+// twice), run with PointLookup's settings; exported for cmd/bench.
+func PlanRowWithMoves(db string, l *MoveLog) string { return planRowWithMoves(db, l) }
+
+// RowWithMoves is Row of l's documents table read together with whether
+// the move log may hold a move of id, in one query: moved is true when the
+// log's index has a row naming id, or when there is no copy (the count
+// rides on the copies' rows, so with none it is not known). When moved is
+// false the log has no move of id that its index has, which is what
+// LatestMove reads once the index is built: it would answer nil.
+//
+// It needs the index built (moveIndexBuilt); otherwise, and when the query
+// finds a table gone, it returns ErrNoMoveIndex and the caller reads Row
+// and LatestMove as before the index. An index found gone is read again
+// by the next request (forgetMoveIndex), like LatestMove's fallback.
+func (q *Queries) RowWithMoves(ctx context.Context, l *MoveLog, id any) (copies []Copy, moved bool, err error) {
+	if !q.moveIndexBuilt(ctx, l) {
+		return nil, false, ErrNoMoveIndex
+	}
+	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), planRowWithMoves(q.db, l), id, id)
+	if err != nil {
+		if isUnknownTable(err) {
+			// The documents table missing is Row's to report; only a
+			// missing index makes the next request read its state again.
+			if strings.Contains(err.Error(), l.Index().Table()) {
+				q.forgetMoveIndex(l)
+			}
+			return nil, false, ErrNoMoveIndex
+		}
+		return nil, false, fmt.Errorf("read %s: %w", l.Documents.Name, err)
+	}
+	defer rows.Close()
+	copies, extras, err := scanCopies(rows, []string{movesColumn})
+	if err != nil {
+		return nil, false, fmt.Errorf("scan %s: %w", l.Documents.Name, err)
+	}
+	if len(copies) == 0 {
+		return nil, true, nil
+	}
+	return copies, extras[0][0].(uint64) > 0, nil
+}
+
+// MoveLogReads is how many times this Queries has read the move log for a
+// document's newest move (LatestMove's queries); for tests that check a
+// by-id read skipped it.
+func (q *Queries) MoveLogReads() int64 { return q.moveLogReads.Load() }
+
 // latestMoveRead runs sql (a LatestMove plan: the newest moves first) and
 // returns the newest of them (newestOfTied), or nil when there is none.
 func (q *Queries) latestMoveRead(ctx context.Context, l *MoveLog, sql string, id any) (*Move, error) {
+	q.moveLogReads.Add(1)
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(latestMoveSettings)), sql, id)
 	if err != nil {
 		return nil, err

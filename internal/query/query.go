@@ -43,6 +43,8 @@ type Queries struct {
 	moveIndexes sync.Map
 	// noMoveIndex: scan the log even when its index is built (UseMoveIndex).
 	noMoveIndex atomic.Bool
+	// moveLogReads counts LatestMove's queries (MoveLogReads).
+	moveLogReads atomic.Int64
 }
 
 // New returns Queries over db.
