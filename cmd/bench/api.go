@@ -60,9 +60,11 @@ import (
 
 	"github.com/tributary/tributary/internal/api"
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/ids"
+	"github.com/tributary/tributary/internal/loader"
 	"github.com/tributary/tributary/internal/preagg"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
@@ -131,6 +133,7 @@ Run against the local stack:
 
 // apiConfig is the configuration of `bench api`.
 type apiConfig struct {
+	compact    bool
 	chAddr     string
 	db         string
 	tablesFile string
@@ -249,6 +252,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.check, "check", true, "check answers against the generated data before timing (every revenue report takes seconds at 10M)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database (and reuse it when it holds the same data)")
 	fs.BoolVar(&c.preagg, "preaggregate", false, "compute the revenue pre-aggregates (one full round of internal/preagg, timed) before checking and timing, so that the API answers whole-day revenue from them")
+	fs.BoolVar(&c.compact, "compact", true, "before timing, run one round of the loader's compaction keeper (internal/compact, its defaults): tables of more than 3 parts are merged whole, as a loader keeps them (false: as ClickHouse's own merges leave them)")
 	fs.String(&c.variants, "variants", "", "", "also time alternative query shapes and tables, straight on ClickHouse: "+strings.Join(apiVariantNames, ","))
 	fs.String(&c.partitionFlag, "partition-bits", "", "54", "byid-partition, byid-churn: copies of documents partitioned by intDiv(id, 2^bits), one per value (seed000: 54 = 24.9 days of creation time)")
 	fs.BoolVar(&c.optimizeParts, "optimize-partitions", false, "byid-partition, byid-churn: merge every partition of the copies to one part (OPTIMIZE ... PARTITION p FINAL) before timing")
@@ -327,6 +331,11 @@ func benchAPI(ctx context.Context, args []string) error {
 	res["moves"] = nMoves
 	if err := apiSettle(ctx, store.Conn(), c.db, c.settle); err != nil {
 		return err
+	}
+	if c.compact {
+		if err := apiCompact(ctx, store, tcfg, res); err != nil {
+			return err
+		}
 	}
 	if c.preagg {
 		took, err := apiPreaggregate(ctx, store, tcfg)
@@ -979,6 +988,27 @@ func apiQuoteAll(names []string) []string {
 		out[i] = chstore.Quote(n)
 	}
 	return out
+}
+
+// apiCompact runs one round of the loader's compaction keeper over the
+// served tables and records what it did in res.
+func apiCompact(ctx context.Context, store *chstore.Store, tcfg *tables.Config, res map[string]any) error {
+	k := compact.New(compact.Config{Tables: loader.CompactTables(tcfg)}, store.Conn(), store.Database(), slog.Default(), nil)
+	start := time.Now()
+	out, err := k.Round(ctx)
+	if err != nil {
+		return fmt.Errorf("compaction round: %w", err)
+	}
+	done := map[string]float64{}
+	for _, o := range out {
+		if o.Result == compact.ResultDone {
+			done[o.Table] = o.Took.Seconds()
+			fmt.Printf("compacted %s: %d parts (%.0f MB) merged to one in %s\n", o.Table, o.Parts, float64(o.Bytes)/1e6, o.Took.Round(time.Millisecond))
+		}
+	}
+	fmt.Printf("compaction round: %d tables looked at, %d merged, %s\n", len(out), len(done), time.Since(start).Round(time.Millisecond))
+	res["compacted_seconds"] = done
+	return nil
 }
 
 // apiSettle waits until ClickHouse runs no merge of db (at most max).

@@ -228,21 +228,27 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	}
 }
 
-// newKeeper builds the compaction keeper when CompactInterval is set: of
-// every replicated table, and of the move log's index, which the by-id
-// read of documents reads too.
+// CompactTables are the tables the compaction keeper keeps: every
+// replicated table of c and the move log's index, which the by-id read of
+// documents reads too.
+func CompactTables(c *tables.Config) []string {
+	var names []string
+	for _, t := range c.Tables {
+		names = append(names, t.Name)
+	}
+	if m, ok := moveIndexOf(c); ok {
+		names = append(names, m.Table())
+	}
+	return names
+}
+
+// newKeeper builds the compaction keeper of CompactTables when
+// CompactInterval is set.
 func newKeeper(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *compact.Keeper {
 	if cfg.CompactInterval <= 0 {
 		return nil
 	}
-	var names []string
-	for _, t := range cfg.Tables.Tables {
-		names = append(names, t.Name)
-	}
-	if m, ok := moveIndexOf(cfg.Tables); ok {
-		names = append(names, m.Table())
-	}
-	return compact.New(compact.Config{Tables: names, Interval: cfg.CompactInterval,
+	return compact.New(compact.Config{Tables: CompactTables(cfg.Tables), Interval: cfg.CompactInterval,
 		MaxParts: cfg.CompactMaxParts, MaxBytes: cfg.CompactMaxBytes}, store.Conn(), store.Database(), log, reg)
 }
 
