@@ -69,8 +69,12 @@ type rowAnomaly struct {
 // whose Kafka offsets it has not committed) the log can hold a move the
 // index does not. In that window this read shows the document without
 // the move, exactly as LatestMove through the index did before: both find
-// the document's moves through the index only. Without the index (not
-// built, or gone) the copies and the move are read in parallel as before.
+// the document's moves through the index only. When the log is read, it
+// is read after the copies rather than beside them; the two reads were
+// never one snapshot, and parallel reads could end in this order too.
+// The cost: a 404 now makes its two reads one after the other
+// (docs/benchmarks.md, by-id session 7). Without the index (not built, or
+// gone) the copies and the move are read in parallel as before.
 func (s *Server) readCopies(ctx context.Context, t *tables.Table, id any, moves *query.MoveLog) ([]query.Copy, *moveStatus, *rowAnomaly, error) {
 	var copies []query.Copy
 	var move *query.Move
