@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tributary/tributary/internal/compact"
+	"github.com/tributary/tributary/internal/loader"
 )
 
 // TestCompactKeeper: the keeper merges a table of many parts to one, and
@@ -126,4 +128,56 @@ func TestCompactKeeper(t *testing.T) {
 	if n := parts("big"); n != 6 {
 		t.Errorf("big has %d parts, want 6 (too large to merge)", n)
 	}
+}
+
+// TestLoaderCompacts: a loader with a compaction interval merges the
+// tables it writes while it writes them, and nothing is lost.
+func TestLoaderCompacts(t *testing.T) {
+	p := setupPipeline(t, []int{0}, nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(func() { stop(); p.wg.Wait() })
+	p.startReader(runCtx, 0)
+	reg := p.startMeteredLoader(runCtx, "l1", func(c *loader.Config) {
+		c.CompactInterval = 300 * time.Millisecond
+		c.CompactMaxParts = 1
+	})
+	table := pgx.Identifier{p.table()}.Sanitize()
+	done := func() float64 {
+		v, _ := metricOf(t, reg, "tributary_loader_compactions_total", map[string]string{"table": p.table(), "result": compact.ResultDone})
+		return v
+	}
+	// Each insert is its own batch, so its own part; ClickHouse merges
+	// small parts too, so write until the keeper has merged at least once.
+	inserted := 0
+	for i := 0; done() < 1; i++ {
+		if i == 100 {
+			t.Fatalf("no compaction of %s after %d inserts", p.table(), i)
+		}
+		p.exec(ctx, 0, fmt.Sprintf(`INSERT INTO %s (workspace_id, title, body) SELECT g, 'doc ' || g, 'b' FROM generate_series(1, 20) g`, table))
+		p.exec(ctx, 0, fmt.Sprintf(`UPDATE %s SET title = title || '+' WHERE id %% 7 = %d`, table, i%7))
+		inserted += 20
+		time.Sleep(150 * time.Millisecond)
+	}
+	// Every row and its newest title: count and total title length, on
+	// the shard and in ClickHouse.
+	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var rows, titles int64
+	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count(*), sum(length(title)) FROM %s", table)).Scan(&rows, &titles); err != nil {
+		t.Fatal(err)
+	}
+	if rows != int64(inserted) {
+		t.Fatalf("shard holds %d rows, inserted %d", rows, inserted)
+	}
+	var gotRows, gotTitles int64
+	p.waitFor(ctx, time.Minute, "every row and title in ClickHouse", func() bool {
+		q := fmt.Sprintf("SELECT toInt64(count()), toInt64(sum(length(title))) FROM `%s`.`%s` FINAL WHERE _deleted = 0", p.chDB, p.table())
+		return p.store.Conn().QueryRow(ctx, q).Scan(&gotRows, &gotTitles) == nil && gotRows == rows && gotTitles == titles
+	})
+	t.Logf("%d rows in %d inserts; %v compactions done", inserted, inserted/20, done())
 }
