@@ -133,11 +133,7 @@ func TestCompactKeeper(t *testing.T) {
 // TestLoaderCompacts: a loader with a compaction interval merges the
 // tables it writes while it writes them, and nothing is lost.
 func TestLoaderCompacts(t *testing.T) {
-	p := setupPipeline(t, []int{0}, nil, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	t.Cleanup(func() { stop(); p.wg.Wait() })
+	p, ctx, runCtx := oneShardPipeline(t, 3*time.Minute)
 	p.startReader(runCtx, 0)
 	reg := p.startMeteredLoader(runCtx, "l1", func(c *loader.Config) {
 		c.CompactInterval = 300 * time.Millisecond

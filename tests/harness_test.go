@@ -279,3 +279,15 @@ func (w testWriter) Write(b []byte) (int, error) {
 }
 
 var _ io.Writer = testWriter{}
+
+// oneShardPipeline is setupPipeline over shard 0 with the contexts most
+// tests need: ctx ends after timeout, runCtx (the components') at cleanup,
+// which then waits for every component to stop.
+func oneShardPipeline(t *testing.T, timeout time.Duration) (p *pipeline, ctx, runCtx context.Context) {
+	t.Helper()
+	p = setupPipeline(t, []int{0}, nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(func() { stop(); p.wg.Wait(); cancel() })
+	return p, ctx, runCtx
+}

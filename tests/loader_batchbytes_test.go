@@ -23,11 +23,7 @@ func TestLoaderBatchBytes(t *testing.T) {
 		bodySize = 8000
 		bound    = 64 << 10
 	)
-	p := setupPipeline(t, []int{0}, nil, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	t.Cleanup(func() { stop(); p.wg.Wait() })
+	p, ctx, runCtx := oneShardPipeline(t, 3*time.Minute)
 	p.startReader(runCtx, 0)
 	p.exec(ctx, 0, fmt.Sprintf(`INSERT INTO %s (workspace_id, title, body)
 		SELECT g, 'doc ' || g, repeat(chr(97 + g %% 26), %d) FROM generate_series(1, %d) g`,
