@@ -49,6 +49,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -134,6 +135,7 @@ Run against the local stack:
 // apiConfig is the configuration of `bench api`.
 type apiConfig struct {
 	compact    bool
+	rate       float64
 	chAddr     string
 	db         string
 	tablesFile string
@@ -242,6 +244,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.Int(&c.batch, "batch", "", 200_000, "rows per INSERT while loading")
 	fs.String(&c.clientsFlag, "clients", "", "8", "concurrent clients; a list (1,4,8) runs every scenario at each")
 	fs.Duration(&c.duration, "duration", "", 20*time.Second, "measured time per scenario (per shape for --variants)")
+	fs.Float64Var(&c.rate, "rate", 0, "HTTP scenarios: send this many requests/s in all, each due at its time whichever client is free, and count a request's latency from when it was due (open loop, free of coordinated omission; --clients bounds the requests in flight); 0: each client sends its next request when answered (closed loop)")
 	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "unmeasured load before each scenario")
 	fs.String(&c.scenarios, "scenarios", "", strings.Join(apiScenarios, ","), "scenarios to run")
 	fs.Int(&c.checkIDs, "check-ids", "", 2000, "random ids whose answers are checked before timing")
@@ -1281,7 +1284,7 @@ type apiScenarioResult struct {
 
 // apiRunLoad runs fn from clients goroutines for warmup+duration and returns
 // the latencies of the measured part.
-func apiRunLoad(ctx context.Context, clients int, warmup, duration time.Duration, seed uint64,
+func apiRunLoad(ctx context.Context, clients int, rate float64, warmup, duration time.Duration, seed uint64,
 	fn func(ctx context.Context, r *rand.Rand) error) (lat []time.Duration, errs int, firstErr error, wall time.Duration) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -1289,6 +1292,20 @@ func apiRunLoad(ctx context.Context, clients int, warmup, duration time.Duration
 	var wg sync.WaitGroup
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+duration)
+	// With a rate, request i is due at start + i/rate whoever is free to
+	// send it (open loop, as wrk2): a request that waits for a free client
+	// counts its wait, so a slow answer cannot hide the ones it delayed
+	// (coordinated omission). Without one, each client sends its next
+	// request when it has its answer (closed loop).
+	var slot atomic.Int64
+	due := func() time.Time {
+		if rate <= 0 {
+			return time.Now()
+		}
+		at := start.Add(time.Duration(float64(slot.Add(1)-1) / rate * float64(time.Second)))
+		time.Sleep(time.Until(at))
+		return at
+	}
 	for c := range clients {
 		wg.Add(1)
 		go func() {
@@ -1298,7 +1315,7 @@ func apiRunLoad(ctx context.Context, clients int, warmup, duration time.Duration
 			var mineErrs int
 			var mineFirst error
 			for {
-				t0 := time.Now()
+				t0 := due()
 				if !t0.Before(end) || ctx.Err() != nil {
 					break
 				}
@@ -1351,8 +1368,12 @@ func apiSummarize(name, via string, clients int, lat []time.Duration, errs int, 
 }
 
 func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*rand.Rand) (string, int), client *http.Client) (apiScenarioResult, error) {
-	fmt.Printf("scenario %s: %d clients, %s (+%s warm-up), load average before %.2f\n", name, c.clients, c.duration, c.warmup, loadAvg1())
-	lat, errs, first, wall := apiRunLoad(ctx, c.clients, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, r *rand.Rand) error {
+	paced := ""
+	if c.rate > 0 {
+		paced = fmt.Sprintf(" at %.0f req/s (open loop)", c.rate)
+	}
+	fmt.Printf("scenario %s: %d clients%s, %s (+%s warm-up), load average before %.2f\n", name, c.clients, paced, c.duration, c.warmup, loadAvg1())
+	lat, errs, first, wall := apiRunLoad(ctx, c.clients, c.rate, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, r *rand.Rand) error {
 		url, want := next(r)
 		code, err := apiGetJSON(ctx, client, url, nil)
 		if err != nil {
@@ -1437,7 +1458,7 @@ func apiRunVariants(ctx context.Context, d *apiData, store *chstore.Store, names
 // and duration, reading every row.
 func (d *apiData) timeQuery(ctx context.Context, conn driver.Conn, name, sql string, args func(r *rand.Rand) []any) apiScenarioResult {
 	fmt.Printf("variant %s: %d clients, %s (+%s warm-up), load average before %.2f\n", name, d.c.clients, d.c.duration, d.c.warmup, loadAvg1())
-	lat, errs, first, wall := apiRunLoad(ctx, d.c.clients, d.c.warmup, d.c.duration, uint64(d.c.seed), func(ctx context.Context, r *rand.Rand) error {
+	lat, errs, first, wall := apiRunLoad(ctx, d.c.clients, 0, d.c.warmup, d.c.duration, uint64(d.c.seed), func(ctx context.Context, r *rand.Rand) error {
 		rows, err := conn.Query(ctx, sql, args(r)...)
 		if err != nil {
 			return err
