@@ -106,7 +106,7 @@ func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Co
 	sql := planRow(q.db, table, idColumn)
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), sql, id)
 	if err != nil {
-		if strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE") {
+		if isUnknownTable(err) {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)
 		}
 		return nil, fmt.Errorf("read %s: %w", table, err)
@@ -141,7 +141,7 @@ func (q *Queries) RowsOf(ctx context.Context, table, idColumn string, ids []stri
 		quote(idColumn), quote(q.db), quote(table), idText, strings.Join(ids, ","))
 	rows, err := q.conn.Query(ctx, sql)
 	if err != nil {
-		if strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE") {
+		if isUnknownTable(err) {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)
 		}
 		return nil, fmt.Errorf("read %s: %w", table, err)

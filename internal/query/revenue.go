@@ -165,7 +165,7 @@ func (q *Queries) Revenue(ctx context.Context, cfg *tables.Revenue, req RevenueR
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
 	rows, err := q.conn.Query(ctx, plan.sql, plan.args...)
 	if err != nil {
-		if strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE") {
+		if isUnknownTable(err) {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, cfg.Table)
 		}
 		return nil, fmt.Errorf("revenue query on %s: %w", cfg.Table, err)
