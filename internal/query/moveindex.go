@@ -114,13 +114,9 @@ const movesColumn = "_byid_moves"
 // alone, against ~0.9 ms for the separate move read it replaces when the
 // count is 0 (docs/benchmarks.md, by-id session 7).
 func planRowWithMoves(db string, l *MoveLog) string {
-	return fmt.Sprintf("SELECT *, (SELECT count() FROM %[1]s.%[2]s WHERE document = ?) AS %[3]s FROM %[1]s.%[4]s FINAL PREWHERE %[5]s = ? WHERE _deleted = 0 ORDER BY _shard",
-		quote(db), quote(l.Index().Table()), movesColumn, quote(l.Documents.Name), quote(l.Documents.IDColumn))
+	count := fmt.Sprintf(", (SELECT count() FROM %s.%s WHERE document = ?) AS %s", quote(db), quote(l.Index().Table()), movesColumn)
+	return planRow(db, l.Documents.Name, l.Documents.IDColumn, count)
 }
-
-// PlanRowWithMoves is the SQL of RowWithMoves (two parameters: the id,
-// twice), run with PointLookup's settings; exported for cmd/bench.
-func PlanRowWithMoves(db string, l *MoveLog) string { return planRowWithMoves(db, l) }
 
 // RowWithMoves is Row of l's documents table read together with whether
 // the move log may hold a move of id, in one query: moved is true when the

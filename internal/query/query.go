@@ -87,23 +87,22 @@ func PointLookup() clickhouse.Settings {
 // sees all versions of the rows it keeps. It is ~3x faster than a plain
 // WHERE at 10M rows: the merge handles the matching rows, not every row of
 // the granule of every part. Never PREWHERE another column (see the
-// package doc).
-func planRow(db, table, idColumn string) string {
-	return PlanRow(db, table, idColumn)
+// package doc). extra, if not empty, is more result columns (", expr AS
+// name"), whose parameters come before the id's.
+func planRow(db, table, idColumn, extra string) string {
+	return fmt.Sprintf("SELECT *%s FROM %s.%s FINAL PREWHERE %s = ? WHERE _deleted = 0 ORDER BY _shard",
+		extra, quote(db), quote(table), quote(idColumn))
 }
 
 // PlanRow is the SQL of Row (one parameter: the id), run with
 // PointLookup's settings; exported for cmd/bench.
-func PlanRow(db, table, idColumn string) string {
-	return fmt.Sprintf("SELECT * FROM %s.%s FINAL PREWHERE %s = ? WHERE _deleted = 0 ORDER BY _shard",
-		quote(db), quote(table), quote(idColumn))
-}
+func PlanRow(db, table, idColumn string) string { return planRow(db, table, idColumn, "") }
 
 // Row returns every live copy of the row with id in table, one per shard,
 // ordered by shard. idColumn must be a column of the table, and the first
 // column of its sorting key (the loader's tables are ORDER BY (id, _shard)).
 func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Copy, error) {
-	sql := planRow(q.db, table, idColumn)
+	sql := PlanRow(q.db, table, idColumn)
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), sql, id)
 	if err != nil {
 		if isUnknownTable(err) {
