@@ -23,12 +23,8 @@ import (
 // rows it no longer contains. Without the record it copied in epoch 1: its
 // rows lost to the stale ones.
 func TestReaderStateLostAfterRecopies(t *testing.T) {
-	p := setupPipeline(t, []int{0}, nil, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	p, ctx, runCtx := oneShardPipeline(t, 3*time.Minute)
 	tbl := pgx.Identifier{p.table()}.Sanitize()
-	runCtx, runCancel := context.WithCancel(context.Background())
-	defer runCancel()
 	p.startLoader(runCtx, "l1")
 
 	cfg := p.readerConfig(0)

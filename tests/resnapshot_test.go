@@ -16,12 +16,8 @@ import (
 // records delete the row the copy no longer contains. ClickHouse must then
 // equal the shard exactly, and keep doing so as streaming resumes.
 func TestSlotLostResnapshotIsExact(t *testing.T) {
-	p := setupPipeline(t, []int{0}, nil, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx, runCtx := oneShardPipeline(t, 2*time.Minute)
 	tbl := p.table()
-	runCtx, runCancel := context.WithCancel(context.Background())
-	defer runCancel()
 	p.startLoader(runCtx, "l1")
 	r1Ctx, stopR1 := context.WithCancel(runCtx)
 	p.startReader(r1Ctx, 0)

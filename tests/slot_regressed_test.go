@@ -20,12 +20,8 @@ import (
 // again; the loader drops them) instead of copying the shard again. The
 // crash is simulated by storing a position ahead of the slot.
 func TestSlotBehindStateAfterCrashResumes(t *testing.T) {
-	p := setupPipeline(t, []int{0}, nil, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	p, ctx, runCtx := oneShardPipeline(t, 2*time.Minute)
 	tbl := p.table()
-	runCtx, runCancel := context.WithCancel(context.Background())
-	defer runCancel()
 	p.startLoader(runCtx, "l1")
 	r1Ctx, stopR1 := context.WithCancel(runCtx)
 	p.startReader(r1Ctx, 0)
