@@ -25,13 +25,17 @@ SCHEMA_DIR=${TRIBUTARY_SCHEMA_DIR:-$REPO/schema/postgres}
 WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
 KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
 
-PG_PORT_BASE=${TRIBUTARY_PG_PORT:-55432} # shard i listens on PG_PORT_BASE+i
-CH_TCP_PORT=59000
-CH_HTTP_PORT=58123
-CH_INTERSERVER_PORT=59009
-KAFKA_PORT=59092
-KAFKA_CONTROLLER_PORT=59093
-EMBEDDED_PORT=59192
+# TRIBUTARY_PORT_OFFSET shifts every port, so that several stacks (one per
+# checkout, say) run side by side on one machine.
+PORT_OFFSET=${TRIBUTARY_PORT_OFFSET:-0}
+[[ $PORT_OFFSET =~ ^[0-9]+$ ]] && ((PORT_OFFSET < 5000)) || { echo "stack.sh: TRIBUTARY_PORT_OFFSET must be 0..4999, got '$PORT_OFFSET'" >&2; exit 2; }
+PG_PORT_BASE=${TRIBUTARY_PG_PORT:-$((55432 + PORT_OFFSET))} # shard i listens on PG_PORT_BASE+i
+CH_TCP_PORT=$((59000 + PORT_OFFSET))
+CH_HTTP_PORT=$((58123 + PORT_OFFSET))
+CH_INTERSERVER_PORT=$((59009 + PORT_OFFSET))
+KAFKA_PORT=$((59092 + PORT_OFFSET))
+KAFKA_CONTROLLER_PORT=$((59093 + PORT_OFFSET))
+EMBEDDED_PORT=$((59192 + PORT_OFFSET))
 KAFKA_PARTITIONS=4
 HOST=127.0.0.1
 
@@ -69,6 +73,7 @@ Environment:
   TRIBUTARY_KAFKA         real|embedded|both, like --kafka (default both)
   TRIBUTARY_WAIT_TIMEOUT  seconds to wait for each service to be ready (default 90)
   TRIBUTARY_PG_PORT       port of shard 0; shard i uses it+i (default 55432)
+  TRIBUTARY_PORT_OFFSET   added to every port, for several stacks on one machine (default 0)
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
   TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
 
