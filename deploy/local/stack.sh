@@ -26,9 +26,16 @@ WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
 KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
 
 # TRIBUTARY_PORT_OFFSET shifts every port, so that several stacks (one per
-# checkout, say) run side by side on one machine.
-PORT_OFFSET=${TRIBUTARY_PORT_OFFSET:-0}
-[[ $PORT_OFFSET =~ ^[0-9]+$ ]] && ((PORT_OFFSET < 5000)) || { echo "stack.sh: TRIBUTARY_PORT_OFFSET must be 0..4999, got '$PORT_OFFSET'" >&2; exit 2; }
+# checkout, say) run side by side on one machine. A home remembers its
+# offset (OFFSET_FILE), so a later `up` of the same home keeps its ports.
+# Multiples of 200 are required: no port of one stack then equals a port of
+# another (the embedded broker is 100 above the real one, for instance).
+OFFSET_FILE=$TRIBUTARY_HOME/port-offset
+PORT_OFFSET=${TRIBUTARY_PORT_OFFSET:-$(cat "$OFFSET_FILE" 2>/dev/null || echo 0)}
+[[ $PORT_OFFSET =~ ^[0-9]+$ ]] && ((PORT_OFFSET < 5000 && PORT_OFFSET % 200 == 0)) || {
+	echo "stack.sh: TRIBUTARY_PORT_OFFSET must be a multiple of 200 below 5000 (so two stacks share no port), got '$PORT_OFFSET'" >&2
+	exit 2
+}
 PG_PORT_BASE=${TRIBUTARY_PG_PORT:-$((55432 + PORT_OFFSET))} # shard i listens on PG_PORT_BASE+i
 CH_TCP_PORT=$((59000 + PORT_OFFSET))
 CH_HTTP_PORT=$((58123 + PORT_OFFSET))
@@ -73,7 +80,8 @@ Environment:
   TRIBUTARY_KAFKA         real|embedded|both, like --kafka (default both)
   TRIBUTARY_WAIT_TIMEOUT  seconds to wait for each service to be ready (default 90)
   TRIBUTARY_PG_PORT       port of shard 0; shard i uses it+i (default 55432)
-  TRIBUTARY_PORT_OFFSET   added to every port, for several stacks on one machine (default 0)
+  TRIBUTARY_PORT_OFFSET   added to every port, a multiple of 200, for several stacks on one
+                          machine (default: the offset this home was started with, else 0)
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
   TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
 
@@ -191,6 +199,7 @@ write_env() {
 		fi
 		wants_embedded && echo "TRIBUTARY_EMBEDDED_KAFKA_BROKERS=$HOST:$EMBEDDED_PORT"
 		echo "TRIBUTARY_KAFKA_KIND=$KAFKA_KIND"
+		echo "TRIBUTARY_PORT_OFFSET=$PORT_OFFSET"
 	} >"$tmp"
 	mv "$tmp" "$ENV_FILE"
 }
@@ -211,6 +220,10 @@ cmd_up() {
 	fi
 	lock
 	touch "$TRIBUTARY_HOME/$HOME_MARKER"
+	if [[ -f $OFFSET_FILE && $(cat "$OFFSET_FILE") != "$PORT_OFFSET" ]]; then
+		die "$TRIBUTARY_HOME was started with TRIBUTARY_PORT_OFFSET=$(cat "$OFFSET_FILE"), not $PORT_OFFSET; use that offset, or another TRIBUTARY_HOME"
+	fi
+	echo "$PORT_OFFSET" >"$OFFSET_FILE"
 	load_state
 	resolve_shards
 	log "up: $SHARDS shards, kafka $KAFKA_KIND, home $TRIBUTARY_HOME"
