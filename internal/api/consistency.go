@@ -260,10 +260,15 @@ func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []stri
 			deadline = limit
 		}
 	}
-	for {
+	for first := true; ; first = false {
 		fresh, err := s.watch.get(r.Context(), topics)
 		if err != nil {
 			return nil, err
+		}
+		if first {
+			if err := s.knownShards(r.Context(), c.after, fresh); err != nil {
+				return nil, err
+			}
 		}
 		if reached(fresh, c.after) {
 			s.waited.WithLabelValues("visible").Observe(time.Since(start).Seconds())
@@ -279,6 +284,52 @@ func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []stri
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// knownShards is a 400 when after= names a shard that no configured
+// table's watermarks know (fresh is the route's reading): waiting for it
+// cannot help. Only when no shard has a watermark yet (nothing loaded)
+// is every shard given the benefit of the doubt. A shard is known once
+// its reader has written its first watermark, which follows its initial
+// copy.
+func (s *Server) knownShards(ctx context.Context, after []position, fresh []query.ShardFreshness) error {
+	missing := func(fresh []query.ShardFreshness) []int {
+		var out []int
+		for _, p := range after {
+			if !slices.ContainsFunc(fresh, func(f query.ShardFreshness) bool { return f.Shard == p.Shard }) {
+				out = append(out, p.Shard)
+			}
+		}
+		return out
+	}
+	if len(missing(fresh)) == 0 {
+		return nil
+	}
+	all, err := s.watch.get(ctx, s.cfg.Tables.Topics())
+	if err != nil {
+		return err
+	}
+	unknown := missing(all)
+	if len(unknown) == 0 || len(all) == 0 {
+		return nil
+	}
+	known := make([]int, len(all))
+	for i, f := range all {
+		known[i] = f.Shard
+	}
+	return &Error{Status: http.StatusBadRequest, Code: "unknown_shard",
+		Message: fmt.Sprintf("after names shard %s, which has no watermark in any replicated table; the shards are %s",
+			joinInts(unknown), joinInts(known)),
+		Detail: map[string]any{"unknown_shards": unknown, "known_shards": known}}
+}
+
+// joinInts is "1, 2, 3".
+func joinInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // notYetVisible is the 503 of a wait that ran out, with the named shards'
