@@ -21,7 +21,9 @@ package api
 // staleness it states is computed when it is served. The wait is bounded by `wait=`
 // (default 5 s, at most 30 s) and by the request timeout, less a reserve
 // for the read itself. When it runs out the answer is 503 not_yet_visible
-// with Retry-After and the named shards' current freshness.
+// with Retry-After and the named shards' current freshness. A named shard
+// that no replicated table's watermarks know is a 400 unknown_shard at
+// once (knownShards): waiting cannot make it appear.
 
 import (
 	"context"
