@@ -58,6 +58,8 @@ type Server struct {
 
 	// watch shares watermark polls among after= waiters.
 	watch *watermarkWatch
+	// stopped shares readings of the stopped tables (stopped.go).
+	stopped *stoppedWatch
 	// preagg caches the revenue pre-aggregates' state (preagg.go).
 	preagg preaggCache
 	// layouts holds each table's id layout, resolved once.
@@ -77,6 +79,7 @@ type tableLayout struct {
 // New builds the API handler.
 func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Registerer) *Server {
 	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux(), watch: &watermarkWatch{fetch: q.Freshness, timeout: max(cfg.QueryTimeout, time.Second)},
+		stopped: &stoppedWatch{fetch: q.StoppedTables, timeout: max(cfg.QueryTimeout, time.Second)},
 		layouts: map[string]tableLayout{}}
 	for _, t := range cfg.Tables.Tables {
 		l, err := ids.Lookup(t.IDLayout)
@@ -280,6 +283,9 @@ type rowResponse struct {
 	// (GET /v1/documents/{id}; see placement.go).
 	Placement *placementStatus       `json:"placement,omitempty"`
 	Freshness []query.ShardFreshness `json:"freshness"`
+	// Stopped: the table (or its move log) is stopped by the loader; its
+	// data is as of Freshness until it is fixed (stopped.go).
+	Stopped []query.StoppedTable `json:"stopped_tables,omitempty"`
 }
 
 // lookup answers a by-id read of table. With current (the document
@@ -295,7 +301,17 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	if err != nil {
 		return err
 	}
-	fresh, err := s.freshness(w, r, s.cfg.Tables.Topics())
+	// The watermarks of what the read reads: the table, and the move log
+	// with it. Another table, stopped or behind, holds nothing back.
+	topics := []string{t.Topic}
+	if moves != nil {
+		topics = append(topics, moves.Log.Topic)
+	}
+	fresh, err := s.freshness(w, r, topics)
+	if err != nil {
+		return err
+	}
+	stopped, err := s.stoppedIn(r.Context(), topics)
 	if err != nil {
 		return err
 	}
@@ -312,13 +328,17 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 		return err
 	}
 	if len(copies) == 0 {
+		detail := notFoundDetail(fresh, decoded, move, anomaly)
+		if len(stopped) > 0 {
+			detail["stopped_tables"] = stopped
+		}
 		return &Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("no live row with id %s in %s as of the freshness below", idText, table),
-			Detail:  notFoundDetail(fresh, decoded, move, anomaly)}
+			Detail:  detail}
 	}
 	return writeJSON(w, http.StatusOK, rowResponse{
 		Table: table, ID: idText, DecodedID: decoded, Copies: copies, Duplicate: len(copies) > 1,
-		Move: move, Anomaly: anomaly, Placement: placement, Freshness: fresh,
+		Move: move, Anomaly: anomaly, Placement: placement, Freshness: fresh, Stopped: stopped,
 	})
 }
 
@@ -331,12 +351,28 @@ func (s *Server) tableRow(w http.ResponseWriter, r *http.Request) error {
 	return s.lookup(w, r, r.PathValue("table"), r.PathValue("id"), nil, false)
 }
 
+// shards is the fleet's freshness: over every table that is not stopped,
+// with the stopped ones listed apart (stopped.go).
 func (s *Server) shards(w http.ResponseWriter, r *http.Request) error {
-	fresh, err := s.freshness(w, r, s.cfg.Tables.Topics())
+	all := s.cfg.Tables.Topics()
+	fresh, err := s.freshnessOf(w, r, all, true)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"shards": fresh})
+	stopped, err := s.stoppedIn(r.Context(), all)
+	if err != nil {
+		return err
+	}
+	statuses := make([]stoppedTableStatus, len(stopped))
+	for i, t := range stopped {
+		f, err := s.watch.snapshot(r.Context(), []string{t.Topic})
+		if err != nil {
+			return err
+		}
+		statuses[i] = stoppedTableStatus{StoppedTable: t, Freshness: f}
+	}
+	markStopped(w, stopped)
+	return writeJSON(w, http.StatusOK, map[string]any{"shards": fresh, "stopped_tables": statuses})
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {

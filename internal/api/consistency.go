@@ -246,14 +246,36 @@ func waitReserve(timeout time.Duration) time.Duration {
 
 // freshness returns the freshness of topics for r. With after= in r's
 // query it first waits until every named shard is visible (or answers 503
-// not_yet_visible); bad after= or wait= are 400.
+// not_yet_visible); bad after= or wait= are 400. A stopped table among
+// topics is named in the answer's header, and a wait its watermarks cannot
+// end is 503 table_stopped at once (stopped.go).
 func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []string) ([]query.ShardFreshness, error) {
+	return s.freshnessOf(w, r, topics, false)
+}
+
+// freshnessOf is freshness; with skipStopped, the topics of stopped
+// tables are left out instead (GET /v1/shards), as read at every poll: a
+// table stopped during the wait stops holding it back.
+func (s *Server) freshnessOf(w http.ResponseWriter, r *http.Request, topics []string, skipStopped bool) ([]query.ShardFreshness, error) {
 	c, err := parseConsistency(r.URL.Query())
 	if err != nil {
 		return nil, err
 	}
+	// The stopped tables among topics, and the topics to read.
+	current := func() ([]query.StoppedTable, []string, error) {
+		stopped, err := s.stoppedIn(r.Context(), topics) // stopped.go
+		if err != nil || !skipStopped {
+			return stopped, topics, err
+		}
+		return nil, withoutStopped(topics, stopped), nil
+	}
+	stopped, read, err := current()
+	if err != nil {
+		return nil, err
+	}
+	markStopped(w, stopped)
 	if len(c.after) == 0 {
-		return s.watch.snapshot(r.Context(), topics)
+		return s.watch.snapshot(r.Context(), read)
 	}
 	start := time.Now()
 	deadline := start.Add(c.wait)
@@ -263,7 +285,12 @@ func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []stri
 		}
 	}
 	for first := true; ; first = false {
-		fresh, err := s.watch.get(r.Context(), topics)
+		if !first {
+			if stopped, read, err = current(); err != nil {
+				return nil, err
+			}
+		}
+		fresh, err := s.watch.get(r.Context(), read)
 		if err != nil {
 			return nil, err
 		}
@@ -274,7 +301,25 @@ func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []stri
 		}
 		if reached(fresh, c.after) {
 			s.waited.WithLabelValues("visible").Observe(time.Since(start).Seconds())
+			markStopped(w, stopped)
 			return fresh, nil
+		}
+		if len(stopped) > 0 {
+			// A stopped table's watermarks do not move: if they are what
+			// is short of the positions, waiting cannot help.
+			frozenTopics := make([]string, len(stopped))
+			for i, t := range stopped {
+				frozenTopics[i] = t.Topic
+			}
+			frozen, err := s.watch.get(r.Context(), frozenTopics)
+			if err != nil {
+				return nil, err
+			}
+			if !reached(frozen, c.after) {
+				s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
+				markStopped(w, stopped)
+				return nil, tableStopped(w, c, stopped, frozen)
+			}
 		}
 		if !time.Now().Add(pollInterval).Before(deadline) {
 			s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
