@@ -136,3 +136,42 @@ func shardsOf(ctx context.Context, t *testing.T, base string) []int {
 	}
 	return out
 }
+
+// TestAPIRevenueOddParameters: odd but well-formed revenue requests — a
+// uuid workspace on a bigint column, bounds at the ends of ClickHouse's
+// DateTime, unconfigured statuses, lower-case currencies, the same group
+// twice — are answered or are a 4xx naming the parameter, never a 5xx.
+func TestAPIRevenueOddParameters(t *testing.T) {
+	p, _ := newRevenuePipeline(t, []int{0})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p.exec(ctx, 0, fmt.Sprintf("INSERT INTO %s (account_id, total, currency_code, state, placed_at) VALUES (1, 10.50, 'EUR', 'paid', '2026-11-02')",
+		pgx.Identifier{p.table()}.Sanitize()))
+	p.waitFor(ctx, 60*time.Second, "the order counted", func() bool {
+		s, b := p.getRevenue(ctx, url.Values{"from": {"2026-11-01"}, "to": {"2026-12-01"}}, "application/json")
+		return s == http.StatusOK && strings.Contains(string(b), "10.5")
+	})
+	for _, q := range []string{
+		"from=2026-11-01&to=2026-12-01&workspace=0190a4e2-1c3b-7000-8000-000000000001",
+		"from=2026-11-01&to=2026-12-01&workspace=not-a-number&group_by=workspace",
+		"from=2026-11-01&to=2026-12-01&workspace=-9223372036854775808",
+		"from=1970-01-01&to=2106-01-01",
+		"from=1970-01-01T00:00:00Z&to=1970-01-01T00:00:01Z&group_by=day",
+		"from=2105-12-31&to=2106-01-01&group_by=week",
+		"from=1969-12-31&to=2026-01-01",
+		"from=2026-11-01&to=2026-12-01&status=nope",
+		"from=2026-11-01&to=2026-12-01&currency=eur,usd&group_by=month,month",
+		"from=2026-11-01&to=2026-12-01&group_by=shard,workspace,day",
+		"from=2026-11-01&to=2026-12-01&format=csv",
+	} {
+		req, err := url.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, body := p.getRevenue(ctx, req, "")
+		if status >= 500 {
+			t.Errorf("GET /v1/revenue?%s: %d %s; want an answer or a 4xx", q, status, body)
+		}
+		t.Logf("GET /v1/revenue?%s: %d", q, status)
+	}
+}
