@@ -54,11 +54,13 @@ func TestAPICallerMistakesAre4xx(t *testing.T) {
 		{fmt.Sprintf("/v1/documents/%d?after=1:0/1,99:0/0&wait=30s", id), "unknown_shard", "the shards are 0, 1"},
 		{"/v1/documents?title=x&after=99:0/0&wait=30s", "unknown_shard", "shard 99"},
 	} {
+		start := time.Now()
 		status, _, body := apiGet(ctx, t, srv.URL, c.path, apiAdminToken)
 		var e apiError
 		if status != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Code != c.code || !strings.Contains(e.Message, c.mention) {
 			t.Errorf("GET %s: %d %s; want 400 %s mentioning %q", c.path, status, body, c.code, c.mention)
 		}
+		t.Logf("GET %s: %d %s in %v", c.path, status, e.Code, time.Since(start).Round(time.Millisecond))
 	}
 
 	// Odd but well-formed parameters of every route: never a 5xx (each

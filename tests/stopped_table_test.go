@@ -59,7 +59,9 @@ func TestStoppedTableStopsOnlyItself(t *testing.T) {
 	for i := range 3 {
 		title := fmt.Sprintf("other after %d", i)
 		o, lsn := p.writeDoc(ctx, 0, "INSERT INTO "+otherTbl+" (workspace_id, title) VALUES (2, $1) RETURNING id", title)
+		start := time.Now()
 		status, hdr, body := apiGet(ctx, t, srv.URL, fmt.Sprintf("/v1/tables/%s/rows/%d?after=0:%s&wait=20s", p.other, o, lsn), "")
+		t.Logf("read-your-writes on %s beside the stopped table: %d in %v", p.other, status, time.Since(start).Round(time.Millisecond))
 		var row struct {
 			Copies []struct {
 				Row map[string]any `json:"row"`
@@ -104,7 +106,9 @@ func TestStoppedTableStopsOnlyItself(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(body), `"stopped_tables"`) || hdr.Get("Tributary-Stopped-Tables") != p.table() {
 		t.Errorf("a row of the stopped table: %d %v %s; want it, marked stopped", status, hdr, body)
 	}
+	start := time.Now()
 	status, _, body = apiGet(ctx, t, srv.URL, fmt.Sprintf("/v1/tables/%s/rows/%d?after=0:%s&wait=20s", p.table(), a, lsnStop), "")
+	t.Logf("after= past the stopped table's watermarks: %d in %v", status, time.Since(start).Round(time.Millisecond))
 	var e apiError
 	if status != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Code != "table_stopped" || !strings.Contains(e.Message, "workspace_id") {
 		t.Errorf("after= past the stopped table's watermarks: %d %s; want 503 table_stopped with the reason", status, body)
