@@ -6,7 +6,7 @@ package query
 // is the caller's, a 400; and a query that is wrong whatever the caller
 // sends (a column missing after a schema change, a bug in our SQL, a
 // refused login) is a 500, which no retry fixes. ClickHouse says which by
-// its exception code (src/Common/ErrorCodes.cpp; the codes used here are
+// its exception code (ClickHouse's numbered error codes; the ones used here are
 // the same in 18.16 and current ClickHouse).
 
 import (
