@@ -127,7 +127,10 @@ func TestAPIReadYourWrites(t *testing.T) {
 	defer cancel()
 	tbl := pgx.Identifier{p.table()}.Sanitize()
 
-	// Let the pipeline come up (first watermarks) before timing anything.
+	// Let the pipeline come up (first watermarks) before timing anything:
+	// until both shards have watermarks, after= naming one the API does
+	// not know yet would be 400 unknown_shard.
+	p.waitFor(ctx, 60*time.Second, "both shards' first watermarks", func() bool { return len(shardsOf(ctx, t, srv.URL)) == 2 })
 	first, lsn0 := p.writeDoc(ctx, 0, "INSERT INTO "+tbl+" (workspace_id, title) VALUES (1, 'warm-up') RETURNING id")
 	status, _, body := apiGet(ctx, t, srv.URL, fmt.Sprintf("/v1/documents/%d?after=0:%s&wait=30s", first, lsn0), apiDocsToken)
 	if status != http.StatusOK {

@@ -58,6 +58,8 @@ type Server struct {
 
 	// watch shares watermark polls among after= waiters.
 	watch *watermarkWatch
+	// stopped shares readings of the stopped tables (stopped.go).
+	stopped *stoppedWatch
 	// preagg caches the revenue pre-aggregates' state (preagg.go).
 	preagg preaggCache
 	// layouts holds each table's id layout, resolved once.
@@ -77,6 +79,7 @@ type tableLayout struct {
 // New builds the API handler.
 func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Registerer) *Server {
 	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux(), watch: &watermarkWatch{fetch: q.Freshness, timeout: max(cfg.QueryTimeout, time.Second)},
+		stopped: &stoppedWatch{fetch: q.StoppedTables, timeout: max(cfg.QueryTimeout, time.Second)},
 		layouts: map[string]tableLayout{}}
 	for _, t := range cfg.Tables.Tables {
 		l, err := ids.Lookup(t.IDLayout)
@@ -169,11 +172,11 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		if err != nil {
 			var apiErr *Error
 			if !errors.As(err, &apiErr) {
-				s.log.Error("request failed", slog.String("route", name), slog.Any("err", err))
-				apiErr = &Error{Status: http.StatusServiceUnavailable, Code: "backend_unavailable",
-					Message: "the query failed; retry later"}
-				if errors.Is(err, context.DeadlineExceeded) {
-					apiErr.Status, apiErr.Code, apiErr.Message = http.StatusGatewayTimeout, "timeout", "the query took too long"
+				apiErr = failure(err) // errors.go
+				s.log.Error("request failed", slog.String("route", name), slog.String("class", query.Classify(err).String()),
+					slog.Int("status", apiErr.Status), slog.Any("err", err))
+				if apiErr.Status == http.StatusServiceUnavailable {
+					rec.Header().Set("Retry-After", "1")
 				}
 			}
 			writeJSON(rec, apiErr.Status, apiErr) //nolint:errcheck // client went away
@@ -181,7 +184,7 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		s.requests.WithLabelValues(name, strconv.Itoa(rec.code)).Inc()
 		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 		s.log.Info("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.code), slog.Duration("took", time.Since(start)), slog.String("token", principal))
+			slog.String("query", loggedQuery(r.URL.RawQuery)), slog.Int("status", rec.code), slog.Duration("took", time.Since(start)), slog.String("token", principal))
 	}))
 }
 
@@ -203,22 +206,65 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return enc.Encode(v)
 }
 
+// maxIDLen is the longest id of any layout: a UUID's 36 characters (a
+// bigint has at most 20).
+const maxIDLen = 36
+
 // parseID accepts a decimal integer id or a UUID and returns the value to
 // bind for the table's id column.
 func parseID(s string) (any, error) {
-	if s == "" || len(s) > 64 {
-		return nil, &Error{Status: http.StatusBadRequest, Code: "bad_id", Message: "id must be a decimal integer or a UUID"}
+	switch {
+	case s == "":
+		return nil, badRequest("bad_id", "id must be a decimal integer or a UUID")
+	case len(s) > maxIDLen:
+		return nil, badRequest("bad_id", "id is %d characters, longer than any id layout's: at most %d (a UUID; a bigint has at most 20)",
+			len(s), maxIDLen)
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return n, nil
+	} else if errors.Is(err, strconv.ErrRange) {
+		return nil, badRequest("bad_id", "id %s is beyond the range of a bigint (-9223372036854775808..9223372036854775807)", s)
 	}
 	if strings.Count(s, "-") == 4 {
 		if u, err := uuid.Parse(s); err == nil {
 			return u.String(), nil
 		}
 	}
-	return nil, &Error{Status: http.StatusBadRequest, Code: "bad_id",
-		Message: fmt.Sprintf("id %q is neither a 64-bit decimal integer nor a UUID", s)}
+	return nil, badRequest("bad_id", "id %q is neither a 64-bit decimal integer nor a UUID", s)
+}
+
+// idValue is the type of the values of an id layout: "bigint", "uuid",
+// or "" when the layout did not resolve (either is then tried).
+func idValue(l ids.Layout) string {
+	switch l.(type) {
+	case ids.UUIDv7, ids.UUIDv4, ids.HashUUID, *ids.UUIDv7, *ids.UUIDv4, *ids.HashUUID:
+		return "uuid"
+	case ids.Snowflake, ids.HashBigint, ids.Serial, *ids.Snowflake, *ids.HashBigint, *ids.Serial:
+		return "bigint"
+	}
+	return ""
+}
+
+// parseTableID is parseID for table t, whose ids have layout l: an id of
+// the other kind (a UUID where the layout's ids are bigints, or the other
+// way round) is a 400 naming the layout, never a query.
+func parseTableID(s string, t *tables.Table, l tableLayout) (any, error) {
+	id, err := parseID(s)
+	if err != nil || l.err != nil {
+		return id, err
+	}
+	want := idValue(l.layout)
+	switch id.(type) {
+	case int64:
+		if want == "uuid" {
+			return nil, badRequest("wrong_id_kind", "table %s has id_layout %q, whose ids are UUIDs; %s is an integer", t.Name, t.IDLayout, s)
+		}
+	case string:
+		if want == "bigint" {
+			return nil, badRequest("wrong_id_kind", "table %s has id_layout %q, whose ids are bigints (decimal integers); %s is a UUID", t.Name, t.IDLayout, s)
+		}
+	}
+	return id, nil
 }
 
 // rowResponse is the answer of a by-id lookup.
@@ -237,6 +283,9 @@ type rowResponse struct {
 	// (GET /v1/documents/{id}; see placement.go).
 	Placement *placementStatus       `json:"placement,omitempty"`
 	Freshness []query.ShardFreshness `json:"freshness"`
+	// Stopped: the table (or its move log) is stopped by the loader; its
+	// data is as of Freshness until it is fixed (stopped.go).
+	Stopped []query.StoppedTable `json:"stopped_tables,omitempty"`
 }
 
 // lookup answers a by-id read of table. With current (the document
@@ -247,15 +296,25 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	if !ok {
 		return &Error{Status: http.StatusNotFound, Code: "unknown_table", Message: fmt.Sprintf("table %q is not replicated", table)}
 	}
-	id, err := parseID(idText)
-	if err != nil {
-		return err
-	}
-	fresh, err := s.freshness(w, r, s.cfg.Tables.Topics())
-	if err != nil {
-		return err
-	}
 	l := s.layouts[t.Name]
+	id, err := parseTableID(idText, t, l)
+	if err != nil {
+		return err
+	}
+	// The watermarks of what the read reads: the table, and the move log
+	// with it. Another table, stopped or behind, holds nothing back.
+	topics := []string{t.Topic}
+	if moves != nil {
+		topics = append(topics, moves.Log.Topic)
+	}
+	fresh, err := s.freshness(w, r, topics)
+	if err != nil {
+		return err
+	}
+	stopped, err := s.stoppedIn(r.Context(), topics)
+	if err != nil {
+		return err
+	}
 	decoded := decodeID(t.IDLayout, l.layout, l.err, canonicalID(id))
 	copies, move, anomaly, err := s.readCopies(r.Context(), t, id, moves)
 	if errors.Is(err, query.ErrUnknownTable) {
@@ -269,13 +328,17 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 		return err
 	}
 	if len(copies) == 0 {
+		detail := notFoundDetail(fresh, decoded, move, anomaly)
+		if len(stopped) > 0 {
+			detail["stopped_tables"] = stopped
+		}
 		return &Error{Status: http.StatusNotFound, Code: "not_found",
 			Message: fmt.Sprintf("no live row with id %s in %s as of the freshness below", idText, table),
-			Detail:  notFoundDetail(fresh, decoded, move, anomaly)}
+			Detail:  detail}
 	}
 	return writeJSON(w, http.StatusOK, rowResponse{
 		Table: table, ID: idText, DecodedID: decoded, Copies: copies, Duplicate: len(copies) > 1,
-		Move: move, Anomaly: anomaly, Placement: placement, Freshness: fresh,
+		Move: move, Anomaly: anomaly, Placement: placement, Freshness: fresh, Stopped: stopped,
 	})
 }
 
@@ -288,12 +351,28 @@ func (s *Server) tableRow(w http.ResponseWriter, r *http.Request) error {
 	return s.lookup(w, r, r.PathValue("table"), r.PathValue("id"), nil, false)
 }
 
+// shards is the fleet's freshness: over every table that is not stopped,
+// with the stopped ones listed apart (stopped.go).
 func (s *Server) shards(w http.ResponseWriter, r *http.Request) error {
-	fresh, err := s.freshness(w, r, s.cfg.Tables.Topics())
+	all := s.cfg.Tables.Topics()
+	fresh, err := s.freshnessOf(w, r, all, true)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"shards": fresh})
+	stopped, err := s.stoppedIn(r.Context(), all)
+	if err != nil {
+		return err
+	}
+	statuses := make([]stoppedTableStatus, len(stopped))
+	for i, t := range stopped {
+		f, err := s.watch.snapshot(r.Context(), []string{t.Topic})
+		if err != nil {
+			return err
+		}
+		statuses[i] = stoppedTableStatus{StoppedTable: t, Freshness: f}
+	}
+	markStopped(w, stopped)
+	return writeJSON(w, http.StatusOK, map[string]any{"shards": fresh, "stopped_tables": statuses})
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -24,8 +25,10 @@ func newTestServer(t *testing.T) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{Tables: cfg, DocumentsTable: "documents", QueryTimeout: time.Second},
+	s := New(Config{Tables: cfg, DocumentsTable: "documents", QueryTimeout: time.Second},
 		query.New(nil, "tributary"), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	s.stopped = &stoppedWatch{timeout: time.Second, fetch: func(context.Context, time.Time) ([]query.StoppedTable, error) { return nil, nil }}
+	return s
 }
 
 func TestBadRequestsGetJSON4xx(t *testing.T) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -120,8 +121,10 @@ func newAuthServer(t *testing.T, tk *Tokens) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Config{Tables: cfg, DocumentsTable: "documents", QueryTimeout: time.Second, Tokens: tk},
+	s := New(Config{Tables: cfg, DocumentsTable: "documents", QueryTimeout: time.Second, Tokens: tk},
 		query.New(nil, "tributary"), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	s.stopped = &stoppedWatch{timeout: time.Second, fetch: func(context.Context, time.Time) ([]query.StoppedTable, error) { return nil, nil }}
+	return s
 }
 
 func TestAuthDecisions(t *testing.T) {

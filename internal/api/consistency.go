@@ -21,7 +21,9 @@ package api
 // staleness it states is computed when it is served. The wait is bounded by `wait=`
 // (default 5 s, at most 30 s) and by the request timeout, less a reserve
 // for the read itself. When it runs out the answer is 503 not_yet_visible
-// with Retry-After and the named shards' current freshness.
+// with Retry-After and the named shards' current freshness. A named shard
+// that no replicated table's watermarks know is a 400 unknown_shard at
+// once (knownShards): waiting cannot make it appear.
 
 import (
 	"context"
@@ -244,14 +246,36 @@ func waitReserve(timeout time.Duration) time.Duration {
 
 // freshness returns the freshness of topics for r. With after= in r's
 // query it first waits until every named shard is visible (or answers 503
-// not_yet_visible); bad after= or wait= are 400.
+// not_yet_visible); bad after= or wait= are 400. A stopped table among
+// topics is named in the answer's header, and a wait its watermarks cannot
+// end is 503 table_stopped at once (stopped.go).
 func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []string) ([]query.ShardFreshness, error) {
+	return s.freshnessOf(w, r, topics, false)
+}
+
+// freshnessOf is freshness; with skipStopped, the topics of stopped
+// tables are left out instead (GET /v1/shards), as read at every poll: a
+// table stopped during the wait stops holding it back.
+func (s *Server) freshnessOf(w http.ResponseWriter, r *http.Request, topics []string, skipStopped bool) ([]query.ShardFreshness, error) {
 	c, err := parseConsistency(r.URL.Query())
 	if err != nil {
 		return nil, err
 	}
+	// The stopped tables among topics, and the topics to read.
+	current := func() ([]query.StoppedTable, []string, error) {
+		stopped, err := s.stoppedIn(r.Context(), topics) // stopped.go
+		if err != nil || !skipStopped {
+			return stopped, topics, err
+		}
+		return nil, withoutStopped(topics, stopped), nil
+	}
+	stopped, read, err := current()
+	if err != nil {
+		return nil, err
+	}
+	markStopped(w, stopped)
 	if len(c.after) == 0 {
-		return s.watch.snapshot(r.Context(), topics)
+		return s.watch.snapshot(r.Context(), read)
 	}
 	start := time.Now()
 	deadline := start.Add(c.wait)
@@ -260,14 +284,42 @@ func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []stri
 			deadline = limit
 		}
 	}
-	for {
-		fresh, err := s.watch.get(r.Context(), topics)
+	for first := true; ; first = false {
+		if !first {
+			if stopped, read, err = current(); err != nil {
+				return nil, err
+			}
+		}
+		fresh, err := s.watch.get(r.Context(), read)
 		if err != nil {
 			return nil, err
 		}
+		if first {
+			if err := s.knownShards(r.Context(), c.after, fresh); err != nil {
+				return nil, err
+			}
+		}
 		if reached(fresh, c.after) {
 			s.waited.WithLabelValues("visible").Observe(time.Since(start).Seconds())
+			markStopped(w, stopped)
 			return fresh, nil
+		}
+		if len(stopped) > 0 {
+			// A stopped table's watermarks do not move: if they are what
+			// is short of the positions, waiting cannot help.
+			frozenTopics := make([]string, len(stopped))
+			for i, t := range stopped {
+				frozenTopics[i] = t.Topic
+			}
+			frozen, err := s.watch.get(r.Context(), frozenTopics)
+			if err != nil {
+				return nil, err
+			}
+			if !reached(frozen, c.after) {
+				s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
+				markStopped(w, stopped)
+				return nil, tableStopped(w, c, stopped, frozen)
+			}
 		}
 		if !time.Now().Add(pollInterval).Before(deadline) {
 			s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
@@ -279,6 +331,52 @@ func (s *Server) freshness(w http.ResponseWriter, r *http.Request, topics []stri
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// knownShards is a 400 when after= names a shard that no configured
+// table's watermarks know (fresh is the route's reading): waiting for it
+// cannot help. Only when no shard has a watermark yet (nothing loaded)
+// is every shard given the benefit of the doubt. A shard is known once
+// its reader has written its first watermark, which follows its initial
+// copy.
+func (s *Server) knownShards(ctx context.Context, after []position, fresh []query.ShardFreshness) error {
+	missing := func(fresh []query.ShardFreshness) []int {
+		var out []int
+		for _, p := range after {
+			if !slices.ContainsFunc(fresh, func(f query.ShardFreshness) bool { return f.Shard == p.Shard }) {
+				out = append(out, p.Shard)
+			}
+		}
+		return out
+	}
+	if len(missing(fresh)) == 0 {
+		return nil
+	}
+	all, err := s.watch.get(ctx, s.cfg.Tables.Topics())
+	if err != nil {
+		return err
+	}
+	unknown := missing(all)
+	if len(unknown) == 0 || len(all) == 0 {
+		return nil
+	}
+	known := make([]int, len(all))
+	for i, f := range all {
+		known[i] = f.Shard
+	}
+	return &Error{Status: http.StatusBadRequest, Code: "unknown_shard",
+		Message: fmt.Sprintf("after names shard %s, which has no watermark in any replicated table; the shards are %s",
+			joinInts(unknown), joinInts(known)),
+		Detail: map[string]any{"unknown_shards": unknown, "known_shards": known}}
+}
+
+// joinInts is "1, 2, 3".
+func joinInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // notYetVisible is the 503 of a wait that ran out, with the named shards'

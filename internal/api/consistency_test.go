@@ -120,14 +120,20 @@ type fakeWatermarks struct {
 	delay time.Duration
 }
 
-func (f *fakeWatermarks) fetch(ctx context.Context, _ []string) ([]query.ShardFreshness, error) {
+func (f *fakeWatermarks) fetch(ctx context.Context, topics []string) ([]query.ShardFreshness, error) {
 	n := f.calls.Add(1)
 	select {
 	case <-time.After(f.delay):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	return []query.ShardFreshness{query.FreshnessAt(0, envelope.LSN(n)*f.step, time.Now(), true)}, nil
+	out := []query.ShardFreshness{query.FreshnessAt(0, envelope.LSN(n)*f.step, time.Now(), true)}
+	if !slices.Equal(topics, []string{"t"}) {
+		// Shard 7 has watermarks in another table's topic only: known to
+		// the fleet, not (yet) to the route's topic t.
+		out = append(out, query.FreshnessAt(7, 1, time.Now(), false))
+	}
+	return out, nil
 }
 
 // waitFor runs the after= wait of s for query q and returns the recorder.
@@ -175,6 +181,18 @@ func TestFreshnessWaits(t *testing.T) {
 		t.Errorf("detail %s", b)
 	}
 
+	// A shard no table's watermarks know: 400 at once, naming the known
+	// shards; waiting cannot make it appear.
+	f.calls.Store(0)
+	_, _, err = waitFor(s, "after=0:0/1,99:0/0&wait=5s")
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Code != "unknown_shard" ||
+		!strings.Contains(e.Message, "shard 99") || !strings.Contains(e.Message, "0, 7") {
+		t.Fatalf("after= naming shard 99: %v, want 400 unknown_shard naming 99 and the shards 0, 7", err)
+	}
+	if n := f.calls.Load(); n > 2 {
+		t.Errorf("an unknown shard took %d watermark readings; want the first (and the fleet's) only", n)
+	}
+
 	// wait=0s looks once.
 	f.calls.Store(0)
 	s.watch = &watermarkWatch{fetch: f.fetch, timeout: time.Second} // no shared recent answer
@@ -194,6 +212,25 @@ func TestFreshnessWaits(t *testing.T) {
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("a 30s wait under a 400ms request timeout took %v", took)
+	}
+}
+
+// TestUnknownShardBeforeAnyWatermark: with no watermark at all (nothing
+// loaded yet) no shard can be called unknown: the wait runs as usual.
+func TestUnknownShardBeforeAnyWatermark(t *testing.T) {
+	s := newTestServer(t)
+	var calls atomic.Int64
+	s.watch = &watermarkWatch{timeout: time.Second, fetch: func(context.Context, []string) ([]query.ShardFreshness, error) {
+		calls.Add(1)
+		return nil, nil
+	}}
+	_, _, err := waitFor(s, "after=99:0/1&wait=100ms")
+	var e *Error
+	if !errors.As(err, &e) || e.Code != "not_yet_visible" {
+		t.Fatalf("after= before any watermark: %v, want 503 not_yet_visible", err)
+	}
+	if calls.Load() < 2 {
+		t.Errorf("%d watermark readings: the wait did not poll", calls.Load())
 	}
 }
 

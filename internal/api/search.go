@@ -181,6 +181,8 @@ type searchResponse struct {
 	Documents []query.Copy           `json:"documents"`
 	Next      string                 `json:"next_cursor,omitempty"`
 	Freshness []query.ShardFreshness `json:"freshness"`
+	// Stopped: the table is stopped by the loader (stopped.go).
+	Stopped []query.StoppedTable `json:"stopped_tables,omitempty"`
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
@@ -198,6 +200,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	stopped, err := s.stoppedIn(r.Context(), []string{t.Topic})
+	if err != nil {
+		return err
+	}
 	page, err := s.q.Search(r.Context(), p.req)
 	switch {
 	case errors.Is(err, query.ErrUnknownTable):
@@ -206,7 +212,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	resp := searchResponse{Table: t.Name, From: p.req.From.Format(time.RFC3339), Limit: p.req.Limit,
-		Documents: page.Rows, Freshness: fresh}
+		Documents: page.Rows, Freshness: fresh, Stopped: stopped}
 	if resp.Documents == nil {
 		resp.Documents = []query.Copy{}
 	}

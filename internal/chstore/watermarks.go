@@ -31,7 +31,7 @@ func (s *Store) ensureWatermarks(ctx context.Context) error {
 	if err := s.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("create watermarks table: %w", err)
 	}
-	return nil
+	return s.ensureStoppedTables(ctx)
 }
 
 // WriteWatermarks stores watermarks. Call it only after every change that
@@ -55,6 +55,67 @@ func (s *Store) WriteWatermarks(ctx context.Context, ws []Watermark) error {
 	}
 	if err := b.Send(); err != nil {
 		return fmt.Errorf("insert watermarks: %w", err)
+	}
+	return nil
+}
+
+// StoppedTable says: loader Loader has stopped Table (whose topic is
+// Topic) since Since, for Reason; Stopped false clears it (the loader
+// ended). A loader rewrites its record every few seconds while the table
+// stays stopped (UpdatedAt), so a record that is not renewed — its
+// loader was killed — expires (readers apply a lease: StopLease).
+type StoppedTable struct {
+	Table, Topic, Loader string
+	Stopped              bool
+	Reason               string
+	Since, UpdatedAt     time.Time
+}
+
+// StopLease is how long a stopped table's record holds without renewal.
+// Loaders renew it every StopRenew.
+const (
+	StopLease = 30 * time.Second
+	StopRenew = 5 * time.Second
+)
+
+// StoppedTablesTable is the table of StoppedTable records.
+const StoppedTablesTable = "_stopped_tables"
+
+func (s *Store) ensureStoppedTables(ctx context.Context) error {
+	// One row per (table, loader) survives merges: the newest.
+	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
+		table String, topic String, loader String, stopped UInt8, reason String,
+		since DateTime('UTC'), updated_at DateTime('UTC')
+	) ENGINE = ReplacingMergeTree(updated_at) ORDER BY (table, loader)`,
+		quote(s.db), StoppedTablesTable)
+	if err := s.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create stopped tables table: %w", err)
+	}
+	return nil
+}
+
+// WriteStopped stores stopped-table records.
+func (s *Store) WriteStopped(ctx context.Context, ts []StoppedTable) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	b, err := s.conn.PrepareBatch(ctx, fmt.Sprintf(
+		"INSERT INTO %s.%s (table, topic, loader, stopped, reason, since, updated_at)", quote(s.db), StoppedTablesTable))
+	if err != nil {
+		return fmt.Errorf("prepare stopped tables: %w", err)
+	}
+	defer b.Abort() //nolint:errcheck // no-op after Send
+	for _, t := range ts {
+		var stopped uint8
+		if t.Stopped {
+			stopped = 1
+		}
+		if err := b.Append(t.Table, t.Topic, t.Loader, stopped, t.Reason, t.Since.UTC(), t.UpdatedAt.UTC()); err != nil {
+			return fmt.Errorf("append stopped table: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert stopped tables: %w", err)
 	}
 	return nil
 }

@@ -261,6 +261,7 @@ func (e *stopError) Error() string { return e.err.Error() }
 
 func (l *Loader) stopTable(cl *kgo.Client, table, topic string, err error) {
 	l.stopped[table] = err
+	l.stops.note(table, topic, err, time.Now()) // stopped.go
 	l.m.tableStopped.WithLabelValues(table).Set(1)
 	cl.PauseFetchTopics(topic)
 	l.log.Error("table stopped: fix the schema and restart the loader",

@@ -172,6 +172,7 @@ type Loader struct {
 	place       placement
 	marks       *preagg.Marks      // the revenue table's, or nil
 	stopped     map[string]error   // table -> why it is stopped
+	stops       *stopRecords       // the same, as recorded in ClickHouse (stopped.go)
 	agg         *preagg.Aggregator // nil unless RevenueAggregator
 	keeper      *compact.Keeper    // nil unless CompactInterval > 0
 	moveIdx     moveIndexes        // the move log's index (byid_index.go)
@@ -221,6 +222,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		toastCols:   map[string][]string{},
 		decoders:    decoders,
 		stopped:     map[string]error{},
+		stops:       newStopRecords(cfg),
 		counted:     map[string]map[countedKey]bool{},
 		marks:       newMarks(cfg),
 		agg:         newAggregator(cfg, store, log, reg),
@@ -323,8 +325,9 @@ func (l *Loader) Run(ctx context.Context) error {
 	// The monitors end with Run: they use the client closed above.
 	mctx, stopMonitors := context.WithCancel(ctx)
 	var monitors sync.WaitGroup
-	monitors.Add(3)
+	monitors.Add(4)
 	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
+	go func() { defer monitors.Done(); watchStopped(mctx, l.stops, l.store, chstore.StopRenew, l.log) }()
 	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
 	go func() { defer monitors.Done(); l.watchMisplaced(mctx) }()
 	if l.agg != nil {
