@@ -685,8 +685,7 @@ func (r *Reader) monitor(ctx context.Context, conn *pgx.Conn) error {
 			r.m.retainedBytes.Set(float64(*retained))
 		}
 		if status != nil {
-			r.m.walStatus.Reset()
-			r.m.walStatus.WithLabelValues(*status).Set(1)
+			r.m.setWALStatus(*status)
 		}
 	}
 }
