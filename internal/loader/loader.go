@@ -183,6 +183,9 @@ type Loader struct {
 	// counted are, by table, the open anomalies whose detection this
 	// loader counted (anomalies.go; the evaluation goroutine's).
 	counted map[string]map[countedKey]bool
+	// anomalyLog summarises anomalies in the log (anomaly_log.go; the
+	// evaluation goroutine's).
+	anomalyLog anomalyLog
 }
 
 // New builds a loader; it connects nothing until Run.
@@ -227,6 +230,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		decoders:    decoders,
 		stopped:     map[string]error{},
 		counted:     map[string]map[countedKey]bool{},
+		anomalyLog:  anomalyLog{log: log},
 		marks:       newMarks(cfg),
 		agg:         newAggregator(cfg, store, log, reg),
 		keeper:      newKeeper(cfg, store, log, reg),
