@@ -100,3 +100,66 @@ func TestAlertRunbooks(t *testing.T) {
 		}
 	}
 }
+
+// TestAlertsFireFromAbsentAndZero: every alert has a promtool test in
+// which it fires on one of its metrics' series that starts absent (the
+// way a label value appears at its first event) and one in which it fires
+// on a series that starts at 0 (the way the binaries export what their
+// config knows). promtool runs them in TestPrometheusRules; this checks
+// none is missing, so a new rule cannot skip the case that once did not
+// fire.
+func TestAlertsFireFromAbsentAndZero(t *testing.T) {
+	rules, err := os.ReadFile("../deploy/prometheus/tributary-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile("../deploy/prometheus/tributary-rules_test.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricRe := regexp.MustCompile(`tributary_[a-z_]+`)
+	uses := map[string][]string{} // alert -> metrics its expression reads
+	for _, b := range regexp.MustCompile(`(?m)^\s*- alert:\s*`).Split(string(rules), -1)[1:] {
+		name := strings.TrimSpace(strings.SplitN(b, "\n", 2)[0])
+		expr := regexp.MustCompile(`(?m)^\s*expr:\s*(.*)$`).FindStringSubmatch(b)
+		if expr == nil {
+			t.Fatalf("alert %s has no expr", name)
+		}
+		uses[name] = metricRe.FindAllString(expr[1], -1)
+	}
+	// A test group runs from one "- interval:" line to the next.
+	groups := regexp.MustCompile(`(?m)^  - interval:`).Split(string(tests), -1)[1:]
+	seriesRe := regexp.MustCompile(`(?m)^\s*- series:\s*'([a-z_]+)[^']*'\s*\n\s*values:\s*'([^']*)'`)
+	firingRe := regexp.MustCompile(`(?m)^\s*alertname:\s*(\w+)\s*\n\s*exp_alerts:\s*\n\s*- exp_labels`)
+	from := map[string]map[string]bool{} // alert -> "_" / "0" -> seen
+	for _, g := range groups {
+		starts := map[string]map[string]bool{} // metric -> first values
+		for _, s := range seriesRe.FindAllStringSubmatch(g, -1) {
+			if starts[s[1]] == nil {
+				starts[s[1]] = map[string]bool{}
+			}
+			starts[s[1]][strings.TrimLeft(s[2], " ")[:1]] = true
+		}
+		for _, f := range firingRe.FindAllStringSubmatch(g, -1) {
+			for _, m := range uses[f[1]] {
+				for first := range starts[m] {
+					if from[f[1]] == nil {
+						from[f[1]] = map[string]bool{}
+					}
+					from[f[1]][first] = true
+				}
+			}
+		}
+	}
+	if len(uses) == 0 {
+		t.Fatal("no alerts in the rules")
+	}
+	for alert := range uses {
+		if !from[alert]["_"] {
+			t.Errorf("alert %s has no promtool test in which it fires on a series that starts absent ('_')", alert)
+		}
+		if !from[alert]["0"] {
+			t.Errorf("alert %s has no promtool test in which it fires on a series that starts at 0", alert)
+		}
+	}
+}

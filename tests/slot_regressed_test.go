@@ -38,14 +38,15 @@ func TestSlotBehindStateAfterCrashResumes(t *testing.T) {
 	cl := p.kafka(kgo.ConsumeTopics(stateTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	defer cl.Close()
 	var last map[string]any
+	var key []byte
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		fctx, fcancel := context.WithTimeout(ctx, 2*time.Second)
 		fs := cl.PollFetches(fctx)
 		fcancel()
 		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) == slot {
-				last = nil
+			if stateKeyOf(string(r.Key), slot) {
+				last, key = nil, r.Key
 				if err := json.Unmarshal(r.Value, &last); err != nil {
 					t.Fatal(err)
 				}
@@ -68,7 +69,7 @@ func TestSlotBehindStateAfterCrashResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: stateTopic, Key: []byte(slot), Value: v}).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: stateTopic, Key: key, Value: v}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 

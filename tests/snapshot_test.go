@@ -79,7 +79,7 @@ func readState(ctx context.Context, brokers []string, topic, slot string) (*stor
 			return nil, err
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) == slot && r.Value != nil {
+			if stateKeyOf(string(r.Key), slot) && r.Value != nil {
 				var v storedState
 				if json.Unmarshal(r.Value, &v) == nil {
 					st = &v

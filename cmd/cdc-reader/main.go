@@ -74,7 +74,7 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
 	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", 100000, "records buffered for Kafka before reading pauses (bounds memory)")
 	fs.Int(&c.MaxBufferedBytes, "max-buffered-bytes", "TRIBUTARY_MAX_BUFFERED_BYTES", 32<<20, "bytes buffered for Kafka before reading pauses (bounds memory)")
-	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each slot's reader state (snapshot done, position)")
+	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each shard's reader state (snapshot done, position), keyed by the shard's PostgreSQL system identifier, database and slot")
 	fs.Int(&c.SnapshotWorkers, "snapshot-workers", "TRIBUTARY_SNAPSHOT_WORKERS", 2, "chunks the initial snapshot copies at once (one connection each)")
 	fs.Int(&c.SnapshotChunkRows, "snapshot-chunk-rows", "TRIBUTARY_SNAPSHOT_CHUNK_ROWS", 10000, "rows per snapshot chunk: the unit of stored progress")
 	fs.Int(&c.SnapshotMaxRate, "snapshot-max-rows-per-second", "TRIBUTARY_SNAPSHOT_MAX_ROWS_PER_SECOND", 0, "limit the snapshot's read rate to spare the shard (0: unlimited)")

@@ -76,7 +76,15 @@ func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg promethe
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = DefaultMaxBytes
 	}
-	return &Keeper{cfg: cfg, conn: conn, db: db, log: log, m: newMetrics(reg)}
+	k := &Keeper{cfg: cfg, conn: conn, db: db, log: log, m: newMetrics(reg)}
+	// Every table's results at 0 from the start: an alert on the increase
+	// of too_large or failed then sees the first one.
+	for _, t := range cfg.Tables {
+		for _, r := range []string{ResultDone, ResultBusy, ResultFailed, ResultTooLarge} {
+			k.m.compactions.WithLabelValues(t, r)
+		}
+	}
+	return k
 }
 
 // Run looks at the tables every Interval until ctx is done. A failed round

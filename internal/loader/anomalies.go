@@ -57,7 +57,7 @@ func (l *Loader) detect(ctx context.Context, t *chstore.Table, cfg *tables.Table
 				cur.Kind = chstore.KindArcMove
 			}
 			changed = append(changed, cur)
-			l.log.Info("id live on several shards", slog.String("table", t.Name), slog.String("id", id),
+			l.log.Debug("id live on several shards", slog.String("table", t.Name), slog.String("id", id),
 				slog.Any("shards", cur.Shards), slog.String("kind", cur.Kind))
 		case open:
 			prev.Resolved, prev.LastSeen = true, maxTime(prev.LastSeen, newest)
@@ -121,6 +121,7 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 		var alerted []chstore.Anomaly
 		var ended []chstore.Anomaly
 		counted := map[countedKey]bool{}
+		var newly []chstore.Anomaly // counted as detected this round
 		for _, a := range open {
 			if a.Kind == chstore.KindArcMove {
 				if !l.moveStaged() {
@@ -147,8 +148,7 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 					if !counted[k] {
 						counted[k] = true
 						l.m.dupDetections.WithLabelValues(tc.Name, a.Kind).Inc()
-						l.log.Warn("id live on several shards beyond the grace period", slog.String("table", tc.Name),
-							slog.String("id", a.ID), slog.Any("shards", a.Shards), slog.Time("first_seen", a.FirstSeen))
+						newly = append(newly, a)
 					}
 				}
 			} else {
@@ -156,6 +156,7 @@ func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 			}
 			counts[a.Kind] = c
 		}
+		l.anomalyLog.report(time.Now(), tc.Name, newly, counts[chstore.KindSerialCollision][0])
 		if err := l.store.MarkAlerted(ctx, ended); err != nil { // cannot undo a resolution either
 			return err
 		}

@@ -43,6 +43,11 @@
 //	compactions_total{table,result}    whole-table merges: done, busy, failed, too_large
 //	compaction_seconds{table}          duration of the merges that completed
 //
+// Every series an alert rule reads (deploy/prometheus/tributary-rules.yml)
+// is exported at 0 from New on, for every table, topic, dead-letter reason
+// and ring map shard the config names: a counter born at its first event
+// has no earlier sample, and increase() would not see that event.
+//
 // With CompactInterval the loader runs a compaction keeper
 // (internal/compact): a table whose parts have piled up is merged whole
 // while no merge runs, so a by-id read opens one part, not six or more.
@@ -179,6 +184,9 @@ type Loader struct {
 	// counted are, by table, the open anomalies whose detection this
 	// loader counted (anomalies.go; the evaluation goroutine's).
 	counted map[string]map[countedKey]bool
+	// anomalyLog summarises anomalies in the log (anomaly_log.go; the
+	// evaluation goroutine's).
+	anomalyLog anomalyLog
 }
 
 // New builds a loader; it connects nothing until Run.
@@ -215,7 +223,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		cfg.ImageCacheBytes = DefaultImageCacheBytes
 	}
 	return &Loader{
-		cfg: cfg, store: store, log: log, m: newMetrics(reg),
+		cfg: cfg, store: store, log: log, m: newMetrics(reg, cfg.Tables, cfg.Ring),
 		versions:    dedupe.NewVersions(cfg.DedupeKeys),
 		images:      dedupe.NewImages(max(0, cfg.ImageCacheBytes)),
 		imageBudget: cfg.ImageCacheBytes,
@@ -224,6 +232,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		stopped:     map[string]error{},
 		stops:       newStopRecords(cfg),
 		counted:     map[string]map[countedKey]bool{},
+		anomalyLog:  anomalyLog{log: log},
 		marks:       newMarks(cfg),
 		agg:         newAggregator(cfg, store, log, reg),
 		keeper:      newKeeper(cfg, store, log, reg),

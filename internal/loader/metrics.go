@@ -1,9 +1,14 @@
 package loader
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/ring"
+	"github.com/tributary/tributary/internal/tables"
 )
 
 // metrics are the loader's Prometheus metrics; see the package doc for the
@@ -51,7 +56,23 @@ const (
 	stageCommit     = "commit"     // offset commits (beside the next batch)
 )
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// dlqReasons are the reason labels of tributary_loader_dlq_records_total
+// (batch.go's deadLetter reasons; TestDLQReasonsListed keeps the two
+// together).
+var dlqReasons = []string{"unknown_topic", "decode", "wrong_table", "no_columns", "toast_without_base", "convert"}
+
+// anomalyKinds are the kind labels of the duplicate-id metrics.
+var anomalyKinds = []string{chstore.KindDuplicate, chstore.KindSerialCollision, chstore.KindArcMove}
+
+// ringReloadOutcomes are the outcome labels of
+// tributary_ring_map_reloads_total.
+var ringReloadOutcomes = []string{"applied", "refused"}
+
+// newMetrics registers the loader's metrics on reg, every series an alert
+// rule reads already at 0 for the label values the table config names: a
+// counter that appears only at its first event has no earlier sample, so
+// increase() over it stays empty and the alert would not fire.
+func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *metrics {
 	m := &metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tributary_loader_records_total", Help: "Kafka records consumed, by topic and kind (change, watermark, invalid).",
@@ -142,7 +163,57 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
 	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
+	m.zero(tc)
+	m.zeroPlacement(tc, rm)
 	return m
+}
+
+// zero creates, at 0, the series of the label values known from the table
+// config: per table and per topic.
+func (m *metrics) zero(tc *tables.Config) {
+	for _, o := range ringReloadOutcomes {
+		m.ringReloads.WithLabelValues(o)
+	}
+	if tc == nil {
+		return
+	}
+	for _, t := range tc.Tables {
+		m.tableStopped.WithLabelValues(t.Name).Set(0)
+		m.insertErrors.WithLabelValues(t.Name)
+		for _, k := range anomalyKinds {
+			m.dupIDs.WithLabelValues(t.Name, k).Set(0)
+			m.dupPending.WithLabelValues(t.Name, k).Set(0)
+			m.dupDetections.WithLabelValues(t.Name, k)
+		}
+		for _, r := range dlqReasons {
+			m.dlq.WithLabelValues(t.Topic, r)
+		}
+	}
+}
+
+// zeroPlacement creates, at 0, the per-shard placement series of every
+// table with a shard key for every shard of rm and of its staged map: at
+// start-up and for each ring map applied later.
+func (m *metrics) zeroPlacement(tc *tables.Config, rm *ring.Map) {
+	if tc == nil || rm == nil {
+		return
+	}
+	shards := rm.Shards()
+	if n := rm.Next(); n != nil {
+		shards = append(shards, n.Shards()...)
+	}
+	for _, t := range tc.Tables {
+		if t.ShardKey == "" {
+			continue
+		}
+		for _, sh := range shards {
+			id := strconv.Itoa(sh.ID)
+			m.misplacedWrites.WithLabelValues(t.Name, id)
+			m.movingWrites.WithLabelValues(t.Name, id)
+			m.misplacedRows.WithLabelValues(t.Name, id)
+			m.movingRows.WithLabelValues(t.Name, id)
+		}
+	}
 }
 
 // since adds the time elapsed since start to a stage and returns now, so

@@ -375,6 +375,7 @@ func (l *Loader) reloadRing(ctx context.Context) error {
 	// Set once every known key is placed: the version gauge says the
 	// ownership in ClickHouse follows this map.
 	l.m.ringVersion.Set(float64(rm.Version()))
+	l.m.zeroPlacement(l.cfg.Tables, rm)
 	l.m.ringReloads.WithLabelValues("applied").Inc()
 	l.log.Info("ring map reloaded", slog.Int64("ring_version", rm.Version()), slog.Bool("staged_move", rm.Next() != nil))
 	return nil

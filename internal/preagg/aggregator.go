@@ -49,6 +49,9 @@ type Aggregator struct {
 	lag        prometheus.Gauge
 }
 
+// roundOutcomes are the outcome labels of tributary_preagg_rounds_total.
+var roundOutcomes = []string{"incremental", "full", "idle", "waiting", "error"}
+
 // New builds an aggregator over the store's connection.
 func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg prometheus.Registerer) *Aggregator {
 	if cfg.BlockBits <= 0 {
@@ -67,6 +70,11 @@ func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg promethe
 			Help: "How far the pre-aggregates' freshness is behind the revenue table's, at the last round (source commit time)."}),
 	}
 	reg.MustRegister(a.rounds, a.recomputed, a.lag)
+	// At 0 from the start, so that the first failed round is an increase
+	// an alert sees (a series born at 1 has no earlier sample).
+	for _, o := range roundOutcomes {
+		a.rounds.WithLabelValues(o)
+	}
 	return a
 }
 

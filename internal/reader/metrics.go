@@ -1,6 +1,10 @@
 package reader
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	changes        *prometheus.CounterVec // table, op
@@ -13,6 +17,7 @@ type metrics struct {
 	confirmedLSN   prometheus.Gauge
 	retainedBytes  prometheus.Gauge
 	walStatus      *prometheus.GaugeVec   // status
+	walOther       string                 // a status walStatuses lacks, set to 1; the monitor goroutine's
 	snapshotRows   *prometheus.CounterVec // table
 	// Snapshot progress, by table.
 	snapshotChunks    *prometheus.CounterVec
@@ -24,6 +29,17 @@ type metrics struct {
 	unrouted          *prometheus.CounterVec // relation
 }
 
+// errorKinds are the kind labels of tributary_reader_errors_total
+// (TestErrorKindsListed keeps them with the code that counts them).
+var errorKinds = []string{"decode", "produce", "replication", "sql", "catalog", "watermark"}
+
+// walStatuses are pg_replication_slots.wal_status's values.
+var walStatuses = []string{"reserved", "extended", "unreserved", "lost"}
+
+// newMetrics registers a shard's metrics on reg, the series alert rules
+// read already at 0 for every known label value: a counter that appears
+// only at its first event has no earlier sample, and increase() over it
+// would not see that event.
 func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 	l := prometheus.Labels{"shard": shard}
 	m := &metrics{
@@ -69,5 +85,29 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 	reg.MustRegister(m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
 		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks,
 		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes)
+	for _, k := range errorKinds {
+		m.errors.WithLabelValues(k)
+	}
+	m.setWALStatus("")
 	return m
+}
+
+// setWALStatus sets the slot's wal_status gauge: 1 for status, 0 for every
+// other one (none while the status is not known yet, "").
+func (m *metrics) setWALStatus(status string) {
+	if m.walOther != "" && m.walOther != status {
+		m.walStatus.DeleteLabelValues(m.walOther)
+		m.walOther = ""
+	}
+	for _, s := range walStatuses {
+		v := 0.0
+		if s == status {
+			v = 1
+		}
+		m.walStatus.WithLabelValues(s).Set(v)
+	}
+	if status != "" && !slices.Contains(walStatuses, status) {
+		m.walOther = status // a status newer than this code
+		m.walStatus.WithLabelValues(status).Set(1)
+	}
 }

@@ -78,7 +78,8 @@ type Config struct {
 	// MaxBufferedBytes bounds the producer's buffer in bytes (default 32 MiB).
 	MaxBufferedBytes int
 	// StateTopic is the compacted topic where the reader stores its state
-	// (snapshot progress or done, last confirmed position) by slot name.
+	// (snapshot progress or done, last confirmed position), keyed by the
+	// shard's identity (state.go: system identifier, database, slot).
 	StateTopic string
 	// SnapshotWorkers is how many chunks are copied at once (default 2),
 	// each on its own connection.
@@ -197,17 +198,29 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("identify system of shard %d: %w", r.cfg.Shard, err)
 	}
-	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic, timeline: uint32(sys.Timeline)}
+	id := shardIdentity{SystemID: sys.SystemID, Database: sys.DBName, Slot: r.cfg.Slot}
+	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic, id: id, timeline: uint32(sys.Timeline)}
 	if err := ensureStateTopic(ctx, r.producer, r.cfg.StateTopic); err != nil {
 		return err
 	}
-	stored, err := r.state.load(ctx, r.cfg.Brokers, r.cfg.Slot)
+	states, err := r.state.load(ctx, r.cfg.Brokers)
 	if err != nil {
 		return err
 	}
 	slot, err := readSlot(ctx, sqlConn, r.cfg.Slot)
 	if err != nil {
 		return err
+	}
+	stored, migrate, err := pickState(states, id, r.cfg.Shard, slot.exists)
+	if err != nil {
+		return fmt.Errorf("shard %d, state topic %s: %w", r.cfg.Shard, r.cfg.StateTopic, err)
+	}
+	if migrate {
+		if err := r.state.migrate(ctx, *stored); err != nil {
+			return err
+		}
+		r.log.Info("reader state migrated: keyed by the shard's identity, no longer by slot name alone",
+			slog.String("state_topic", r.cfg.StateTopic), slog.String("key", id.key()))
 	}
 	slot.timeline = r.state.timeline
 	if slot.exists && slot.plugin != "pgoutput" {
@@ -685,8 +698,7 @@ func (r *Reader) monitor(ctx context.Context, conn *pgx.Conn) error {
 			r.m.retainedBytes.Set(float64(*retained))
 		}
 		if status != nil {
-			r.m.walStatus.Reset()
-			r.m.walStatus.WithLabelValues(*status).Set(1)
+			r.m.setWALStatus(*status)
 		}
 	}
 }

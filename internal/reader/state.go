@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -15,16 +16,22 @@ import (
 )
 
 // readerState is what a reader remembers across restarts, in a compacted
-// Kafka topic keyed by slot. It answers three questions the slot alone
-// cannot: did the initial snapshot finish (a slot whose snapshot did not
-// finish must not be streamed from), how far did an unfinished snapshot
-// get (so that a restart continues it instead of starting over), and was
-// the slot dropped and recreated behind our back (its confirmed position
-// would then be below the one we stored, since a slot never moves
-// backwards).
+// Kafka topic keyed by the shard's identity (see shardIdentity). It answers
+// three questions the slot alone cannot: did the initial snapshot finish (a
+// slot whose snapshot did not finish must not be streamed from), how far
+// did an unfinished snapshot get (so that a restart continues it instead of
+// starting over), and was the slot dropped and recreated behind our back
+// (its confirmed position would then be below the one we stored, since a
+// slot never moves backwards).
 type readerState struct {
-	Slot         string       `json:"slot"`
-	Shard        int          `json:"shard"`
+	Slot  string `json:"slot"`
+	Shard int    `json:"shard"`
+	// SystemID and Database name the PostgreSQL cluster (its system
+	// identifier, which a physical standby shares and a new initdb does
+	// not) and database the state is of; empty in states saved before
+	// they were recorded (keyed by slot name alone; see pickState).
+	SystemID     string       `json:"system_id,omitempty"`
+	Database     string       `json:"database,omitempty"`
 	SnapshotDone bool         `json:"snapshot_done"`
 	Confirmed    envelope.LSN `json:"confirmed"`
 	// ConsistentPoint is the slot's consistent point, stored once the slot
@@ -52,10 +59,80 @@ type readerState struct {
 	UpdatedAt time.Time      `json:"updated_at"`
 }
 
+// shardIdentity is what reader state is keyed by: the PostgreSQL cluster
+// (system identifier, from IDENTIFY_SYSTEM), the database and the slot.
+// Keyed by slot name alone, two deployments on one Kafka with the default
+// slot names would read each other's positions.
+type shardIdentity struct {
+	SystemID, Database, Slot string
+}
+
+// key is the state topic's record key: system/database/slot. A slot name
+// has no "/" (PostgreSQL allows [a-z0-9_]), nor has a system identifier.
+func (id shardIdentity) key() string { return id.SystemID + "/" + id.Database + "/" + id.Slot }
+
+func (id shardIdentity) String() string {
+	return fmt.Sprintf("system %s, database %s, slot %s", id.SystemID, id.Database, id.Slot)
+}
+
+// ErrForeignState is returned when the state topic holds state for this
+// reader's slot and shard that belongs to another PostgreSQL cluster.
+var ErrForeignState = errors.New("reader state of another cluster")
+
+// storedStates are the records of the state topic that may concern a
+// reader, newest per key.
+type storedStates struct {
+	own    *readerState            // under the reader's identity key
+	legacy *readerState            // under the slot name alone (the old format)
+	others map[string]*readerState // under other identities with the same slot, by key
+}
+
+// pickState chooses the state a reader starts from, or refuses:
+//   - state under its own identity, if it says the same identity and shard;
+//   - else state in the old format (keyed by slot name, no identity) of the
+//     same shard number, which is migrated (migrate: save it under the
+//     identity and delete the old key); of another shard number it is not
+//     this reader's, and it refuses;
+//   - else, while the slot exists, state of the same slot and shard from
+//     another cluster means two deployments share the topic with the same
+//     names, or the database was replaced under the slot: it refuses,
+//     since neither the slot nor that state can be trusted to be this one's;
+//   - else nothing (a first start).
+func pickState(st storedStates, id shardIdentity, shard int, slotExists bool) (stored *readerState, migrate bool, err error) {
+	if o := st.own; o != nil {
+		if o.SystemID != id.SystemID || o.Database != id.Database || o.Slot != id.Slot {
+			return nil, false, fmt.Errorf("%w: the state stored under %q names system %s, database %s, slot %s",
+				ErrForeignState, id.key(), o.SystemID, o.Database, o.Slot)
+		}
+		if o.Shard != shard {
+			return nil, false, fmt.Errorf("%w: the state of %s was stored by shard %d, and this reader is shard %d: check --shard and the DSN ($TRIBUTARY_PG_DSN)",
+				ErrForeignState, id, o.Shard, shard)
+		}
+		return o, false, nil
+	}
+	if l := st.legacy; l != nil {
+		if l.Shard != shard {
+			return nil, false, fmt.Errorf("%w: the state topic holds state for slot %s in the old format (keyed by slot name) stored by shard %d, and this reader is shard %d: it is another shard's or another deployment's; give this reader its own --slot or --state-topic",
+				ErrForeignState, id.Slot, l.Shard, shard)
+		}
+		return l, true, nil
+	}
+	if slotExists {
+		for _, o := range st.others {
+			if o.Shard == shard && o.Slot == id.Slot && o.Database == id.Database {
+				return nil, false, fmt.Errorf("%w: slot %s exists on this cluster (system %s) but no state is stored for it, and the state topic holds state for slot %s of shard %d from system %s: two deployments share the topic with the same slot names, or the database was replaced; give this deployment its own --state-topic, or drop slot %s so that the shard is copied again",
+					ErrForeignState, id.Slot, id.SystemID, o.Slot, o.Shard, o.SystemID, id.Slot)
+			}
+		}
+	}
+	return nil, false, nil
+}
+
 // stateStore reads and writes reader state.
 type stateStore struct {
 	cl       *kgo.Client
 	topic    string
+	id       shardIdentity
 	epoch    uint16 // stamped on every state saved
 	timeline uint32 // likewise
 }
@@ -77,18 +154,19 @@ func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string) error {
 	return err
 }
 
-// load returns the newest state stored for slot (nil if none), reading the
+// load reads the records that concern this reader's slot, reading the
 // topic from the start to its current end.
-func (s *stateStore) load(ctx context.Context, brokers []string, slot string) (*readerState, error) {
+func (s *stateStore) load(ctx context.Context, brokers []string) (storedStates, error) {
+	st := storedStates{others: map[string]*readerState{}}
 	adm := kadm.NewClient(s.cl)
 	ends, err := adm.ListEndOffsets(ctx, s.topic)
 	if err != nil {
-		return nil, fmt.Errorf("state topic offsets: %w", err)
+		return st, fmt.Errorf("state topic offsets: %w", err)
 	}
 	// A partition whose end cannot be read is an error, never "no state":
 	// taking it for empty would drop the slot and re-snapshot the shard.
 	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("state topic offsets: %w", err)
+		return st, fmt.Errorf("state topic offsets: %w", err)
 	}
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -97,35 +175,29 @@ func (s *stateStore) load(ctx context.Context, brokers []string, slot string) (*
 		}
 	})
 	if len(ends) == 0 {
-		return nil, fmt.Errorf("state topic %s: no partitions in the offsets answer", s.topic)
+		return st, fmt.Errorf("state topic %s: no partitions in the offsets answer", s.topic)
 	}
 	if len(want) == 0 {
-		return nil, nil
+		return st, nil
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(s.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
-		return nil, fmt.Errorf("state consumer: %w", err)
+		return st, fmt.Errorf("state consumer: %w", err)
 	}
 	defer cons.Close()
-	var st *readerState
 	for len(want) > 0 {
 		fs := cons.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("read state: %w", err)
+			return st, fmt.Errorf("read state: %w", err)
 		}
 		var ferr error
 		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
 		if ferr != nil {
-			return nil, fmt.Errorf("read state: %w", ferr)
+			return st, fmt.Errorf("read state: %w", ferr)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Key) == slot && r.Value != nil {
-				var v readerState
-				if json.Unmarshal(r.Value, &v) == nil {
-					st = &v
-				}
-			}
+			s.note(&st, string(r.Key), r.Value)
 			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
 				delete(want, r.Partition)
 			}
@@ -134,15 +206,58 @@ func (s *stateStore) load(ctx context.Context, brokers []string, slot string) (*
 	return st, nil
 }
 
-// save stores st synchronously.
-func (s *stateStore) save(ctx context.Context, st readerState) error {
-	st.UpdatedAt = time.Now().UTC()
-	st.Epoch, st.Timeline = s.epoch, s.timeline
+// note takes one state record into st: the newest record of a key wins, a
+// tombstone (nil value) deletes it.
+func (s *stateStore) note(st *storedStates, key string, value []byte) {
+	var v *readerState
+	if value != nil {
+		var x readerState
+		if json.Unmarshal(value, &x) != nil {
+			return
+		}
+		v = &x
+	}
+	switch {
+	case key == s.id.key():
+		st.own = v
+	case key == s.id.Slot:
+		st.legacy = v
+	case strings.HasSuffix(key, "/"+s.id.Slot):
+		if v == nil {
+			delete(st.others, key)
+		} else {
+			st.others[key] = v
+		}
+	}
+}
+
+// migrate stores a state read in the old format under the identity key,
+// then deletes the old key, so that no other deployment takes it too.
+func (s *stateStore) migrate(ctx context.Context, st readerState) error {
+	st.SystemID, st.Database = s.id.SystemID, s.id.Database
 	b, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode state: %w", err)
 	}
-	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: s.topic, Key: []byte(st.Slot), Value: b}).FirstErr(); err != nil {
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: s.topic, Key: []byte(s.id.key()), Value: b}).FirstErr(); err != nil {
+		return fmt.Errorf("migrate state: %w", err)
+	}
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: s.topic, Key: []byte(s.id.Slot)}).FirstErr(); err != nil {
+		return fmt.Errorf("migrate state: delete the old key: %w", err)
+	}
+	return nil
+}
+
+// save stores st synchronously, under the reader's identity.
+func (s *stateStore) save(ctx context.Context, st readerState) error {
+	st.UpdatedAt = time.Now().UTC()
+	st.Epoch, st.Timeline = s.epoch, s.timeline
+	st.SystemID, st.Database = s.id.SystemID, s.id.Database
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	if err := s.cl.ProduceSync(ctx, &kgo.Record{Topic: s.topic, Key: []byte(s.id.key()), Value: b}).FirstErr(); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
 	return nil

@@ -106,7 +106,8 @@ EOF
 # PUB_TABLES are the demo's replicated tables: every table of
 # deploy/local/tables.json (tests/demo_publication_test.go checks the two agree). The
 # stack creates the publication because the replication role, which owns no
-# table, may not.
+# table, may not; it then hands the publication to that role, so that the
+# reader may record its snapshot epoch on it (a comment, owner only).
 PUB_TABLES="documents, invoices, document_moves, legacy_notes"
 
 # pg_bootstrap_sql prints the per-shard SQL that follows the schema files:
@@ -140,6 +141,11 @@ BEGIN
     END IF;
 END
 \$\$;
+-- The reader records its snapshot epoch as a comment on the publication
+-- (schema/envelope.md, "Epochs"), which only the owner may write. Owning
+-- a publication grants nothing on tables: changing its table list still
+-- takes owning the tables, which this role does not.
+ALTER PUBLICATION tributary_pub OWNER TO tributary_repl;
 EOF
 }
 
@@ -147,7 +153,8 @@ EOF
 # there (a test may have dropped the publication, say).
 pg_setup_intact() {
 	local i=$1
-	[[ $(psql_super "$i" app -At -c "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'tributary_pub')
+	[[ $(psql_super "$i" app -At -c "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'tributary_pub'
+			AND pubowner = (SELECT oid FROM pg_roles WHERE rolname = 'tributary_repl'))
 		AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'tributary_repl')
 		AND EXISTS (SELECT 1 FROM tributary.shard_config WHERE shard_id = $i AND shard_count = $SHARDS)" 2>/dev/null) == t ]]
 }
