@@ -234,7 +234,7 @@ func (f *Fleet) read(s Shard, what string, src Source, getenv func(string) strin
 		v := getenv(src.Env)
 		if v == "" {
 			return "", &configjson.Error{File: f.File, Path: fmt.Sprintf("%s.%s_env", s.Label(), what),
-				Problem: fmt.Sprintf("$%s is not set", src.Env), Fix: "export it (for the local stack: set -a; . $TRIBUTARY_HOME/stack.env; set +a)"}
+				Problem: fmt.Sprintf("$%s is not set", src.Env), Fix: "export it; for the local stack: set -a; . $TRIBUTARY_HOME/stack.env; set +a"}
 		}
 		return v, nil
 	}
