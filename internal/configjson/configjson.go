@@ -106,8 +106,16 @@ func decodeError(file string, data []byte, err error) error {
 			fix = "JSON allows no comma after the last field of an object"
 		case strings.Contains(msg, "looking for beginning of value") && prevNonSpace(data, syn.Offset-1) == ',':
 			fix = "JSON allows no comma after the last element of a list"
-		case strings.Contains(msg, "after object key:value pair") || strings.Contains(msg, "after array element"):
-			fix = "a comma is missing between two fields or elements"
+		case strings.Contains(msg, "after object key:value pair"):
+			fix = "a comma is missing between two fields, or a } to close the object"
+			if at(data, syn.Offset-1) == ']' {
+				fix = "a } is missing: close the object before this ]"
+			}
+		case strings.Contains(msg, "after array element"):
+			fix = "a comma is missing between two elements, or a ] to close the list"
+			if at(data, syn.Offset-1) == '}' {
+				fix = "a ] is missing: close the list before this }"
+			}
 		case strings.Contains(msg, "in string literal"):
 			fix = "strings may not span lines or hold raw control characters"
 		}
@@ -148,6 +156,14 @@ func skipSpace(data []byte, off int64) int64 {
 		off++
 	}
 	return off
+}
+
+// at returns data[i], or 0 outside data.
+func at(data []byte, i int64) byte {
+	if i < 0 || i >= int64(len(data)) {
+		return 0
+	}
+	return data[i]
 }
 
 // prevNonSpace returns the last non-space byte of data before offset.

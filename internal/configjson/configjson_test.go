@@ -34,6 +34,8 @@ func TestDecode(t *testing.T) {
 		{name: "trailing comma in list", data: "{\"items\": [\n{\"name\": \"a\"},\n]}",
 			want: []string{"f.json:3:1: ", "no comma after the last element"}},
 		{name: "missing comma", data: "{\"flag\": true\n \"items\": []}", want: []string{"f.json:2:2: ", "a comma is missing"}},
+		{name: "missing brace", data: "{\"items\": [\n  {\"name\": \"a\"\n]}", want: []string{"f.json:3:1: ", "a } is missing: close the object before this ]"}},
+		{name: "missing bracket", data: "{\"items\": [{\"name\": \"a\"}, {\"name\": \"b\"}\n}", want: []string{"f.json:2:1: ", "a ] is missing: close the list before this }"}},
 		{name: "unknown field, nested", data: "{\"items\": [{\"name\": \"a\"},\n  {\"name\": \"b\", \"nmae\": 1}]}",
 			want: []string{"f.json:2:17: items[1]: unknown field \"nmae\"", "known fields here: n, name"}},
 		{name: "unknown fields, all of them", data: "{\"itmes\": [], \"one\": {\"Name\": \"x\"}, \"tags\": {\"k\": {\"z\": 1}}}",
