@@ -3,7 +3,8 @@
 // every error names the file, the line and column, the field's path (e.g.
 // tables[1].id_layout) and what to do about it. Unknown fields are refused,
 // all of them at once, each with the fields that are known there: a typo
-// must not silently turn a setting off.
+// must not silently turn a setting off. Keys must match exactly
+// (encoding/json alone would take "Name" for "name").
 package configjson
 
 import (
@@ -221,6 +222,9 @@ func (w *walker) value(t reflect.Type, path string) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t != nil && reflect.PointerTo(t).Implements(unmarshaler) {
+		t = nil // its JSON form is its own: the decoder checks it
+	}
 	tok, err := w.dec.Token()
 	if err != nil {
 		w.bad = true
@@ -298,12 +302,30 @@ func (w *walker) unknown(key, path string, end int64, fields map[string]reflect.
 		Fix:     "known fields here: " + strings.Join(known, ", ")})
 }
 
+// unmarshaler is json.Unmarshaler's type.
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
 // jsonFields maps a struct's JSON names to their types, as encoding/json
-// names them (tag name, else the Go name; "-" and unexported skipped).
+// names them (tag name, else the Go name; "-" and unexported skipped; the
+// fields of an untagged embedded struct as its own).
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
+		if f.Anonymous && f.Tag.Get("json") == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range jsonFields(ft) {
+					if _, shadowed := out[k]; !shadowed {
+						out[k] = v
+					}
+				}
+				continue
+			}
+		}
 		if !f.IsExported() {
 			continue
 		}

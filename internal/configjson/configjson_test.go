@@ -76,6 +76,37 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+type base struct {
+	Kind string `json:"kind"`
+}
+
+// when has a JSON form of its own: a string.
+type when struct{ s string }
+
+func (w *when) UnmarshalJSON(b []byte) error { w.s = string(b); return nil }
+
+type withEmbedded struct {
+	base
+	Name string `json:"name"`
+	At   when   `json:"at"`
+}
+
+// TestDecodeEmbeddedAndCustom: an embedded struct's fields are known at its
+// parent's level, and a type with its own UnmarshalJSON is not walked.
+func TestDecodeEmbeddedAndCustom(t *testing.T) {
+	var v withEmbedded
+	if err := Decode("f.json", []byte(`{"kind": "k", "name": "n", "at": {"any": "thing"}}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Kind != "k" || v.Name != "n" || v.At.s == "" {
+		t.Fatalf("decoded %+v", v)
+	}
+	err := Decode("f.json", []byte(`{"kind": "k", "nme": "n"}`), &v)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "nme" (known fields here: at, kind, name)`) {
+		t.Fatalf("unknown field beside an embedded struct: %v", err)
+	}
+}
+
 func TestPosition(t *testing.T) {
 	data := []byte("ab\ncd\n\nef")
 	for _, c := range []struct {
