@@ -155,7 +155,7 @@ func TestPreflight(t *testing.T) {
 	// A bad fleet file: exit 2, nothing connected.
 	twice := write("twice.json", `{"shards": [{"shard": 1, "dsn_env": "PF_0_DSN"}, {"shard": 1, "dsn_env": "PF_1_DSN"}]}`)
 	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", twice, "--tables", good)
-	if code != 2 || out != "" || !strings.Contains(errOut, twice+": shards[1].shard: shard 1 is listed twice (also shards[0])") {
+	if code != 2 || out != "" || !strings.Contains(errOut, twice+":1:60: shards[1].shard: shard 1 is listed twice (also shards[0])") {
 		t.Fatalf("fleet with a shard twice: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -343,3 +343,60 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	}
 	return out
 }
+
+// Locate returns the line and column of the value at path in data (e.g.
+// "shards[1].shard", "shards[2]"), so that a check made after decoding can
+// point at what it refuses; ok is false when path is not in data.
+func Locate(data []byte, path string) (line, column int, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var found int64 = -1
+	var walk func(p string) bool // consumes one value; false on a syntax error
+	walk = func(p string) bool {
+		start := skipSpace(data, dec.InputOffset())
+		if start < int64(len(data)) && data[start] == ',' || start < int64(len(data)) && data[start] == ':' {
+			start = skipSpace(data, start+1)
+		}
+		if p == path && found < 0 {
+			found = start
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		d, isDelim := tok.(json.Delim)
+		if !isDelim {
+			return true
+		}
+		switch d {
+		case '[':
+			for i := 0; dec.More(); i++ {
+				if !walk(p + "[" + strconv.Itoa(i) + "]") {
+					return false
+				}
+			}
+		case '{':
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return false
+				}
+				key, _ := k.(string)
+				sub := key
+				if p != "" {
+					sub = p + "." + key
+				}
+				if !walk(sub) {
+					return false
+				}
+			}
+		}
+		_, err = dec.Token()
+		return err == nil
+	}
+	walk("")
+	if found < 0 {
+		return 0, 0, false
+	}
+	line, column = Position(data, found)
+	return line, column, true
+}

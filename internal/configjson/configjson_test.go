@@ -118,3 +118,20 @@ func TestPosition(t *testing.T) {
 		}
 	}
 }
+
+func TestLocate(t *testing.T) {
+	data := []byte("{\"shards\": [\n  {\"shard\": 1, \"dsn_env\": \"A\"},\n  {\"shard\": 1,\n   \"dsn_env\": \"B\"}]}")
+	for _, c := range []struct {
+		path      string
+		line, col int
+		ok        bool
+	}{
+		{"shards", 1, 12, true}, {"shards[0]", 2, 3, true}, {"shards[0].dsn_env", 2, 27, true},
+		{"shards[1].shard", 3, 13, true}, {"shards[1].dsn_env", 4, 15, true}, {"shards[2]", 0, 0, false}, {"", 1, 1, true},
+	} {
+		line, col, ok := Locate(data, c.path)
+		if line != c.line || col != c.col || ok != c.ok {
+			t.Errorf("Locate(%q) = %d:%d %v, want %d:%d %v", c.path, line, col, ok, c.line, c.col, c.ok)
+		}
+	}
+}

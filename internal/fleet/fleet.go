@@ -121,7 +121,11 @@ func Parse(path string, data []byte) (*Fleet, error) {
 		if field != "" {
 			p += "." + field
 		}
-		errs = append(errs, &configjson.Error{File: path, Path: p, Problem: fmt.Sprintf(format, args...)})
+		line, col, ok := configjson.Locate(data, p)
+		if !ok { // a field that is missing: point at its shard
+			line, col, _ = configjson.Locate(data, fmt.Sprintf("shards[%d]", i))
+		}
+		errs = append(errs, &configjson.Error{File: path, Line: line, Column: col, Path: p, Problem: fmt.Sprintf(format, args...)})
 	}
 	if len(f.Shards) == 0 {
 		errs = append(errs, &configjson.Error{File: path, Path: "shards",

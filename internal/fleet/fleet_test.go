@@ -49,11 +49,11 @@ func TestParseBadInput(t *testing.T) {
 		want       []string
 	}{
 		{"shard twice", `{"shards": [{"shard": 5, "dsn_env": "A"}, {"shard": 5, "dsn_env": "B"}]}`,
-			[]string{"fleet.json: shards[1].shard: shard 5 is listed twice (also shards[0])"}},
-		{"negative", `{"shards": [{"shard": -1, "dsn_env": "A"}]}`, []string{"fleet.json: shards[0].shard: shard number -1 is out of range 0..8191"}},
+			[]string{"fleet.json:1:53: shards[1].shard: shard 5 is listed twice (also shards[0])"}},
+		{"negative", `{"shards": [{"shard": -1, "dsn_env": "A"}]}`, []string{"fleet.json:1:23: shards[0].shard: shard number -1 is out of range 0..8191"}},
 		{"too large", `{"shards": [{"shard": 8192, "dsn_env": "A"}]}`, []string{"shards[0].shard: shard number 8192 is out of range"}},
-		{"number missing", `{"shards": [{"dsn_env": "A"}]}`, []string{"fleet.json: shards[0].shard: the shard number is missing"}},
-		{"no DSN source", `{"shards": [{"shard": 1}]}`, []string{"fleet.json: shards[0]: dsn_env or dsn_file is required"}},
+		{"number missing", `{"shards": [{"dsn_env": "A"}]}`, []string{"fleet.json:1:13: shards[0].shard: the shard number is missing"}},
+		{"no DSN source", `{"shards": [{"shard": 1}]}`, []string{"fleet.json:1:13: shards[0]: dsn_env or dsn_file is required"}},
 		{"both sources", `{"shards": [{"shard": 1, "dsn_env": "A", "dsn_file": "a.dsn"}]}`, []string{"shards[0].dsn_env: set dsn_env or dsn_file, not both"}},
 		{"both reader sources", `{"shards": [{"shard": 1, "dsn_env": "A", "reader_dsn_env": "B", "reader_dsn_file": "b"}]}`,
 			[]string{"shards[0].reader_dsn_env: set reader_dsn_env or reader_dsn_file, not both"}},
