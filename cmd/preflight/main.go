@@ -22,8 +22,9 @@ const usage = `preflight — check the table config against every live shard, be
 For each shard of the fleet file (--fleet; or only --shard N), connected
 with the reader's DSN (its reader_dsn_env / reader_dsn_file, else its
 dsn_env / dsn_file), it checks, and prints one line per problem:
-  - the server: wal_level = logical, a free replication slot, and the role
-    has REPLICATION;
+  - the server: wal_level = logical, a free replication slot and WAL
+    sender, and the role has REPLICATION and may send heartbeats
+    (pg_logical_emit_message);
   - every configured table: it exists, the role has USAGE on its schema and
     SELECT on it, every column has a type the pipeline maps, its replica
     identity carries the id column, and the publication (--publication)

@@ -15,13 +15,15 @@ import (
 // role; false when nothing further can be checked.
 func (c *shardCheck) server(ctx context.Context) bool {
 	var wal string
-	var replication bool
-	var freeSlots int
+	var replication, heartbeat bool
+	var freeSlots, freeSenders int
 	ok := c.query(ctx, "read the server settings", `
 		SELECT current_setting('wal_level'), current_user,
 		       (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user),
-		       current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)`,
-		nil, &wal, &c.role, &replication, &freeSlots)
+		       current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots),
+		       current_setting('max_wal_senders')::int - (SELECT count(*) FROM pg_stat_replication),
+		       has_function_privilege('pg_logical_emit_message(boolean,text,text)', 'EXECUTE')`,
+		nil, &wal, &c.role, &replication, &freeSlots, &freeSenders, &heartbeat)
 	if !ok {
 		return false
 	}
@@ -34,6 +36,13 @@ func (c *shardCheck) server(ctx context.Context) bool {
 	}
 	if freeSlots < 1 {
 		c.add("", "", "no free replication slot (max_replication_slots is used up): raise it, or drop an unused slot")
+	}
+	if freeSenders < 1 {
+		c.add("", "", "no free WAL sender (max_wal_senders is used up): raise it")
+	}
+	if !heartbeat {
+		c.add("", "", "role %s may not call pg_logical_emit_message: the reader's heartbeats fail, and an idle shard retains WAL (GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s, or --heartbeat-interval 0)",
+			c.role, pgx.Identifier{c.role}.Sanitize())
 	}
 	return true
 }
