@@ -14,7 +14,7 @@ help:
 	@echo "make test    - install, start the stack (real Kafka + embedded), run every test"
 	@echo "make unit    - unit tests only (no services)"
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
-	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth)"
+	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth; FLEET=file: another fleet file)"
 	@echo "make loadgen ARGS=...  - more demo traffic (ARGS=\"--rows-per-op 100 --rate 50\": bulk, 5,000 rows/s)"
 	@echo "make bench-loader - Kafka -> ClickHouse loader throughput (prints numbers)"
 	@echo "make bench-peers  - our reader next to Debezium on the same shard and Kafka (ROWS=500000; docs/peers.md)"
