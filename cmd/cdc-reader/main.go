@@ -68,7 +68,7 @@ type Config struct {
 func parse(args []string) (*Config, error) {
 	var c Config
 	fs := flagenv.New("cdc-reader", usage)
-	fs.Int(&c.Shard, "shard", "TRIBUTARY_SHARD", -1, "shard number, 0-based (required)")
+	fs.Int(&c.Shard, "shard", "TRIBUTARY_SHARD", -1, "this shard's number in the fleet, 0..8191, any numbering (required)")
 	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: where shard --shard's DSN comes from when $TRIBUTARY_PG_DSN is not set")
 	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "replication slot name (default tributary_shard_<N>)")
@@ -110,8 +110,8 @@ func parse(args []string) (*Config, error) {
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Shard < 0 || c.Shard > 8191 {
-		errs = append(errs, errors.New("--shard (or $TRIBUTARY_SHARD) is required: 0..8191"))
+	if c.Shard < 0 || c.Shard > fleet.MaxShard {
+		errs = append(errs, fmt.Errorf("--shard (or $TRIBUTARY_SHARD) is required: 0..%d", fleet.MaxShard))
 	}
 	if c.DSN == "" {
 		errs = append(errs, errors.New("$TRIBUTARY_PG_DSN or --fleet is required (the DSN is not a flag: it holds a password)"))
