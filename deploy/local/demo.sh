@@ -88,7 +88,7 @@ if [[ ${1:-} == ring-map ]]; then
 	exit 0
 fi
 
-for b in cdc-reader loader api loadgen; do
+for b in cdc-reader loader api loadgen preflight; do
 	[[ -x $BIN/$b ]] || die "missing $BIN/$b: run 'make build'"
 done
 mkdir -p "$DEMO"
@@ -106,6 +106,11 @@ start() {
 	echo $! >"$DEMO/$name.pid"
 	echo "demo: started $name (pid $!, log $DEMO/$name.log)"
 }
+
+# The check before the first start: the table config against every shard,
+# as the readers will connect (README "Before the first start").
+"$BIN/preflight" --tables "$TRIBUTARY_TABLES" --fleet "$TRIBUTARY_FLEET" ||
+	die "preflight found the problems above; fix them (or the table config) first"
 
 for i in "${SHARD_NUMBERS[@]}"; do
 	# The reader finds its DSN (with its password) through the fleet file,

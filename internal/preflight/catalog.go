@@ -3,6 +3,7 @@ package preflight
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -20,10 +21,11 @@ func (c *shardCheck) server(ctx context.Context) bool {
 	ok := c.query(ctx, "read the server settings", `
 		SELECT current_setting('wal_level'), current_user,
 		       (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user),
-		       current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots),
+		       current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)
+		         + (SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1)::int,
 		       current_setting('max_wal_senders')::int - (SELECT count(*) FROM pg_stat_replication),
 		       has_function_privilege('pg_logical_emit_message(boolean,text,text)', 'EXECUTE')`,
-		nil, &wal, &c.role, &replication, &freeSlots, &freeSenders, &heartbeat)
+		[]any{fmt.Sprintf("tributary_shard_%d", c.shard.Number)}, &wal, &c.role, &replication, &freeSlots, &freeSenders, &heartbeat)
 	if !ok {
 		return false
 	}
@@ -34,7 +36,7 @@ func (c *shardCheck) server(ctx context.Context) bool {
 		c.add("", "", "role %s has no REPLICATION attribute: it cannot create or read a replication slot (ALTER ROLE %s REPLICATION)",
 			c.role, pgx.Identifier{c.role}.Sanitize())
 	}
-	if freeSlots < 1 {
+	if freeSlots < 1 { // the reader's own slot (cdc-reader's default name) counts as free
 		c.add("", "", "no free replication slot (max_replication_slots is used up): raise it, or drop an unused slot")
 	}
 	if freeSenders < 1 {
