@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,7 +60,8 @@ func writeFleet(t *testing.T, dir, name string, numbers []int, dsns map[int]stri
 }
 
 // TestFleetSparseVerify: a fleet numbered 1, 5 and 17 — readers started
-// with those numbers, loadgen's traffic (documents, invoices, saga moves
+// with those numbers (17 a cdc-reader process given only --fleet and
+// --shard 17), loadgen's traffic (documents, invoices, saga moves
 // logging from_shard/to_shard 1, 5, 17) written through its DSNs by number —
 // is checked by the verify binary from a fleet file alone and passes, every
 // shard of every table compared. The same DSNs numbered 0, 1, 2 (what
@@ -90,19 +92,29 @@ func TestFleetSparseVerify(t *testing.T) {
 	defer cancel()
 	runCtx, runCancel := context.WithCancel(context.Background())
 	defer runCancel()
+	dsns := map[int]string{}
 	for _, s := range numbers {
+		dsns[s] = st.ShardDSNs[s]
+	}
+	dir := t.TempDir()
+	fleetFile, env := writeFleet(t, dir, "fleet.json", numbers, dsns)
+	tablesFile := filepath.Join(dir, "tables.json")
+	if err := os.WriteFile(tablesFile, []byte(fmt.Sprintf(loadgenTablesJSON, p.suffix, p.table())), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Shards 1 and 5 in-process; 17 is a cdc-reader process that finds its
+	// DSN in the fleet file by its number alone.
+	for _, s := range numbers[:2] {
 		p.startReader(runCtx, s)
 	}
+	rd, rlog := fleetReaderProcess(t, p, 17, fleetFile, tablesFile, env)
+	defer stopReaderProcess(t, rd, rlog)
 	p.startLoader(runCtx, "l1")
 	for _, s := range numbers {
 		p.waitSlotStreaming(ctx, s)
 	}
 
 	// Traffic by shard number, with moves between 1, 5 and 17.
-	dsns := map[int]string{}
-	for _, s := range numbers {
-		dsns[s] = st.ShardDSNs[s]
-	}
 	ring, err := loadgen.DefaultRing(numbers)
 	if err != nil {
 		t.Fatal(err)
@@ -127,14 +139,9 @@ func TestFleetSparseVerify(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // unfinished moves past their grace: stuck, on both sides
 
-	dir := t.TempDir()
 	bin := filepath.Join(dir, "verify")
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/verify").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	tablesFile := filepath.Join(dir, "tables.json")
-	if err := os.WriteFile(tablesFile, []byte(fmt.Sprintf(loadgenTablesJSON, p.suffix, p.table())), 0o644); err != nil {
-		t.Fatal(err)
 	}
 	runVerify := func(fleetFile string, env []string, wait string) (*verify.Report, int, string) {
 		cmd := exec.CommandContext(ctx, bin, "--fleet", fleetFile, "--tables", tablesFile, "--api", p.api.URL,
@@ -161,7 +168,6 @@ func TestFleetSparseVerify(t *testing.T) {
 		return &rep, code, stderr.String()
 	}
 
-	fleetFile, env := writeFleet(t, dir, "fleet.json", numbers, dsns)
 	rep, code, stderr := runVerify(fleetFile, env, "60s")
 	if code != 0 || !rep.Passed {
 		t.Fatalf("verify of the sparse fleet: exit %d, mismatches %+v, differences %+v\n%s", code, rep.Mismatches, rep.Differences, stderr)
@@ -213,7 +219,31 @@ func TestFleetSparseVerify(t *testing.T) {
 		t.Fatalf("verify with $SPARSE_5_DSN unset: exit %d, stderr:\n%s", code, stderr)
 	}
 	t.Logf("refused in %s: %s", time.Since(started).Round(time.Millisecond), strings.TrimSpace(stderr))
+	if n := rd.startCount(); n != 1 {
+		t.Errorf("the reader of shard 17 was started %d times, want once (it must find its DSN in the fleet file and keep running)", n)
+	}
 	if err := p.failed(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fleetReaderProcess starts a supervised cdc-reader for shard of p that
+// has no $TRIBUTARY_PG_DSN: it reads its DSN from fleetFile, whose
+// variables env sets.
+func fleetReaderProcess(t *testing.T, p *pipeline, shard int, fleetFile, tablesFile string, env []string) (*supervised, string) {
+	t.Helper()
+	bin := binaries(t)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "reader.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	args := []string{bin + "/cdc-reader", "--fleet", fleetFile, "--shard", strconv.Itoa(shard), "--tables", tablesFile,
+		"--kafka-brokers", strings.Join(p.brokers, ","), "--slot", fmt.Sprintf("e2e_%s_%d", p.suffix, shard),
+		"--publication", "e2e_" + p.suffix, "--state-topic", "e2e_" + p.suffix + ".state", "--metrics-addr", "",
+		"--status-interval", "200ms", "--watermark-interval", "100ms", "--heartbeat-interval", "1s", "--log-level", "info"}
+	rd := &supervised{name: "reader", log: logf, done: make(chan struct{}), args: args,
+		env: append([]string{"TRIBUTARY_PG_DSN="}, env...)}
+	go rd.run()
+	return rd, logf.Name()
 }
