@@ -14,7 +14,7 @@ help:
 	@echo "make test    - install, start the stack (real Kafka + embedded), run every test"
 	@echo "make unit    - unit tests only (no services)"
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
-	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth)"
+	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth; FLEET=file: another fleet file)"
 	@echo "make loadgen ARGS=...  - more demo traffic (ARGS=\"--rows-per-op 100 --rate 50\": bulk, 5,000 rows/s)"
 	@echo "make bench-loader - Kafka -> ClickHouse loader throughput (prints numbers)"
 	@echo "make bench-peers  - our reader next to Debezium on the same shard and Kafka (ROWS=500000; docs/peers.md)"
@@ -66,16 +66,20 @@ test: install vet
 # live row up to 100,000 per table and shard, 1,000 of them through the API
 # one by one and the rest read from ClickHouse in bulk
 # (TRIBUTARY_VERIFY_SAMPLE, TRIBUTARY_VERIFY_API_SAMPLE; cmd/verify --help).
+# The shards are the fleet file's ($$TRIBUTARY_FLEET from stack.env: the
+# stack's fleet.json; FLEET=file checks another fleet).
 verify:
 	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
-		TRIBUTARY_TABLES=deploy/local/tables.json TRIBUTARY_RING_MAP=$$(test "$${TRIBUTARY_SHARDS:-4}" = 4 && echo deploy/local/ringmap.json) \
+		export TRIBUTARY_FLEET=$${FLEET:-$$TRIBUTARY_FLEET}; \
+		TRIBUTARY_TABLES=deploy/local/tables.json TRIBUTARY_RING_MAP=$$(deploy/local/demo.sh ring-map) \
 		$(GO) run ./cmd/verify
 
 # More demo traffic on the running stack, e.g. bulk mode:
 #   make loadgen ARGS="--rows-per-op 100 --rate 50 --duration 60s"
 loadgen:
 	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
-		TRIBUTARY_RING=$$(test "$${TRIBUTARY_SHARDS:-4}" = 4 && echo deploy/local/ringmap.json) \
+		export TRIBUTARY_FLEET=$${FLEET:-$$TRIBUTARY_FLEET}; \
+		TRIBUTARY_RING=$$(deploy/local/demo.sh ring-map) \
 		$(GO) run ./cmd/loadgen $(ARGS)
 
 # Benchmarks print numbers; see docs/benchmarks.md for results and machine.

@@ -23,6 +23,7 @@ func TestCommandsHelp(t *testing.T) {
 		"api":            nil,
 		"loadgen":        nil,
 		"verify":         nil,
+		"preflight":      nil,
 		"embedded-kafka": nil,
 		"bench":          {"loader"},
 	}

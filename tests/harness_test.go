@@ -90,7 +90,13 @@ func setupPipeline(t *testing.T, shards []int, brokers []string, external bool) 
 // (%s: the table name).
 func setupPipelineWith(t *testing.T, shards []int, brokers []string, external bool, prefix, cfgJSON string, ddl ...string) *pipeline {
 	t.Helper()
-	st := loadStack(t)
+	return setupPipelineOn(t, loadStack(t), shards, brokers, external, prefix, cfgJSON, ddl...)
+}
+
+// setupPipelineOn is setupPipelineWith on st, whose ShardDSNs may number
+// the stack's shards otherwise (sparseStack).
+func setupPipelineOn(t *testing.T, st *Stack, shards []int, brokers []string, external bool, prefix, cfgJSON string, ddl ...string) *pipeline {
+	t.Helper()
 	if brokers == nil {
 		brokers = st.KafkaBrokers
 	}

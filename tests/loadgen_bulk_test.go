@@ -113,7 +113,11 @@ func TestLoadgenBulk(t *testing.T) {
 	}
 	names := loadgen.Tables{Documents: docs, Invoices: inv, Moves: p.table() + "_moves"}
 	gen := func(cfg loadgen.Config) *loadgen.Generator {
-		cfg.DSNs, cfg.Ring, cfg.Tables, cfg.Workspaces, cfg.Workers = p.stack.ShardDSNs[:len(shards)], m, names, 30, 4
+		cfg.DSNs = map[int]string{}
+		for _, s := range shards {
+			cfg.DSNs[s] = p.stack.ShardDSNs[s]
+		}
+		cfg.Ring, cfg.Tables, cfg.Workspaces, cfg.Workers = m, names, 30, 4
 		g, err := loadgen.New(ctx, cfg, p.log)
 		if err != nil {
 			t.Fatal(err)

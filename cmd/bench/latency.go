@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -52,8 +53,8 @@ import (
 
 const latUsage = `bench latency — commit on a shard -> visible through the API (a running pipeline: make demo).
 
-Shard DSNs come from the environment as deploy/local/stack.sh writes them
-(TRIBUTARY_SHARDS=N, TRIBUTARY_SHARD_<i>_DSN); a bearer token, if the API
+The shards are the fleet file's (--fleet, $TRIBUTARY_FLEET: stack.env names
+the local stack's); a bearer token, if the API
 requires one, from $TRIBUTARY_API_TOKEN. Latencies are from COMMIT returning
 to the API's 200 carrying the row.
 
@@ -66,7 +67,8 @@ Example:
 type latConfig struct {
 	apiURL        string
 	token         string
-	dsns          []string
+	fleetFile     string
+	dsns          map[int]string // by shard number
 	ringFile      string
 	workspaces    int
 	samples       int
@@ -104,16 +106,11 @@ func (c *latConfig) validate() error {
 		return fmt.Errorf("--api %q is not an http(s) URL", c.apiURL)
 	}
 	c.apiURL = strings.TrimRight(c.apiURL, "/")
-	if c.dsns, err = shardDSNs(); err != nil {
+	if c.dsns, err = shardDSNs(c.fleetFile); err != nil {
 		return err
 	}
-	n := len(c.dsns)
 	if c.readerMetrics == "" {
-		addrs := make([]string, n)
-		for i := range addrs {
-			addrs[i] = fmt.Sprintf("127.0.0.1:%d", 9110+i) // demo.sh's ports
-		}
-		c.readerMetrics = strings.Join(addrs, ",")
+		c.readerMetrics = strings.Join(demoReaderMetrics(c.dsns), ",")
 	}
 	return nil
 }
@@ -154,8 +151,9 @@ type latSummary struct {
 // latBench holds the connections of one run.
 type latBench struct {
 	cfg    latConfig
-	pools  []*pgxpool.Pool
-	owned  [][]int64 // per shard: workspaces the ring map places there
+	shards []int                 // the fleet's shard numbers, ascending
+	pools  map[int]*pgxpool.Pool // by shard number
+	owned  map[int][]int64       // by shard number: workspaces the ring map places there
 	client *http.Client
 }
 
@@ -164,7 +162,8 @@ func benchLatency(ctx context.Context, args []string) error {
 	fs := flagenv.New("bench latency", latUsage)
 	fs.String(&c.apiURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "the running API")
 	fs.Secret(&c.token, "TRIBUTARY_API_TOKEN")
-	fs.String(&c.ringFile, "ring", "TRIBUTARY_RING", "", "ring map JSON (default: generated, N shards x 64 vnodes — equal to deploy/local/ringmap.json for 4)")
+	fs.String(&c.fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards to write to (required; the stack's is in stack.env)")
+	fs.String(&c.ringFile, "ring", "TRIBUTARY_RING", "", "ring map JSON (default: generated, the fleet's shards x 64 vnodes — equal to deploy/local/ringmap.json for shards 0..3)")
 	fs.Int(&c.workspaces, "workspaces", "", 50, "workspaces 1..n to place documents in (as loadgen)")
 	fs.Int(&c.samples, "samples", "", 300, "writes to measure")
 	fs.Int(&c.rate, "rate", "", 10, "samples started per second (open loop)")
@@ -177,7 +176,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	fs.Int(&c.bgWorkers, "background-workers", "", 16, "background: loadgen's concurrent writers")
 	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "background traffic before the first sample")
 	fs.String(&c.loaderMetrics, "loader-metrics", "", "127.0.0.1:9101", "loader /metrics address, for stage times (empty: skip)")
-	fs.String(&c.readerMetrics, "reader-metrics", "", "", "readers' /metrics addresses, comma-separated (default demo.sh's 127.0.0.1:9110+i)")
+	fs.String(&c.readerMetrics, "reader-metrics", "", "", "readers' /metrics addresses, comma-separated (default demo.sh's 127.0.0.1:9110 + shard number)")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results (with every sample) as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -197,28 +196,21 @@ func benchLatency(ctx context.Context, args []string) error {
 }
 
 func newLatBench(ctx context.Context, c latConfig) (*latBench, error) {
-	var m *ring.Map
-	var err error
-	if c.ringFile != "" {
-		m, err = ring.Load(c.ringFile)
-	} else {
-		shards := make([]ring.Shard, len(c.dsns))
-		for i := range shards {
-			shards[i] = ring.Shard{ID: i}
-		}
-		m, err = ring.New(1, shards, 64)
-	}
+	b := &latBench{cfg: c, shards: slices.Sorted(maps.Keys(c.dsns)), pools: map[int]*pgxpool.Pool{}, owned: map[int][]int64{},
+		client: &http.Client{Timeout: c.wait + 10*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	m, err := b.ringMap()
 	if err != nil {
 		return nil, err
 	}
-	b := &latBench{cfg: c, owned: make([][]int64, len(c.dsns)),
-		client: &http.Client{Timeout: c.wait + 10*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	// Workspaces 1..n as loadgen uses them; further ones only for a shard
 	// that owns none of those.
-	for ws := int64(1); ws <= int64(c.workspaces) || slices.ContainsFunc(b.owned, func(l []int64) bool { return len(l) == 0 }); ws++ {
+	ownsNone := func() bool {
+		return slices.ContainsFunc(b.shards, func(s int) bool { return len(b.owned[s]) == 0 })
+	}
+	for ws := int64(1); ws <= int64(c.workspaces) || ownsNone(); ws++ {
 		s := m.OwnerInt64(ws)
-		if s < 0 || s >= len(c.dsns) {
-			return nil, fmt.Errorf("ring map places workspace %d on shard %d, but only %d DSNs are set", ws, s, len(c.dsns))
+		if _, ok := c.dsns[s]; !ok {
+			return nil, fmt.Errorf("ring map places workspace %d on shard %d, which is not in the fleet (shards %v)", ws, s, b.shards)
 		}
 		if ws <= int64(c.workspaces) || len(b.owned[s]) == 0 {
 			b.owned[s] = append(b.owned[s], ws)
@@ -227,8 +219,8 @@ func newLatBench(ctx context.Context, c latConfig) (*latBench, error) {
 			return nil, errors.New("the ring map leaves a shard without any workspace up to 100000")
 		}
 	}
-	for i, dsn := range c.dsns {
-		pc, err := pgxpool.ParseConfig(dsn)
+	for _, i := range b.shards {
+		pc, err := pgxpool.ParseConfig(c.dsns[i])
 		if err != nil {
 			b.close()
 			return nil, fmt.Errorf("shard %d dsn: %w", i, err)
@@ -242,7 +234,7 @@ func newLatBench(ctx context.Context, c latConfig) (*latBench, error) {
 			b.close()
 			return nil, fmt.Errorf("shard %d: %w", i, err)
 		}
-		b.pools = append(b.pools, p)
+		b.pools[i] = p
 	}
 	return b, nil
 }
@@ -312,7 +304,7 @@ func (b *latBench) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
-		shard := rnd.IntN(len(c.dsns))
+		shard := b.shards[rnd.IntN(len(b.shards))]
 		ws := b.owned[shard][rnd.IntN(len(b.owned[shard]))]
 		wg.Add(1)
 		go func(i int) {
@@ -388,11 +380,7 @@ func (b *latBench) ringMap() (*ring.Map, error) {
 	if b.cfg.ringFile != "" {
 		return ring.Load(b.cfg.ringFile)
 	}
-	shards := make([]ring.Shard, len(b.cfg.dsns))
-	for i := range shards {
-		shards[i] = ring.Shard{ID: i}
-	}
-	return ring.New(1, shards, 64)
+	return loadgen.DefaultRing(b.shards)
 }
 
 // sample writes one document and measures both latencies.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
 	"slices"
@@ -70,9 +71,6 @@ type readerConfig struct {
 
 func (c *readerConfig) validate() error {
 	var errs []error
-	if c.dsn == "" {
-		errs = append(errs, fmt.Errorf("$TRIBUTARY_SHARD_%d_DSN is not set (source .stack/stack.env)", c.shard))
-	}
 	if c.brokers == "" {
 		errs = append(errs, errors.New("--kafka-brokers is required (source .stack/stack.env)"))
 	}
@@ -96,13 +94,33 @@ func (c *readerConfig) validate() error {
 	return errors.Join(errs...)
 }
 
+// fleetShard returns the number and DSN of shard of the fleet file at
+// path; shard -1 is the fleet's lowest.
+func fleetShard(path string, shard int) (int, string, error) {
+	dsns, err := shardDSNs(path)
+	if err != nil {
+		return 0, "", err
+	}
+	if shard == -1 {
+		shard = slices.Min(slices.Collect(maps.Keys(dsns)))
+	}
+	dsn, ok := dsns[shard]
+	if !ok {
+		return 0, "", fmt.Errorf("--shard %d: not in the fleet file %s (shards %v)", shard, path, slices.Sorted(maps.Keys(dsns)))
+	}
+	return shard, dsn, nil
+}
+
 // benchReader is `bench reader`.
 func benchReader(ctx context.Context, args []string) error {
 	var c readerConfig
 	fs := flagenv.New("bench reader", `bench reader — changes/s from one shard into Kafka through internal/reader,
 next to pg_recvlogical (the walsender's limit) on the same workload.
-The shard DSN comes from $TRIBUTARY_SHARD_<shard>_DSN (a superuser DSN).`)
-	fs.Int(&c.shard, "shard", "", 0, "shard whose DSN ($TRIBUTARY_SHARD_<n>_DSN) is used")
+The shard is --shard of the fleet file (--fleet; its dsn_env or dsn_file,
+a superuser DSN for the local stack).`)
+	var fleetFile string
+	fs.String(&fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file (required; the stack's is in stack.env)")
+	fs.Int(&c.shard, "shard", "", -1, "number of the fleet's shard to run on (default: its lowest)")
 	fs.String(&c.brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
 	fs.String(&c.kafkaLabel, "kafka-label", "", "", "name of the broker in the report (default: embedded if the brokers are $TRIBUTARY_EMBEDDED_KAFKA_BROKERS, else kafka)")
 	fs.String(&c.cases, "cases", "", "a,b,c,d", "cases: a = 1 txn of --rows inserts, b = --rows inserts in --txn-rows txns, c = --updates of a --row-bytes row, d = snapshot of --snapshot-rows, e = 1 txn of --big-txn-mb MiB of --row-bytes rows (not in the default: the 1 GB transaction of issue 7)")
@@ -136,7 +154,10 @@ The shard DSN comes from $TRIBUTARY_SHARD_<shard>_DSN (a superuser DSN).`)
 		}
 		return err
 	}
-	c.dsn = os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", c.shard))
+	var err error
+	if c.shard, c.dsn, err = fleetShard(fleetFile, c.shard); err != nil {
+		return err
+	}
 	if c.kafkaLabel == "" {
 		c.kafkaLabel = "kafka"
 		if e := os.Getenv("TRIBUTARY_EMBEDDED_KAFKA_BROKERS"); e != "" && e == c.brokers {

@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -41,6 +42,7 @@ import (
 	"time"
 
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/ring"
 )
@@ -69,7 +71,7 @@ Example:
 
 type susConfig struct {
 	apiURL        string
-	dsns          []string
+	dsns          map[int]string // by shard number
 	home          string
 	ringFile      string
 	rates         []int
@@ -88,8 +90,9 @@ type susConfig struct {
 
 func benchSustain(ctx context.Context, args []string) error {
 	var c susConfig
-	var rates, readerMetrics string
+	var rates, readerMetrics, fleetFile string
 	fs := flagenv.New("bench sustain", susUsage)
+	fs.String(&fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards loadgen writes to (required; the stack's is in stack.env)")
 	fs.String(&c.apiURL, "api", "", "http://127.0.0.1:8080", "the API's base URL")
 	fs.String(&c.ringFile, "ring", "", "deploy/local/ringmap.json", "the ring map the demo places workspaces by (loadgen writes each workspace on its owner)")
 	fs.String(&rates, "rates", "", "200,500,1000,2000", "offered row changes/s over all shards (operations/s x --rows-per-op), one step each, in order")
@@ -124,7 +127,7 @@ func benchSustain(ctx context.Context, args []string) error {
 		return errors.New("--workers, --workspaces and --rows-per-op must be >= 1, --body-bytes and --bulk-body-bytes >= 0")
 	}
 	var err error
-	if c.dsns, err = shardDSNs(); err != nil {
+	if c.dsns, err = shardDSNs(fleetFile); err != nil {
 		return err
 	}
 	if c.home = os.Getenv("TRIBUTARY_HOME"); c.home == "" {
@@ -132,29 +135,39 @@ func benchSustain(ctx context.Context, args []string) error {
 	}
 	c.readerMetrics = flagenv.List(readerMetrics)
 	if len(c.readerMetrics) == 0 {
-		for i := range c.dsns {
-			c.readerMetrics = append(c.readerMetrics, "127.0.0.1:"+strconv.Itoa(9110+i))
-		}
+		c.readerMetrics = demoReaderMetrics(c.dsns)
 	}
 	return runSustain(ctx, c)
 }
 
-// shardDSNs reads $TRIBUTARY_SHARDS and $TRIBUTARY_SHARD_<i>_DSN, as
-// deploy/local/stack.sh writes them.
-func shardDSNs() ([]string, error) {
-	n, err := strconv.Atoi(os.Getenv("TRIBUTARY_SHARDS"))
-	if err != nil || n < 1 {
-		return nil, errors.New("$TRIBUTARY_SHARDS must be the number of shards (set -a; . .stack/stack.env; set +a)")
+// shardDSNs reads the fleet file's shards and their DSNs, by shard number.
+func shardDSNs(path string) (map[int]string, error) {
+	if path == "" {
+		return nil, errors.New("--fleet (or $TRIBUTARY_FLEET) is required: the fleet file (set -a; . .stack/stack.env; set +a)")
 	}
-	var dsns []string
-	for i := 0; i < n; i++ {
-		d := os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", i))
-		if d == "" {
-			return nil, fmt.Errorf("$TRIBUTARY_SHARD_%d_DSN is not set", i)
-		}
-		dsns = append(dsns, d)
+	f, err := fleet.Load(path)
+	if err != nil {
+		return nil, err
 	}
-	return dsns, nil
+	eps, err := f.Resolve(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]string, len(eps))
+	for _, e := range eps {
+		out[e.Number] = e.DSN
+	}
+	return out, nil
+}
+
+// demoReaderMetrics lists the readers' metrics addresses as demo.sh
+// starts them: 127.0.0.1:9110 + shard number.
+func demoReaderMetrics(dsns map[int]string) []string {
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(dsns)) {
+		out = append(out, "127.0.0.1:"+strconv.Itoa(9110+n))
+	}
+	return out
 }
 
 // susSample is one second of a step.

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/reader"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
@@ -28,17 +30,21 @@ it resumes from the slot's confirmed position, or continues an unfinished
 copy where it stopped (duplicates possible, never loss). It never drops the
 slot on stop.
 
-The shard DSN is read from $TRIBUTARY_PG_DSN only (it holds a password): use
-a role with REPLICATION and SELECT on the tables.
+The shard DSN is read from $TRIBUTARY_PG_DSN (it holds a password, so it is
+never a flag), or, when that is not set, from the fleet file (--fleet): the
+reader_dsn_env / reader_dsn_file of shard --shard there, else its dsn_env /
+dsn_file. Use a role with REPLICATION and SELECT on the tables.
 
 Example:
   TRIBUTARY_PG_DSN='postgres://tributary_repl:...@127.0.0.1:55432/app' \
-    cdc-reader --shard 0 --tables deploy/local/tables.json --kafka-brokers 127.0.0.1:59092`
+    cdc-reader --shard 0 --tables deploy/local/tables.json --kafka-brokers 127.0.0.1:59092
+  cdc-reader --fleet .stack/fleet.json --shard 5 ...   # DSN from the fleet file`
 
 // Config is the reader's whole configuration.
 type Config struct {
 	Shard             int
 	DSN               string
+	FleetFile         string
 	Slot              string
 	Publication       string
 	TablesFile        string
@@ -62,8 +68,9 @@ type Config struct {
 func parse(args []string) (*Config, error) {
 	var c Config
 	fs := flagenv.New("cdc-reader", usage)
-	fs.Int(&c.Shard, "shard", "TRIBUTARY_SHARD", -1, "shard number, 0-based (required)")
+	fs.Int(&c.Shard, "shard", "TRIBUTARY_SHARD", -1, "this shard's number in the fleet, 0..8191, any numbering (required)")
 	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: where shard --shard's DSN comes from when $TRIBUTARY_PG_DSN is not set")
 	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "replication slot name (default tributary_shard_<N>)")
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "publication name; created for the configured tables if absent")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
@@ -88,17 +95,26 @@ func parse(args []string) (*Config, error) {
 	if c.Slot == "" && c.Shard >= 0 {
 		c.Slot = fmt.Sprintf("tributary_shard_%d", c.Shard)
 	}
+	if c.DSN == "" && c.FleetFile != "" && c.Shard >= 0 {
+		f, err := fleet.Load(c.FleetFile)
+		if err != nil {
+			return nil, err
+		}
+		if c.DSN, err = f.ReaderDSN(c.Shard, os.Getenv); err != nil {
+			return nil, err
+		}
+	}
 	return &c, c.Validate()
 }
 
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Shard < 0 || c.Shard > 8191 {
-		errs = append(errs, errors.New("--shard (or $TRIBUTARY_SHARD) is required: 0..8191"))
+	if c.Shard < 0 || c.Shard > fleet.MaxShard {
+		errs = append(errs, fmt.Errorf("--shard (or $TRIBUTARY_SHARD) is required: 0..%d", fleet.MaxShard))
 	}
 	if c.DSN == "" {
-		errs = append(errs, errors.New("$TRIBUTARY_PG_DSN is required (not a flag: it holds a password)"))
+		errs = append(errs, errors.New("$TRIBUTARY_PG_DSN or --fleet is required (the DSN is not a flag: it holds a password)"))
 	}
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))

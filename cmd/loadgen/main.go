@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
-	"strconv"
+	"slices"
 	"time"
 
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/telemetry"
@@ -20,10 +22,12 @@ import (
 
 const usage = `loadgen — demo traffic on the shards.
 
-Shard DSNs come from the environment, as deploy/local/stack.sh writes them:
-TRIBUTARY_SHARDS=N and TRIBUTARY_SHARD_<i>_DSN for i in 0..N-1. Workspaces
-are placed by the ring map (--ring file, or a generated map of N shards with
-64 virtual nodes each).
+The shards are those of the fleet file (--fleet: each shard's number and
+the environment variable or file holding its DSN; see README "Fleet file"),
+whatever their numbers; deploy/local/stack.sh writes one and names it in
+stack.env. Workspaces are placed by the ring map (--ring file, or a
+generated map of the fleet's shards with 64 virtual nodes each), which may
+only name shards of the fleet.
 
 An operation is one transaction on the shard that owns a random workspace
 (a few workspaces are hot). By default it changes one row, as an app would:
@@ -53,12 +57,14 @@ changed per second are --rate x --rows-per-op. Bulk operations make no
 moves and no legacy notes (--move-percent defaults to 0 with them).
 
 Example:
-  set -a; . .stack/stack.env; set +a; loadgen --rate 200 --duration 20s
+  set -a; . .stack/stack.env; set +a; loadgen --rate 200 --duration 20s   # --fleet from $TRIBUTARY_FLEET
   loadgen --rows-per-op 100 --rate 50 --duration 30s   # 5,000 rows/s`
 
 // Config is loadgen's whole configuration.
 type Config struct {
-	DSNs     []string
+	FleetFile string
+	// DSNs are the fleet's shards' DSNs by shard number.
+	DSNs     map[int]string
 	RingFile string
 	Resume   bool
 	Traffic  loadgen.Config
@@ -82,6 +88,7 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&workspaces, "workspaces", "TRIBUTARY_LOADGEN_WORKSPACES", 50, "number of workspaces")
 	fs.Int(&bodyBytes, "body-bytes", "TRIBUTARY_LOADGEN_BODY_BYTES", 8192, "size of large document bodies (TOASTed above ~2 kB)")
 	fs.Int(&workers, "workers", "TRIBUTARY_LOADGEN_WORKERS", 8, "concurrent writers")
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards by number and where each one's DSN comes from (required)")
 	fs.String(&c.RingFile, "ring", "TRIBUTARY_RING", "", "ring map JSON file (default: generated for all shards)")
 	fs.Int(&movePct, "move-percent", "TRIBUTARY_LOADGEN_MOVE_PERCENT", 2, "percent of operations that move a document to another shard (saga; 0 with --rows-per-op > 1)")
 	fs.Int(&halfPct, "half-done-percent", "TRIBUTARY_LOADGEN_HALF_DONE_PERCENT", 10, "percent of moves stopped half-way (copied, source kept)")
@@ -122,16 +129,17 @@ func parse(args []string) (*Config, error) {
 	if resume != "" && resume != "yes" {
 		errs = append(errs, fmt.Errorf("--resume %q: use --resume yes", resume))
 	}
-	n, err := strconv.Atoi(os.Getenv("TRIBUTARY_SHARDS"))
-	if err != nil || n < 1 {
-		errs = append(errs, errors.New("$TRIBUTARY_SHARDS must be the number of shards (source .stack/stack.env)"))
-	}
-	for i := 0; i < n; i++ {
-		d := os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", i))
-		if d == "" {
-			errs = append(errs, fmt.Errorf("$TRIBUTARY_SHARD_%d_DSN is not set", i))
+	if c.FleetFile == "" {
+		errs = append(errs, errors.New("--fleet (or $TRIBUTARY_FLEET) is required: the fleet file listing the shards (the local stack's is $TRIBUTARY_HOME/fleet.json)"))
+	} else if f, err := fleet.Load(c.FleetFile); err != nil {
+		errs = append(errs, err)
+	} else if eps, err := f.Resolve(os.Getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.DSNs = map[int]string{}
+		for _, e := range eps {
+			c.DSNs[e.Number] = e.DSN
 		}
-		c.DSNs = append(c.DSNs, d)
 	}
 	c.Resume = resume == "yes"
 	c.Traffic = loadgen.Config{Rate: float64(ratePerS), Duration: duration, Workspaces: workspaces,
@@ -156,11 +164,7 @@ func run(ctx context.Context, c *Config) error {
 	if c.RingFile != "" {
 		m, err = ring.Load(c.RingFile)
 	} else {
-		shards := make([]ring.Shard, len(c.DSNs))
-		for i := range shards {
-			shards[i] = ring.Shard{ID: i}
-		}
-		m, err = ring.New(1, shards, 64)
+		m, err = loadgen.DefaultRing(slices.Sorted(maps.Keys(c.DSNs)))
 	}
 	if err != nil {
 		return err

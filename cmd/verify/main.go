@@ -42,20 +42,23 @@ checked once more after waiting again, which tolerates a change in
 flight, not continuous traffic. Progress is logged every 5 s (ids
 checked, ids per second) on stderr.
 
-Shard DSNs come from the environment, as deploy/local/stack.sh writes them:
-TRIBUTARY_SHARDS=N and TRIBUTARY_SHARD_<i>_DSN for i in 0..N-1 (never argv).
-The shard sessions are read-only.
+The shards are those of the fleet file (--fleet, JSON: each shard's number,
+optional name, and the environment variable or file holding its DSN — never
+argv; see README "Fleet file"): every shard listed is checked, whatever its
+number. deploy/local/stack.sh writes one for its shards and names it in
+stack.env. The shard sessions are read-only.
 
 Exit status: 0 no differences, 1 differences, 2 usage or connection error.
 
 Example:
   set -a; . .stack/stack.env; set +a
-  TRIBUTARY_TABLES=deploy/local/tables.json verify`
+  TRIBUTARY_TABLES=deploy/local/tables.json verify   # --fleet from $TRIBUTARY_FLEET`
 
 // Config is verify's whole configuration.
 type Config struct {
 	verify.Config
 	TablesFile string
+	FleetFile  string
 	RingMap    string
 	JSON       bool
 	LogLevel   string
@@ -66,6 +69,7 @@ func parse(args []string) (*Config, error) {
 	fs := flagenv.New("verify", usage)
 	fs.String(&c.APIURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "API base URL")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards by number and where each one's DSN comes from (required)")
 	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required)")
 	fs.String(&c.ClickHouse.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
 	fs.String(&c.ClickHouse.User, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
@@ -82,14 +86,21 @@ func parse(args []string) (*Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	var errs []error
 	if c.TablesFile == "" {
-		return nil, errors.New("--tables (or $TRIBUTARY_TABLES) is required")
+		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
+	}
+	if c.FleetFile == "" {
+		errs = append(errs, errors.New("--fleet (or $TRIBUTARY_FLEET) is required: the fleet file listing the shards (the local stack's is $TRIBUTARY_HOME/fleet.json)"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	var err error
 	if c.Tables, err = tables.Load(c.TablesFile); err != nil {
 		return nil, err
 	}
-	if c.Shards, err = verify.ShardsFromEnv(os.Getenv); err != nil {
+	if c.Shards, err = verify.ShardsFromFleet(c.FleetFile, os.Getenv); err != nil {
 		return nil, err
 	}
 	if c.RingMap != "" {

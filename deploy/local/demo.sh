@@ -5,6 +5,12 @@
 #
 #   deploy/local/demo.sh          start (idempotent) + traffic + tour
 #   deploy/local/demo.sh stop     stop the demo processes (the stack stays up)
+#   deploy/local/demo.sh ring-map print the ring map the demo places workspaces
+#                                 by, if the fleet is the published map's
+#
+# The shards are those of the fleet file ($TRIBUTARY_FLEET, which stack.env
+# names: the stack's $TRIBUTARY_HOME/fleet.json), whatever their numbers:
+# one reader per shard, started with --fleet and --shard.
 #
 # Logs and pid files: $TRIBUTARY_HOME/demo/.
 set -euo pipefail
@@ -43,19 +49,48 @@ stop_all() {
 	echo "demo: processes stopped"
 }
 
+# fleet_shards prints the shard numbers of the fleet file $1, one a line.
+# The binaries check the file itself (README "Fleet file"); this only reads
+# the numbers.
+fleet_shards() {
+	grep -oE '"shard"[[:space:]]*:[[:space:]]*[0-9]+' "$1" | grep -oE '[0-9]+$'
+}
+
+# ring_map prints the published ring map (deploy/local/ringmap.json,
+# version 1: shards 0..3 x 64 virtual nodes) when the fleet is those
+# shards, else nothing: loadgen then generates the equivalent map of the
+# fleet's shards, and the loader runs without ownership checks.
+ring_map() {
+	[[ $(fleet_shards "$1" | sort -n | paste -sd' ') == "0 1 2 3" ]] && echo "$REPO/deploy/local/ringmap.json"
+	return 0
+}
+
 if [[ ${1:-} == stop ]]; then
 	stop_all
 	exit 0
 fi
 
 [[ -f $TRIBUTARY_HOME/stack.env ]] || die "no stack: run 'make demo' (or deploy/local/stack.sh up) first"
-for b in cdc-reader loader api loadgen; do
-	[[ -x $BIN/$b ]] || die "missing $BIN/$b: run 'make build'"
-done
+fleet_given=${TRIBUTARY_FLEET:-} # a fleet file given wins over the stack's
 set -a
 # shellcheck disable=SC1091
 source "$TRIBUTARY_HOME/stack.env"
 set +a
+TRIBUTARY_FLEET=${fleet_given:-${TRIBUTARY_FLEET:-}}
+[[ -n ${TRIBUTARY_FLEET:-} && -f $TRIBUTARY_FLEET ]] ||
+	die "no fleet file (\$TRIBUTARY_FLEET='${TRIBUTARY_FLEET:-}'): run deploy/local/stack.sh up, which writes $TRIBUTARY_HOME/fleet.json"
+mapfile -t SHARD_NUMBERS < <(fleet_shards "$TRIBUTARY_FLEET")
+((${#SHARD_NUMBERS[@]} > 0)) || die "$TRIBUTARY_FLEET lists no shards"
+RING_MAP=$(ring_map "$TRIBUTARY_FLEET")
+
+if [[ ${1:-} == ring-map ]]; then
+	[[ -z $RING_MAP ]] || echo "$RING_MAP"
+	exit 0
+fi
+
+for b in cdc-reader loader api loadgen preflight; do
+	[[ -x $BIN/$b ]] || die "missing $BIN/$b: run 'make build'"
+done
 mkdir -p "$DEMO"
 export TRIBUTARY_TABLES=$REPO/deploy/local/tables.json
 
@@ -72,21 +107,25 @@ start() {
 	echo "demo: started $name (pid $!, log $DEMO/$name.log)"
 }
 
-for ((i = 0; i < TRIBUTARY_SHARDS; i++)); do
-	dsn_var=TRIBUTARY_SHARD_${i}_REPL_DSN
-	# The DSN (with its password) goes through the environment, never argv.
-	TRIBUTARY_PG_DSN=${!dsn_var} start "reader-$i" "$BIN/cdc-reader" --shard "$i" \
+# The check before the first start: the table config against every shard,
+# as the readers will connect (README "Before the first start").
+"$BIN/preflight" --tables "$TRIBUTARY_TABLES" --fleet "$TRIBUTARY_FLEET" ||
+	die "preflight found the problems above; fix them (or the table config) first"
+
+for i in "${SHARD_NUMBERS[@]}"; do
+	# The reader finds its DSN (with its password) through the fleet file,
+	# which names the stack.env variable holding it: never argv.
+	TRIBUTARY_PG_DSN='' start "reader-$i" "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shard "$i" \
 		--metrics-addr "127.0.0.1:$((9110 + i))"
 done
-# Workspaces are placed by the published ring map (deploy/local/ringmap.json,
-# version 1: 4 shards x 64 virtual nodes); for another shard count loadgen
-# generates the equivalent map. The loader checks every row against the
-# same map (tributary_misplaced_rows).
+# Workspaces are placed by the published ring map when the fleet is its
+# shards (ring_map above); the loader checks every row against the same
+# map (tributary_misplaced_rows).
 ring_args=()
 loader_ring=()
-if [[ $TRIBUTARY_SHARDS == 4 ]]; then
-	ring_args=(--ring "$REPO/deploy/local/ringmap.json")
-	loader_ring=(--ring-map "$REPO/deploy/local/ringmap.json")
+if [[ -n $RING_MAP ]]; then
+	ring_args=(--ring "$RING_MAP")
+	loader_ring=(--ring-map "$RING_MAP")
 fi
 start loader "$BIN/loader" --metrics-addr 127.0.0.1:9101 --revenue-aggregate-interval 1s "${loader_ring[@]}"
 start api "$BIN/api" --listen "$API_ADDR"
@@ -115,15 +154,16 @@ done
 # A document id the traffic created, for the tour.
 id=$(grep -m1 -oP 'sample: documents id \K[0-9]+' "$DEMO/loadgen.out" || true)
 if [[ -z $id ]]; then
-	id=$(psql -X -At "$TRIBUTARY_SHARD_0_DSN" -c "SELECT id FROM documents ORDER BY id DESC LIMIT 1" 2>/dev/null || true)
+	first_dsn=TRIBUTARY_SHARD_${SHARD_NUMBERS[0]}_DSN # the stack's variables (stack.env)
+	id=$(psql -X -At "${!first_dsn:-}" -c "SELECT id FROM documents ORDER BY id DESC LIMIT 1" 2>/dev/null || true)
 fi
 sleep 2 # let the last changes arrive
 
 cat <<EOF
 
 ──────────────────────────────── Tributary tour ────────────────────────────────
-The stack ($TRIBUTARY_SHARDS PostgreSQL shards, Kafka: $TRIBUTARY_KAFKA_KIND, ClickHouse) is up,
-one cdc-reader per shard, a loader and the API are running.
+The stack (${#SHARD_NUMBERS[@]} PostgreSQL shards, numbered ${SHARD_NUMBERS[*]} in $TRIBUTARY_FLEET;
+Kafka: $TRIBUTARY_KAFKA_KIND; ClickHouse) is up, one cdc-reader per shard, a loader and the API are running.
 
   Per-shard freshness (watermark LSN and commit time):
     curl -s http://$API_ADDR/v1/shards
@@ -134,7 +174,7 @@ one cdc-reader per shard, a loader and the API are running.
   Metrics:
     curl -s http://$API_ADDR/metrics | grep tributary_api
     curl -s http://127.0.0.1:9101/metrics | grep tributary_loader      # loader
-    curl -s http://127.0.0.1:9110/metrics | grep tributary_reader      # reader of shard 0
+    curl -s http://127.0.0.1:$((9110 + SHARD_NUMBERS[0]))/metrics | grep tributary_reader      # reader of shard ${SHARD_NUMBERS[0]}
   Check the API against the shards (scatter-gather ground truth):
     make verify
   Revenue across every workspace, by day and currency (CSV: add &format=csv):

@@ -51,6 +51,7 @@ HOST=127.0.0.1
 HOME_MARKER=.tributary-stack
 STATE_FILE=$TRIBUTARY_HOME/stack.state
 ENV_FILE=$TRIBUTARY_HOME/stack.env
+FLEET_FILE=$TRIBUTARY_HOME/fleet.json
 PASSWORD_FILE=$TRIBUTARY_HOME/secrets/repl_password
 
 # The shards' directory. It is a symlink to /var/tmp when user postgres
@@ -200,8 +201,29 @@ write_env() {
 		wants_embedded && echo "TRIBUTARY_EMBEDDED_KAFKA_BROKERS=$HOST:$EMBEDDED_PORT"
 		echo "TRIBUTARY_KAFKA_KIND=$KAFKA_KIND"
 		echo "TRIBUTARY_PORT_OFFSET=$PORT_OFFSET"
+		echo "TRIBUTARY_FLEET=$FLEET_FILE"
 	} >"$tmp"
+	write_fleet
 	mv "$tmp" "$ENV_FILE"
+}
+
+# write_fleet writes the fleet file of the stack's shards (README "Fleet
+# file"): each shard's number and the stack.env variables holding its DSNs,
+# never a DSN itself, so it may be world-readable.
+write_fleet() {
+	local tmp i sep=''
+	tmp=$(mktemp "$TRIBUTARY_HOME/.fleet.json.XXXXXX")
+	chmod 644 "$tmp"
+	{
+		echo '{"shards": ['
+		for ((i = 0; i < SHARDS; i++)); do
+			printf '%s  {"shard": %d, "name": "shard%d", "dsn_env": "TRIBUTARY_SHARD_%d_DSN", "reader_dsn_env": "TRIBUTARY_SHARD_%d_REPL_DSN"}' \
+				"$sep" "$i" "$i" "$i" "$i"
+			sep=$',\n'
+		done
+		printf '\n]}\n'
+	} >"$tmp"
+	mv "$tmp" "$FLEET_FILE"
 }
 
 # lock serializes stack.sh runs on one TRIBUTARY_HOME (two test packages may
@@ -266,7 +288,7 @@ cmd_down() {
 		die "$TRIBUTARY_HOME was not made by stack.sh (no $HOME_MARKER); refusing to touch it"
 	lock
 	# stack.env goes first: it must never describe services that are gone.
-	rm -f "$ENV_FILE"
+	rm -f "$ENV_FILE" "$FLEET_FILE"
 	run_parallel "kafka:kafka_down" "embedded-kafka:embedded_down" "clickhouse:ch_down" "postgres:pg_down_all"
 	if [[ $purge == 1 ]]; then
 		pg_purge_outside

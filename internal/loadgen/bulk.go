@@ -115,7 +115,7 @@ func takeWindow(l []int64, i, k int) (taken, rest []int64) {
 }
 
 // checkout takes k random ids of shard from list for one transaction.
-func (g *Generator) checkout(list [][]int64, shard, k int, rnd *rand.Rand) []int64 {
+func (g *Generator) checkout(list map[int][]int64, shard, k int, rnd *rand.Rand) []int64 {
 	if k <= 0 {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (g *Generator) checkout(list [][]int64, shard, k int, rnd *rand.Rand) []int
 	return taken
 }
 
-func (g *Generator) addAll(list [][]int64, shard int, ids []int64) {
+func (g *Generator) addAll(list map[int][]int64, shard int, ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
@@ -147,8 +147,8 @@ func (g *Generator) available(shard int) (docs, issued, paid int) {
 
 // ownedWorkspaces lists, per shard, the workspaces 1..Workspaces that the
 // ring map places there.
-func (g *Generator) ownedWorkspaces() [][]int64 {
-	out := make([][]int64, len(g.pools))
+func (g *Generator) ownedWorkspaces() map[int][]int64 {
+	out := map[int][]int64{}
 	for ws := int64(1); ws <= int64(max(1, g.cfg.Workspaces)); ws++ {
 		s := g.cfg.Ring.OwnerInt64(ws)
 		out[s] = append(out[s], ws)

@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +29,9 @@ import (
 
 // Config describes the traffic.
 type Config struct {
-	// DSNs are the shards' DSNs, indexed by shard number.
-	DSNs       []string
+	// DSNs are the shards' DSNs by shard number (any numbers: those of the
+	// fleet file). The ring map may place workspaces on these shards only.
+	DSNs       map[int]string
 	Ring       *ring.Map
 	Rate       float64       // operations per second, all shards together
 	Duration   time.Duration // 0: until ctx ends
@@ -139,7 +142,7 @@ type Stats struct {
 type Generator struct {
 	cfg   Config
 	log   *slog.Logger
-	pools []*pgxpool.Pool
+	pools map[int]*pgxpool.Pool // by shard number
 	Stats Stats
 	// names are the tables written, docsT, invT and notesT their quoted
 	// names; saga moves documents (moves.go).
@@ -147,11 +150,12 @@ type Generator struct {
 	docsT, invT, notesT string
 	saga                Saga
 
+	// The lists below are by shard number; every shard has an entry.
 	mu      sync.Mutex
-	owned   [][]int64 // per shard: its workspaces (bulk operations)
-	docs    [][]int64 // per shard: live document ids
-	issued  [][]int64 // per shard: invoices still 'issued'
-	paid    [][]int64 // per shard: invoices 'paid'
+	owned   map[int][]int64 // its workspaces (bulk operations)
+	docs    map[int][]int64 // live document ids
+	issued  map[int][]int64 // invoices still 'issued'
+	paid    map[int][]int64 // invoices 'paid'
 	samples []Write
 }
 
@@ -163,32 +167,48 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Generator, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Every shard the ring map places workspaces on must be given, before
+	// anything connects.
+	for _, s := range cfg.Ring.Shards() {
+		if _, ok := cfg.DSNs[s.ID]; !ok {
+			return nil, fmt.Errorf("loadgen: the ring map places workspaces on shard %d, which is not among the shards given (%v)",
+				s.ID, slices.Sorted(maps.Keys(cfg.DSNs)))
+		}
+	}
 	names := cfg.Tables.orDemo()
-	g := &Generator{cfg: cfg, log: log, docs: make([][]int64, len(cfg.DSNs)),
-		issued: make([][]int64, len(cfg.DSNs)), paid: make([][]int64, len(cfg.DSNs)),
+	g := &Generator{cfg: cfg, log: log, pools: map[int]*pgxpool.Pool{},
+		docs: map[int][]int64{}, issued: map[int][]int64{}, paid: map[int][]int64{},
 		names: names, docsT: ident(names.Documents), invT: ident(names.Invoices), notesT: ident(names.LegacyNotes),
 		saga: Saga{Documents: names.Documents, Moves: names.Moves, IDColumn: "id", WorkspaceColumn: "workspace_id"}}
-	for i, dsn := range cfg.DSNs {
-		p, err := pgxpool.New(ctx, dsn)
+	for _, n := range slices.Sorted(maps.Keys(cfg.DSNs)) {
+		p, err := pgxpool.New(ctx, cfg.DSNs[n])
 		if err != nil {
 			g.Close()
-			return nil, fmt.Errorf("shard %d: %w", i, err)
+			return nil, fmt.Errorf("shard %d: %w", n, err)
 		}
 		if err := p.Ping(ctx); err != nil {
 			p.Close()
 			g.Close()
-			return nil, fmt.Errorf("shard %d: %w", i, err)
+			return nil, fmt.Errorf("shard %d: %w", n, err)
 		}
-		g.pools = append(g.pools, p)
-	}
-	for _, s := range cfg.Ring.Shards() {
-		if s.ID < 0 || s.ID >= len(cfg.DSNs) {
-			g.Close()
-			return nil, fmt.Errorf("ring map names shard %d but only %d DSNs are given", s.ID, len(cfg.DSNs))
-		}
+		g.pools[n] = p
 	}
 	g.owned = g.ownedWorkspaces()
 	return g, nil
+}
+
+// DefaultVNodes is the virtual nodes per shard of DefaultRing's map.
+const DefaultVNodes = 64
+
+// DefaultRing is the ring map used when none is published: version 1, the
+// given shards (any numbers) with DefaultVNodes virtual nodes each. For
+// shards 0..3 it is deploy/local/ringmap.json.
+func DefaultRing(shards []int) (*ring.Map, error) {
+	rs := make([]ring.Shard, len(shards))
+	for i, n := range shards {
+		rs[i] = ring.Shard{ID: n}
+	}
+	return ring.New(1, rs, DefaultVNodes)
 }
 
 // Close releases the pools.
@@ -202,15 +222,15 @@ func (g *Generator) Close() {
 // recovery job) and returns how many it finished.
 func (g *Generator) Resume(ctx context.Context) (int, error) {
 	shards := map[int]Shard{}
-	for i, p := range g.pools {
-		shards[i] = Shard{ID: i, Pool: p}
+	for n, p := range g.pools {
+		shards[n] = Shard{ID: n, Pool: p}
 	}
 	total := 0
-	for i := range g.pools {
-		n, err := g.saga.Resume(ctx, shards[i], shards)
-		total += n
+	for _, n := range slices.Sorted(maps.Keys(g.pools)) {
+		done, err := g.saga.Resume(ctx, shards[n], shards)
+		total += done
 		if err != nil {
-			return total, fmt.Errorf("shard %d: %w", i, err)
+			return total, fmt.Errorf("shard %d: %w", n, err)
 		}
 	}
 	return total, nil
@@ -266,7 +286,7 @@ func (g *Generator) workspace(rnd *rand.Rand) int64 {
 	return int64(1 + rnd.IntN(max(1, g.cfg.Workspaces)))
 }
 
-func (g *Generator) pick(list [][]int64, shard int, rnd *rand.Rand, remove bool) (int64, bool) {
+func (g *Generator) pick(list map[int][]int64, shard int, rnd *rand.Rand, remove bool) (int64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	l := list[shard]
@@ -282,7 +302,7 @@ func (g *Generator) pick(list [][]int64, shard int, rnd *rand.Rand, remove bool)
 	return id, true
 }
 
-func (g *Generator) add(list [][]int64, shard int, id int64) {
+func (g *Generator) add(list map[int][]int64, shard int, id int64) {
 	g.mu.Lock()
 	list[shard] = append(list[shard], id)
 	g.mu.Unlock()

@@ -11,12 +11,12 @@
 package tables
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
+
+	"github.com/tributary/tributary/internal/ids"
 )
 
 // Table is the configuration of one replicated table.
@@ -173,32 +173,6 @@ func (c *Config) RevenueTable() (*Revenue, *Table, bool) {
 // messages and topic names sane.
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
-// Load reads and validates a configuration file.
-func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("table config: %w", err)
-	}
-	return Parse(b)
-}
-
-// Parse decodes and validates configuration JSON, filling defaults.
-func Parse(b []byte) (*Config, error) {
-	var c Config
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("table config: %w", err)
-	}
-	if c.TopicPrefix == "" {
-		c.TopicPrefix = "tributary."
-	}
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
-
 // Validate checks the configuration and fills per-table defaults.
 func (c *Config) Validate() error {
 	if len(c.Tables) == 0 {
@@ -223,7 +197,9 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("table %s: shard_key %q is not a plain identifier", t.Name, t.ShardKey))
 		}
 		if t.IDLayout == "" {
-			errs = append(errs, fmt.Errorf("table %s: id_layout is required", t.Name))
+			errs = append(errs, fmt.Errorf("table %s: id_layout is required (one of %s; schema/ids.md)", t.Name, strings.Join(ids.Names(), ", ")))
+		} else if _, err := ids.Lookup(t.IDLayout); err != nil {
+			errs = append(errs, fmt.Errorf("table %s: id_layout: %w", t.Name, err))
 		}
 		if t.Search != nil {
 			if err := t.Search.validate(t.Name); err != nil {

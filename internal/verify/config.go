@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
+	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -121,22 +121,21 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ShardsFromEnv reads the shards as deploy/local/stack.sh writes them and
-// loadgen reads them: TRIBUTARY_SHARDS=N and TRIBUTARY_SHARD_<i>_DSN for i
-// in 0..N-1. getenv is os.Getenv outside tests.
-func ShardsFromEnv(getenv func(string) string) ([]Shard, error) {
-	n, err := strconv.Atoi(getenv("TRIBUTARY_SHARDS"))
-	if err != nil || n < 1 {
-		return nil, errors.New("$TRIBUTARY_SHARDS must be the number of shards (source .stack/stack.env)")
+// ShardsFromFleet reads the shards of the fleet file at path (see
+// internal/fleet) with their DSNs; getenv is os.Getenv outside tests. Every
+// shard listed is checked, whatever its number.
+func ShardsFromFleet(path string, getenv func(string) string) ([]Shard, error) {
+	f, err := fleet.Load(path)
+	if err != nil {
+		return nil, err
 	}
-	shards := make([]Shard, n)
-	for i := range shards {
-		name := fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", i)
-		dsn := getenv(name)
-		if dsn == "" {
-			return nil, fmt.Errorf("$%s is not set", name)
-		}
-		shards[i] = Shard{ID: i, DSN: dsn}
+	eps, err := f.Resolve(getenv)
+	if err != nil {
+		return nil, err
+	}
+	shards := make([]Shard, len(eps))
+	for i, e := range eps {
+		shards[i] = Shard{ID: e.Number, DSN: e.DSN}
 	}
 	return shards, nil
 }

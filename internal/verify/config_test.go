@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -8,23 +10,35 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-func TestShardsFromEnv(t *testing.T) {
+// TestShardsFromFleet: the shards of a fleet file, whatever their numbers,
+// with the DSNs of the variables it names; a variable not set is named.
+func TestShardsFromFleet(t *testing.T) {
+	dir := t.TempDir()
 	for _, c := range []struct {
-		name string
-		env  map[string]string
-		want []Shard
-		err  string
+		name, fleet string
+		env         map[string]string
+		want        []Shard
+		err         string
 	}{
-		{name: "two shards", env: map[string]string{"TRIBUTARY_SHARDS": "2",
-			"TRIBUTARY_SHARD_0_DSN": "postgres://a", "TRIBUTARY_SHARD_1_DSN": "postgres://b"},
+		{name: "two shards", fleet: `{"shards": [{"shard": 0, "dsn_env": "TRIBUTARY_SHARD_0_DSN"}, {"shard": 1, "dsn_env": "TRIBUTARY_SHARD_1_DSN"}]}`,
+			env:  map[string]string{"TRIBUTARY_SHARD_0_DSN": "postgres://a", "TRIBUTARY_SHARD_1_DSN": "postgres://b"},
 			want: []Shard{{0, "postgres://a"}, {1, "postgres://b"}}},
-		{name: "no count", env: map[string]string{}, err: "TRIBUTARY_SHARDS"},
-		{name: "zero", env: map[string]string{"TRIBUTARY_SHARDS": "0"}, err: "TRIBUTARY_SHARDS"},
-		{name: "a DSN missing", env: map[string]string{"TRIBUTARY_SHARDS": "2", "TRIBUTARY_SHARD_0_DSN": "postgres://a"},
-			err: "TRIBUTARY_SHARD_1_DSN"},
+		{name: "sparse", fleet: `{"shards": [{"shard": 17, "dsn_env": "C"}, {"shard": 1, "dsn_env": "A"}, {"shard": 5, "dsn_env": "B"}]}`,
+			env:  map[string]string{"A": "postgres://a", "B": "postgres://b", "C": "postgres://c"},
+			want: []Shard{{1, "postgres://a"}, {5, "postgres://b"}, {17, "postgres://c"}}},
+		{name: "no file", err: "fleet file: open"},
+		{name: "no shards", fleet: `{"shards": []}`, err: "no shards listed"},
+		{name: "a DSN missing", fleet: `{"shards": [{"shard": 0, "dsn_env": "TRIBUTARY_SHARD_0_DSN"}, {"shard": 1, "dsn_env": "TRIBUTARY_SHARD_1_DSN"}]}`,
+			env: map[string]string{"TRIBUTARY_SHARD_0_DSN": "postgres://a"}, err: "TRIBUTARY_SHARD_1_DSN is not set"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := ShardsFromEnv(func(k string) string { return c.env[k] })
+			path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "_")+".json")
+			if c.fleet != "" {
+				if err := os.WriteFile(path, []byte(c.fleet), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := ShardsFromFleet(path, func(k string) string { return c.env[k] })
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want one naming %s", err, c.err)

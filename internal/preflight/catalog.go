@@ -1,0 +1,245 @@
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// server checks what logical replication needs of the server and of the
+// role; false when nothing further can be checked.
+func (c *shardCheck) server(ctx context.Context) bool {
+	var wal string
+	var replication, heartbeat bool
+	var freeSlots, freeSenders int
+	ok := c.query(ctx, "read the server settings", `
+		SELECT current_setting('wal_level'), current_user,
+		       (SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user),
+		       current_setting('max_replication_slots')::int - (SELECT count(*) FROM pg_replication_slots)
+		         + (SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1)::int,
+		       current_setting('max_wal_senders')::int - (SELECT count(*) FROM pg_stat_replication),
+		       has_function_privilege('pg_logical_emit_message(boolean,text,text)', 'EXECUTE')`,
+		[]any{fmt.Sprintf("tributary_shard_%d", c.shard.Number)}, &wal, &c.role, &replication, &freeSlots, &freeSenders, &heartbeat)
+	if !ok {
+		return false
+	}
+	if wal != "logical" {
+		c.add("", "", "wal_level is %s; logical replication needs wal_level = logical (postgresql.conf, then restart)", wal)
+	}
+	if !replication {
+		c.add("", "", "role %s has no REPLICATION attribute: it cannot create or read a replication slot (ALTER ROLE %s REPLICATION)",
+			c.role, pgx.Identifier{c.role}.Sanitize())
+	}
+	if freeSlots < 1 { // the reader's own slot (cdc-reader's default name) counts as free
+		c.add("", "", "no free replication slot (max_replication_slots is used up): raise it, or drop an unused slot")
+	}
+	if freeSenders < 1 {
+		c.add("", "", "no free WAL sender (max_wal_senders is used up): raise it")
+	}
+	if !heartbeat {
+		c.add("", "", "role %s may not call pg_logical_emit_message: the reader's heartbeats fail, and an idle shard retains WAL (GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO %s, or --heartbeat-interval 0)",
+			c.role, pgx.Identifier{c.role}.Sanitize())
+	}
+	return true
+}
+
+// table is what the catalog says about one configured table.
+type table struct {
+	oid      uint32
+	name     string // schema-qualified, for messages
+	columns  map[string]column
+	readable bool // the role may SELECT it
+}
+
+// column is one column: its type as format_type prints it (of the base
+// type, for a domain) and whether the pipeline maps it.
+type column struct {
+	typ    string
+	mapErr error
+}
+
+// table checks t: it exists, the role may read it, its columns map, its
+// replica identity carries the id. ok is false when it does not exist.
+func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) {
+	tab := &table{name: t.Schema + "." + t.Name, columns: map[string]column{}}
+	var ident string
+	var schemaUsage bool
+	err := c.conn.QueryRow(ctx, `
+		SELECT c.oid, c.relreplident::text, has_schema_privilege(n.oid, 'USAGE'), has_table_privilege(c.oid, 'SELECT')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, t.Schema, t.Name).
+		Scan(&tab.oid, &ident, &schemaUsage, &tab.readable)
+	if errors.Is(err, pgx.ErrNoRows) {
+		c.add(t.Name, "", "table %s does not exist on this shard (check schema and name in the table config)", tab.name)
+		return nil, false
+	}
+	if err != nil {
+		c.add(t.Name, "", "read the catalog: %v", err)
+		return nil, false
+	}
+	if !schemaUsage {
+		c.add(t.Name, "schema", "role %s has no USAGE on schema %s (GRANT USAGE ON SCHEMA %s TO %s)", c.role, t.Schema,
+			pgx.Identifier{t.Schema}.Sanitize(), pgx.Identifier{c.role}.Sanitize())
+	}
+	if !tab.readable {
+		c.add(t.Name, "", "role %s may not SELECT %s: the initial copy reads it (GRANT SELECT ON %s TO %s)", c.role, tab.name,
+			pgx.Identifier{t.Schema, t.Name}.Sanitize(), pgx.Identifier{c.role}.Sanitize())
+	}
+	rows, err := c.conn.Query(ctx, `
+		SELECT a.attname,
+		       format_type(CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE a.atttypid END,
+		                   CASE WHEN ty.typtype = 'd' THEN ty.typtypmod ELSE a.atttypmod END)
+		FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY a.attnum`, tab.oid)
+	if err != nil {
+		c.add(t.Name, "", "read the columns: %v", err)
+		return tab, true
+	}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			c.add(t.Name, "", "read the columns: %v", err)
+			break
+		}
+		col := column{typ: typ, mapErr: chstore.CheckType(typ)}
+		tab.columns[name] = col
+		if col.mapErr != nil {
+			c.add(t.Name, "", "column %s: %v: the loader would stop this table (change the column's type, or leave the table out)", name, col.mapErr)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		c.add(t.Name, "", "read the columns: %v", err)
+	}
+	c.requireColumn(t.Name, tab, "id_column", t.IDColumn, idKinds(t.IDLayout))
+	if t.ShardKey != "" {
+		c.requireColumn(t.Name, tab, "shard_key", t.ShardKey, nil)
+	}
+	c.replicaIdentity(ctx, t, tab, ident)
+	return tab, true
+}
+
+// replicaIdentity checks, as the reader does at start, that updates and
+// deletes will carry the id column.
+func (c *shardCheck) replicaIdentity(ctx context.Context, t *tables.Table, tab *table, ident string) {
+	var hasPK, idInIdentity bool
+	err := c.conn.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $1 AND i.indisprimary),
+		       EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = $1 AND a.attnum = ANY(i.indkey)
+		               WHERE i.indrelid = $1 AND a.attname = $2
+		                 AND (($3 = 'd' AND i.indisprimary) OR ($3 = 'i' AND i.indisreplident)))
+		         OR $3 = 'f'`, tab.oid, t.IDColumn, ident).Scan(&hasPK, &idInIdentity)
+	if err != nil {
+		c.add(t.Name, "", "read the replica identity: %v", err)
+		return
+	}
+	q := pgx.Identifier{t.Schema, t.Name}.Sanitize()
+	switch {
+	case ident == "n" || (ident == "d" && !hasPK):
+		c.add(t.Name, "", "no usable replica identity: once published, UPDATE and DELETE on it fail at the source (add a primary key, or ALTER TABLE %s REPLICA IDENTITY FULL)", q)
+	case !idInIdentity:
+		c.add(t.Name, "id_column", "column %s is not part of the replica identity, so deletes would not say which row went (make it the primary key, or ALTER TABLE %s REPLICA IDENTITY FULL)", t.IDColumn, q)
+	}
+}
+
+// publication checks that the readers' publication covers every table,
+// or that the role can create it.
+func (c *shardCheck) publication(ctx context.Context, tabs map[string]*table) {
+	pub := c.cfg.Publication
+	var exists, canCreate bool
+	if !c.query(ctx, "read the publication", `
+		SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
+		       has_database_privilege(current_database(), 'CREATE')`, []any{pub}, &exists, &canCreate) {
+		return
+	}
+	var missing, notOwned []string
+	for _, t := range c.cfg.Tables.Tables {
+		tab := tabs[t.Name]
+		if tab == nil {
+			continue
+		}
+		var in, owner bool
+		if !c.query(ctx, "read the publication's tables", `
+			SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3),
+			       pg_has_role((SELECT relowner FROM pg_class WHERE oid = $4), 'USAGE')`,
+			[]any{pub, t.Schema, t.Name, tab.oid}, &in, &owner) {
+			return
+		}
+		if !in {
+			missing = append(missing, pgx.Identifier{t.Schema, t.Name}.Sanitize())
+			if !owner {
+				notOwned = append(notOwned, t.Name)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	p := pgx.Identifier{pub}.Sanitize()
+	switch {
+	case !exists && (!canCreate || len(notOwned) > 0):
+		c.add("", "", "publication %s does not exist, and role %s cannot create it (it needs CREATE on the database and to own %s): as the tables' owner, run CREATE PUBLICATION %s FOR TABLE %s",
+			pub, c.role, strings.Join(notOwned, ", "), p, strings.Join(missing, ", "))
+	case exists && len(notOwned) > 0:
+		c.add("", "", "publication %s lacks %s, and role %s may not add them: as the tables' owner, run ALTER PUBLICATION %s ADD TABLE %s",
+			pub, strings.Join(missing, ", "), c.role, p, strings.Join(missing, ", "))
+	}
+	// Otherwise the reader creates the publication, or adds the tables, itself.
+}
+
+// kinds are type families a feature accepts; nil accepts any mapped type.
+type kinds []string
+
+var (
+	kindInteger   = kinds{"smallint", "integer", "bigint"}
+	kindNumeric   = kinds{"numeric("}
+	kindTime      = kinds{"timestamp with time zone", "timestamp without time zone", "date"}
+	kindText      = kinds{"text", "character varying", "character"}
+	kindUUID      = kinds{"uuid"}
+	kindIntOrUUID = append(append(kinds{}, kindInteger...), kindUUID...)
+)
+
+// accepts reports whether typ is of one of the kinds.
+func (k kinds) accepts(typ string) bool {
+	for _, p := range k {
+		if typ == p || strings.HasPrefix(typ, p+"(") || (strings.HasSuffix(p, "(") && strings.HasPrefix(typ, p)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (k kinds) String() string { return strings.TrimSuffix(strings.Join(k, ", "), "(") }
+
+// requireColumn reports a column a setting names that is missing, or of a
+// type the feature cannot use.
+func (c *shardCheck) requireColumn(table string, tab *table, field, name string, want kinds) (column, bool) {
+	col, ok := tab.columns[name]
+	if !ok {
+		c.add(table, field, "column %q does not exist in %s", name, tab.name)
+		return col, false
+	}
+	if want != nil && !want.accepts(col.typ) {
+		c.add(table, field, "column %s is %s; this setting needs one of: %s", name, col.typ, want)
+		return col, false
+	}
+	return col, true
+}
+
+// idKinds are the column types an id layout decodes.
+func idKinds(layout string) kinds {
+	switch base, _, _ := strings.Cut(layout, ":"); base {
+	case "uuidv7", "uuidv4", "pgdog-hash-uuid":
+		return kindUUID
+	case "serial":
+		return kindInteger
+	}
+	return kinds{"bigint"}
+}

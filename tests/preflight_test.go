@@ -1,0 +1,185 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// runPreflight runs the preflight binary and returns its exit status,
+// stdout and stderr.
+func runPreflight(ctx context.Context, t *testing.T, bin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	case err != nil:
+		t.Fatalf("preflight: %v", err)
+	}
+	return 0, stdout.String(), stderr.String()
+}
+
+// TestPreflight: the check command against two live shards. A correct
+// config passes with the superuser; the stack's least-privilege role
+// passes on the demo tables it was granted (the recipe in README) and is
+// told exactly what it lacks on the test's own tables. A deliberately
+// broken config gets one line per problem — a missing column, a layout
+// that does not decode the ids, a revenue amount that is not numeric(p,s),
+// an unmapped column type, a table without replica identity, a missing
+// table — and the same shards numbered 1 and 2 are told their ids name
+// shards 0 and 1. Exit status 1 with problems, 0 without, 2 for a bad
+// fleet file, before anything connects.
+func TestPreflight(t *testing.T) {
+	st := loadStack(t)
+	if len(st.ShardDSNs) < 2 {
+		t.Skip("needs two shards")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	suffix := randSuffix()
+	docs, keyless, odd := "pf_docs_"+suffix, "pf_keyless_"+suffix, "pf_odd_"+suffix
+	execOn := func(shard int, sql string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, st.ShardDSNs[shard])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("shard %d: %s: %v", shard, sql, err)
+		}
+	}
+	for s := 0; s < 2; s++ {
+		execOn(s, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY DEFAULT tributary.next_id(), workspace_id bigint NOT NULL,
+			title text, amount numeric(12,2), currency char(3), status text, created_at timestamptz NOT NULL DEFAULT now())`, docs))
+		execOn(s, fmt.Sprintf(`INSERT INTO %s (workspace_id, title, amount, currency, status)
+			SELECT g, 'doc ' || g, g * 1.25, 'EUR', 'paid' FROM generate_series(1, 20) g`, docs))
+		execOn(s, fmt.Sprintf(`CREATE TABLE %s (id bigint DEFAULT tributary.next_id(), note text)`, keyless))
+		execOn(s, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY DEFAULT tributary.next_id(), raw numeric)`, odd))
+	}
+	t.Cleanup(func() {
+		for s := 0; s < 2; s++ {
+			execOn(s, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s", docs, keyless, odd))
+		}
+	})
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "preflight")
+	if out, err := osexec(ctx, "go", "build", "-o", bin, "../cmd/preflight"); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	write := func(name, data string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	env := []string{"PF_0_DSN=" + st.ShardDSNs[0], "PF_1_DSN=" + st.ShardDSNs[1],
+		"PF_0_REPL=" + st.ReplDSNs[0], "PF_1_REPL=" + st.ReplDSNs[1]}
+	superFleet := write("super.json", `{"shards": [{"shard": 0, "dsn_env": "PF_0_DSN"}, {"shard": 1, "dsn_env": "PF_1_DSN"}]}`)
+	replFleet := write("repl.json", `{"shards": [{"shard": 0, "dsn_env": "PF_0_DSN", "reader_dsn_env": "PF_0_REPL"},
+		{"shard": 1, "dsn_env": "PF_1_DSN", "reader_dsn_env": "PF_1_REPL"}]}`)
+	oneBased := write("one.json", `{"shards": [{"shard": 1, "name": "first", "dsn_env": "PF_0_DSN"}, {"shard": 2, "dsn_env": "PF_1_DSN"}]}`)
+	pub := "pf_pub_" + suffix
+	good := write("good.json", fmt.Sprintf(`{"tables": [
+		{"name": %q, "id_column": "id", "id_layout": "seed000", "shard_key": "workspace_id",
+		 "search": {"time_column": "created_at", "title_column": "title", "workspace_column": "workspace_id"}}],
+		"revenue": {"table": %[1]q, "amount_column": "amount", "currency_column": "currency", "time_column": "created_at",
+		            "status_column": "status", "count_statuses": ["paid"]}}`, docs))
+
+	// Correct, as the superuser (who may create the publication).
+	code, out, errOut := runPreflight(ctx, t, bin, env, "--fleet", superFleet, "--tables", good, "--publication", pub)
+	if code != 0 || out != "" || !strings.Contains(errOut, "2 shards, 1 tables: no problems") {
+		t.Fatalf("good config as superuser: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// The stack's least-privilege role on the demo tables it was granted.
+	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", replFleet, "--tables", "../deploy/local/tables.json")
+	if code != 0 || out != "" {
+		t.Fatalf("demo tables as the stack's replication role: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// The same role on the test's table: no SELECT, no way into the publication.
+	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", replFleet, "--tables", good, "--publication", pub)
+	wantLines(t, "good config as the replication role", code, out, errOut, []string{
+		fmt.Sprintf("shard 0: table %s: role tributary_repl may not SELECT public.%[1]s: the initial copy reads it (GRANT SELECT ON \"public\".%[2]q TO \"tributary_repl\")", docs, docs),
+		fmt.Sprintf("shard 0: publication %s does not exist, and role tributary_repl cannot create it", pub),
+		fmt.Sprintf("shard 1: table %s: role tributary_repl may not SELECT", docs),
+		fmt.Sprintf("shard 1: publication %s does not exist", pub),
+	})
+
+	// Broken on purpose.
+	broken := write("broken.json", fmt.Sprintf(`{"tables": [
+		{"name": %q, "id_column": "id", "id_layout": "uuidv7", "shard_key": "workspace"},
+		{"name": %q, "id_column": "id", "id_layout": "seed000"},
+		{"name": %q, "id_column": "id", "id_layout": "seed000"},
+		{"name": "pf_nosuch_%s", "id_column": "id", "id_layout": "serial"}],
+		"revenue": {"table": %[1]q, "amount_column": "title", "currency_column": "currency", "time_column": "created_at"}}`,
+		docs, keyless, odd, suffix))
+	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", superFleet, "--tables", broken, "--shard", "1", "--publication", pub)
+	wantLines(t, "broken config", code, out, errOut, []string{
+		fmt.Sprintf(`shard 1: table %s: shard_key: column "workspace" does not exist in public.%[1]s`, docs),
+		fmt.Sprintf("shard 1: table %s: id_column: column id is bigint; this setting needs one of: uuid", docs),
+		fmt.Sprintf("shard 1: table %s: no usable replica identity", keyless),
+		fmt.Sprintf(`shard 1: table %s: column raw: unmapped PostgreSQL type: "numeric" (unconstrained numeric`, odd),
+		fmt.Sprintf("shard 1: table pf_nosuch_%s: table public.pf_nosuch_%[1]s does not exist on this shard", suffix),
+		fmt.Sprintf("shard 1: table %s: revenue.amount_column: column title is text; this setting needs one of: numeric", docs),
+		fmt.Sprintf("shard 1: table %s: id_layout: 20 of 20 sampled ids do not decode as uuidv7", docs),
+	})
+
+	// Numbered from 1: the ids say 0 and 1.
+	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", oneBased, "--tables", good, "--publication", pub)
+	wantLines(t, "fleet numbered from 1", code, out, errOut, []string{
+		fmt.Sprintf("shard 1 (first): table %s: id_layout: 0 of 20 sampled ids name this shard under seed000 (shard 0: 20)", docs),
+		fmt.Sprintf("shard 2: table %s: id_layout: 0 of 20 sampled ids name this shard under seed000 (shard 1: 20)", docs),
+	})
+
+	// A bad fleet file: exit 2, nothing connected.
+	twice := write("twice.json", `{"shards": [{"shard": 1, "dsn_env": "PF_0_DSN"}, {"shard": 1, "dsn_env": "PF_1_DSN"}]}`)
+	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", twice, "--tables", good)
+	if code != 2 || out != "" || !strings.Contains(errOut, twice+":1:60: shards[1].shard: shard 1 is listed twice (also shards[0])") {
+		t.Fatalf("fleet with a shard twice: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// wantLines checks that preflight exited 1 and printed exactly the
+// expected problems, one line each (each want is a prefix of its line).
+func wantLines(t *testing.T, what string, code int, out, errOut string, want []string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 1 || len(lines) != len(want) {
+		t.Fatalf("%s: exit %d, %d lines, want exit 1 and %d lines:\n%s%s", what, code, len(lines), len(want), out, errOut)
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l, w)
+		}
+		if !found {
+			t.Errorf("%s: no line starts with\n  %s\nlines:\n%s", what, w, out)
+		}
+	}
+}
+
+// osexec runs a command and returns its combined output.
+func osexec(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, name, args...).CombinedOutput()
+}
