@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -19,7 +20,7 @@ const (
 
 // documentedBinaries are the binaries (and bench's subcommands) whose
 // flags the README lists: all of them.
-var documentedBinaries = []string{"cdc-reader", "loader", "api", "verify", "loadgen", "embedded-kafka",
+var documentedBinaries = []string{"cdc-reader", "loader", "api", "verify", "loadgen", "preflight", "embedded-kafka",
 	"bench loader", "bench reader", "bench api", "bench latency", "bench sustain"}
 
 // helpFlag is one flag as --help prints it.
@@ -128,6 +129,16 @@ func TestREADMEFlagTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(readme)
+	// Every binary under cmd/ is documented: a new one cannot be forgotten.
+	dirs, err := os.ReadDir("../cmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d.IsDir() && !slices.ContainsFunc(documentedBinaries, func(b string) bool { return strings.Fields(b)[0] == d.Name() }) {
+			t.Errorf("cmd/%s is not in documentedBinaries: its flags would be missing from the README", d.Name())
+		}
+	}
 	begin, end := strings.Index(text, flagsBegin), strings.Index(text, flagsEnd)
 	if begin < 0 || end < begin {
 		t.Fatalf("README.md has no generated flag table (between %q and %q)", flagsBegin, flagsEnd)
