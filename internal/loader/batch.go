@@ -497,32 +497,26 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		} else {
 			row := sourceRow(ev, idColumn)
 			if len(ev.Unchanged) > 0 {
-				// The base is the newest earlier version: this batch's
-				// image or the stored row, whichever is newer (the version
-				// map may have forgotten a newer stored one). A newest
-				// version that is a tombstone is no base.
-				// The newest of: this batch's image, the stored row, the
-				// cached image as of the batch's start. Ties go to the
-				// batch.
-				var base func(col string) any
-				var baseVersion uint64
-				found := false
+				// The candidates: this batch's image, the stored row as of
+				// the batch's start, the cached image as of the batch's
+				// start (when it has the columns). pickBase states the
+				// invariant that makes one of them the update's base.
+				var cands []base
 				if j, ok := latest[k]; ok {
-					base, baseVersion, found = func(col string) any { return block.Value(j, col) }, batchVersion[k], true
+					cands = append(cands, base{version: batchVersion[k], value: func(col string) any { return block.Value(j, col) }})
 				}
-				if st, ok := stored[k]; ok && (!found || st.Version > baseVersion) {
-					base, baseVersion, found = nil, st.Version, true
-					if !st.Deleted {
-						base = func(col string) any { return st.Values[col] }
-					}
+				if st, ok := stored[k]; ok {
+					cands = append(cands, base{version: st.Version, deleted: st.Deleted, value: func(col string) any { return st.Values[col] }})
 				}
-				if im, ok := pinned[k]; ok && im.Covers(ev.Unchanged) && (!found || im.Version > baseVersion) {
-					base = nil
-					if !im.Deleted {
-						base = func(col string) any { return im.Values[col] }
-					}
+				if im, ok := pinned[k]; ok && im.Covers(ev.Unchanged) {
+					cands = append(cands, base{version: im.Version, deleted: im.Deleted, value: func(col string) any { return im.Values[col] }})
 				}
-				if base == nil {
+				b, verdict := pickBase(ver, cands)
+				switch verdict {
+				case baseSuperseded:
+					l.m.dropped.WithLabelValues(name).Inc()
+					continue
+				case baseMissing:
 					dead = append(dead, deadLetter{c.rec, "toast_without_base",
 						fmt.Errorf("row %s/%d: unchanged TOAST columns %s but no earlier version is stored",
 							ev.ID, ev.Shard, strings.Join(ev.Unchanged, ","))})
@@ -530,7 +524,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 				}
 				row.Filled = map[string]any{}
 				for _, col := range ev.Unchanged {
-					row.Filled[col] = base(col)
+					row.Filled[col] = b.value(col)
 				}
 			}
 			err = block.Set(i, row)

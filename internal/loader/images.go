@@ -160,3 +160,57 @@ func (l *Loader) cacheMetrics() {
 		l.evictedSeen = n
 	}
 }
+
+// base is one candidate for the base of an unchanged-TOAST update: a known
+// version of the row (this batch's image, the stored row, the cached
+// image), with its values.
+type base struct {
+	version uint64
+	deleted bool
+	value   func(col string) any // nil when deleted
+}
+
+// baseVerdict is what an unchanged-TOAST update's candidates make of it.
+type baseVerdict int
+
+const (
+	baseFound      baseVerdict = iota // the newest candidate is older than the update and live
+	baseSuperseded                    // a candidate is as new as the update or newer: the update changes nothing
+	baseMissing                       // no candidate, or the newest is a tombstone: the source sent no earlier version
+)
+
+// pickBase chooses the base of an unchanged-TOAST update at version ver
+// among the known versions of its row (ties go to the earlier candidate:
+// pass the batch's image first).
+//
+// The invariant that makes a missing base impossible after a crash, a
+// replay or a rebalance: the base is the newest known version, and it is
+// used only if it is older than the update. Every change of a row reaches
+// its partition in commit order, so everything before the update was
+// either written (ClickHouse, the cache) or is earlier in the batch: the
+// newest known version below the update is its predecessor at the source.
+// A known version at or above the update means the update was already
+// superseded — a replay after the loader died between writing a newer
+// version (typically a move's delete at the source) and committing its
+// offset — and ReplacingMergeTree would hide it anyway: it is dropped like
+// any stale version, never filled from a newer version, and never taken
+// for "no base" because the newer version is a tombstone. Only a row
+// without any earlier version, or whose predecessor is a tombstone (a
+// TRUNCATE or re-snapshot removed it), has no base: a real gap in the
+// source's stream, for the dead-letter topic.
+func pickBase(ver uint64, candidates []base) (base, baseVerdict) {
+	var best base
+	found := false
+	for _, c := range candidates {
+		if c.version >= ver {
+			return base{}, baseSuperseded
+		}
+		if !found || c.version > best.version {
+			best, found = c, true
+		}
+	}
+	if !found || best.deleted {
+		return base{}, baseMissing
+	}
+	return best, baseFound
+}
