@@ -134,3 +134,43 @@ func TestLoaderReplayBehindMove(t *testing.T) {
 		stop()
 	}
 }
+
+// TestLoaderUpdateOfRowNotCopied: an unchanged-TOAST update of a row of
+// which no version exists anywhere. Streamed before its shard's copy ended
+// (below every watermark of the shard), it is the update of a row the
+// copy missed because it was deleted meanwhile — its delete follows, and
+// the update is dropped, not dead-lettered (the TOAST-heavy kill-nine test
+// found this with rows edited and moved during the copy). Streamed after a
+// watermark of its shard, it is a real gap and goes to the dead-letter
+// topic, as before.
+func TestLoaderUpdateOfRowNotCopied(t *testing.T) {
+	p := newMeteredPipeline(t, []int{0}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cols, part, ids := p.craftedIDs(ctx, 3)
+	missed, gap, sentinel := ids[0], ids[1], ids[2]
+	// The reader's watermarks of shard 0 are stored: every one is far
+	// above 0/1600 and far below FF/0.
+	p.waitFor(ctx, 30*time.Second, "a stored watermark of shard 0", func() bool {
+		return p.chCount(ctx, "SELECT count() FROM %[1]s._watermarks WHERE shard = 0 AND partition = ?", uint32(part)) > 0
+	})
+	recs := p.produce(ctx,
+		p.record(p.keepBody(cols, missed, "0/1500", "edited during the copy"), part),
+		p.record(p.changeEnv(cols, envelope.OpDelete, missed, lsn("0/1600"), nil), part),
+		p.record(p.keepBody(cols, gap, "FF/0", "no copy, no insert"), part),
+		p.record(p.changeEnv(cols, envelope.OpInsert, sentinel, lsn("FF/100"), docRow(sentinel, "1", "s", "b")), part),
+	)
+	p.waitDoc(ctx, sentinel, "sentinel", func(s int, _ docAnswer) bool { return s == http.StatusOK })
+	p.waitFor(ctx, 30*time.Second, "commit past the sentinel", func() bool { return p.committed(ctx, part) > recs[3].Offset })
+	if n := p.dlqRecords(ctx); n != 1 {
+		t.Errorf("the dead-letter topic holds %d records, want 1 (the update after a watermark, offset %d)", n, recs[2].Offset)
+	}
+	if v, _ := p.metric("tributary_loader_dlq_records_total", map[string]string{"topic": p.topic(), "reason": "toast_without_base"}); v != 1 {
+		t.Errorf("%v updates without a base dead-lettered, want 1", v)
+	}
+	for _, id := range []int64{missed, gap} {
+		if s, d := p.getDoc(ctx, id); s != http.StatusNotFound {
+			t.Errorf("id %d: status %d, %+v; want 404", id, s, d)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package loader
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -176,7 +178,8 @@ type baseVerdict int
 const (
 	baseFound      baseVerdict = iota // the newest candidate is older than the update and live
 	baseSuperseded                    // a candidate is as new as the update or newer: the update changes nothing
-	baseMissing                       // no candidate, or the newest is a tombstone: the source sent no earlier version
+	baseTombstone                     // the newest candidate is a tombstone: a TRUNCATE or re-snapshot removed the row
+	baseNone                          // no version of the row is known at all (see Loader.baseless)
 )
 
 // pickBase chooses the base of an unchanged-TOAST update at version ver
@@ -194,10 +197,10 @@ const (
 // version (typically a move's delete at the source) and committing its
 // offset — and ReplacingMergeTree would hide it anyway: it is dropped like
 // any stale version, never filled from a newer version, and never taken
-// for "no base" because the newer version is a tombstone. Only a row
-// without any earlier version, or whose predecessor is a tombstone (a
-// TRUNCATE or re-snapshot removed it), has no base: a real gap in the
-// source's stream, for the dead-letter topic.
+// for "no base" because the newer version is a tombstone. A predecessor
+// that is a tombstone is a real gap (an update of a truncated row), for
+// the dead-letter topic; a row without any known version is decided by
+// Loader.baseless.
 func pickBase(ver uint64, candidates []base) (base, baseVerdict) {
 	var best base
 	found := false
@@ -209,8 +212,60 @@ func pickBase(ver uint64, candidates []base) (base, baseVerdict) {
 			best, found = c, true
 		}
 	}
-	if !found || best.deleted {
-		return base{}, baseMissing
+	switch {
+	case !found:
+		return base{}, baseNone
+	case best.deleted:
+		return base{}, baseTombstone
 	}
 	return best, baseFound
+}
+
+// baseless decides an unchanged-TOAST update c of a row of which no
+// version is known at all: superseded (dropped) when it may have been
+// streamed before its shard's initial copy ended, baseNone (the
+// dead-letter topic) when a watermark proves the copy had ended.
+//
+// Why that is exact. A row that existed before the slot's consistent
+// point C reaches Kafka only through the copy (version 0 of its epoch,
+// before every streamed record of the shard in the partition); the copy
+// is not consistent (internal/reader/snapshot.go), so a chunk that reads
+// the row after it was deleted misses it. An update of such a row
+// streamed after C has no earlier version anywhere — and the row's delete
+// (or TRUNCATE, or key change) committed before that chunk read, so it is
+// streamed after the update and supersedes it: dropping the update is
+// what ClickHouse would show once the delete is in. A row that still
+// existed when the copy ended was copied, so an update committed after
+// the copy's end E with no known version is a real gap (a table added to
+// the publication without a copy). The reader publishes no watermark of a
+// shard below E, so a watermark of the update's shard in its partition
+// with a position below the update's commit proves the update came after
+// E: one earlier in this batch, or the newest stored one. The one case
+// decided as superseded though it is a gap: an update committed between
+// E and the shard's first watermark in that partition (a fraction of a
+// second; every later update of such a table still reaches the
+// dead-letter topic). A watermark from before a re-snapshot proves less
+// than that (it is below the new copy's end): such an update goes to the
+// dead-letter topic, the cautious side.
+func (l *Loader) baseless(ctx context.Context, t *chstore.Table, c change) (baseVerdict, error) {
+	commit := uint64(c.ev.CommitLSN)
+	if c.watermark > 0 && c.watermark < commit {
+		return baseNone, nil
+	}
+	var stored uint64
+	err := l.retry(ctx, "watermark of "+t.Name, func() error {
+		var err error
+		stored, err = l.store.WatermarkLSN(ctx, c.rec.Topic, c.rec.Partition, uint16(c.ev.Shard))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if stored > 0 && stored < commit {
+		return baseNone, nil
+	}
+	l.log.Debug("unchanged-TOAST update of a row the copy did not contain: superseded by its delete",
+		slog.String("table", t.Name), slog.String("id", c.ev.ID), slog.Int("shard", c.ev.Shard),
+		slog.Int("partition", int(c.rec.Partition)), slog.Int64("offset", c.rec.Offset))
+	return baseSuperseded, nil
 }

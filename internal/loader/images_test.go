@@ -165,12 +165,12 @@ func TestPickBase(t *testing.T) {
 		want  baseVerdict
 		body  string // with baseFound
 	}{
-		{name: "nothing known", ver: 20, want: baseMissing},
+		{name: "nothing known", ver: 20, want: baseNone},
 		{name: "stored predecessor", ver: 20, cands: []base{live(10, "stored")}, want: baseFound, body: "stored"},
 		{name: "batch newer than stored", ver: 30, cands: []base{live(20, "batch"), live(10, "stored")}, want: baseFound, body: "batch"},
 		{name: "stored newer than batch", ver: 30, cands: []base{live(10, "batch"), live(20, "stored")}, want: baseFound, body: "stored"},
 		{name: "tie goes to the batch", ver: 30, cands: []base{live(20, "batch"), live(20, "stored")}, want: baseFound, body: "batch"},
-		{name: "predecessor is a tombstone (truncated)", ver: 30, cands: []base{tomb(20)}, want: baseMissing},
+		{name: "predecessor is a tombstone (truncated)", ver: 30, cands: []base{tomb(20)}, want: baseTombstone},
 		{name: "re-inserted after a tombstone", ver: 30, cands: []base{live(25, "batch"), tomb(20)}, want: baseFound, body: "batch"},
 		// The order the kill-nine test found: insert, edit, edit, then the
 		// row's delete at the source (a move), written before the loader
@@ -198,5 +198,23 @@ func TestPickBase(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBaselessAfterWatermark: an unchanged-TOAST update of a row of which
+// nothing is known, behind a watermark of its shard (in its batch) below
+// its commit, came after the shard's copy ended: a real gap, for the
+// dead-letter topic (without a read of ClickHouse: the loader has no
+// store here).
+func TestBaselessAfterWatermark(t *testing.T) {
+	l := testLoader(t, 1<<20)
+	c := ch(envelope.OpUpdate, "1", 300, "body")
+	c.ev.CommitLSN, c.watermark = 308, 200
+	tbl, err := chstore.Layout("documents", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true}, {Name: "body", Type: "text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := l.baseless(t.Context(), tbl, c); err != nil || v != baseNone {
+		t.Errorf("baseless = %d, %v; want baseNone", v, err)
 	}
 }
