@@ -194,6 +194,19 @@ func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []str
 // written out, on the id alone.
 var baseLookup = clickhouse.Settings{"use_uncompressed_cache": 1, "max_block_size": 1024, "optimize_move_to_prewhere": 0}
 
+// WatermarkLSN returns the newest stored watermark of shard in a topic's
+// partition (0: none yet). The loader reads it for an unchanged-TOAST
+// update of a row it knows no version of: a watermark proves that the
+// shard's initial copy had ended.
+func (s *Store) WatermarkLSN(ctx context.Context, topic string, partition int32, shard uint16) (uint64, error) {
+	var lsn uint64
+	q := fmt.Sprintf("SELECT max(commit_lsn) FROM %s.%s WHERE shard = ? AND topic = ? AND partition = ?", quote(s.db), watermarksTable)
+	if err := s.conn.QueryRow(ctx, q, shard, topic, uint32(partition)).Scan(&lsn); err != nil {
+		return 0, fmt.Errorf("watermark of shard %d in %s/%d: %w", shard, topic, partition, err)
+	}
+	return lsn, nil
+}
+
 // Stored is a row as read back from ClickHouse.
 type Stored struct {
 	Values  map[string]any

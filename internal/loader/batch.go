@@ -23,6 +23,17 @@ import (
 type change struct {
 	rec *kgo.Record
 	ev  *envelope.Event
+	// watermark is the newest watermark of the change's shard before it in
+	// its partition in this batch (0: none): proof that the shard's copy had
+	// ended before the change (baseless, images.go).
+	watermark uint64
+}
+
+// partShard is a partition of a topic and a shard writing to it.
+type partShard struct {
+	topic     string
+	partition int32
+	shard     uint16
 }
 
 // deadLetter is a record that cannot be applied, with the reason.
@@ -46,6 +57,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	// Counted per batch, added once: a labelled counter costs a hash of its
 	// labels on every call.
 	counts := map[[2]string]int{}
+	seenWM := map[partShard]uint64{} // the newest watermark so far, by partition and shard
 	defer func() {
 		for k, n := range counts {
 			l.m.records.WithLabelValues(k[0], k[1]).Add(float64(n))
@@ -76,6 +88,8 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 				Topic: r.Topic, Partition: r.Partition, Partitions: ev.Partitions,
 				Shard: uint16(ev.Shard), CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime,
 			})
+			ps := partShard{r.Topic, r.Partition, uint16(ev.Shard)}
+			seenWM[ps] = max(seenWM[ps], uint64(ev.CommitLSN))
 			commit = append(commit, r)
 		case envelope.KindChange:
 			counts[[2]string{r.Topic, "change"}]++
@@ -87,7 +101,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 			if _, seen := byTable[t.Name]; !seen {
 				order = append(order, t.Name)
 			}
-			byTable[t.Name] = append(byTable[t.Name], change{r, ev})
+			byTable[t.Name] = append(byTable[t.Name], change{r, ev, seenWM[partShard{r.Topic, r.Partition, uint16(ev.Shard)}]})
 		}
 	}
 
@@ -498,40 +512,44 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		} else {
 			row := sourceRow(ev, idColumn)
 			if len(ev.Unchanged) > 0 {
-				// The base is the newest earlier version: this batch's
-				// image or the stored row, whichever is newer (the version
-				// map may have forgotten a newer stored one). A newest
-				// version that is a tombstone is no base.
-				// The newest of: this batch's image, the stored row, the
-				// cached image as of the batch's start. Ties go to the
-				// batch.
-				var base func(col string) any
-				var baseVersion uint64
-				found := false
+				// The candidates: this batch's image, the stored row as of
+				// the batch's start, the cached image as of the batch's
+				// start (when it has the columns). pickBase states the
+				// invariant that makes one of them the update's base.
+				var cands []base
 				if j, ok := latest[k]; ok {
-					base, baseVersion, found = func(col string) any { return block.Value(j, col) }, batchVersion[k], true
+					cands = append(cands, base{version: batchVersion[k], value: func(col string) any { return block.Value(j, col) }})
 				}
-				if st, ok := stored[k]; ok && (!found || st.Version > baseVersion) {
-					base, baseVersion, found = nil, st.Version, true
-					if !st.Deleted {
-						base = func(col string) any { return st.Values[col] }
+				if st, ok := stored[k]; ok {
+					cands = append(cands, base{version: st.Version, deleted: st.Deleted, value: func(col string) any { return st.Values[col] }})
+				}
+				if im, ok := pinned[k]; ok && im.Covers(ev.Unchanged) {
+					cands = append(cands, base{version: im.Version, deleted: im.Deleted, value: func(col string) any { return im.Values[col] }})
+				}
+				b, verdict := pickBase(ver, cands)
+				if verdict == baseNone {
+					verdict, err = l.baseless(ctx, t, c)
+					if err != nil {
+						return nil, nil, nil, err
 					}
 				}
-				if im, ok := pinned[k]; ok && im.Covers(ev.Unchanged) && (!found || im.Version > baseVersion) {
-					base = nil
-					if !im.Deleted {
-						base = func(col string) any { return im.Values[col] }
+				switch verdict {
+				case baseSuperseded:
+					l.m.dropped.WithLabelValues(name).Inc()
+					continue
+				case baseNone, baseTombstone:
+					what := "no earlier version is stored"
+					if verdict == baseTombstone {
+						what = "the newest earlier version is deleted (a TRUNCATE or re-snapshot removed the row)"
 					}
-				}
-				if base == nil {
 					dead = append(dead, deadLetter{c.rec, "toast_without_base",
-						fmt.Errorf("row %s/%d: unchanged TOAST columns %s but no earlier version is stored",
-							ev.ID, ev.Shard, strings.Join(ev.Unchanged, ","))})
+						fmt.Errorf("row %s/%d: unchanged TOAST columns %s but %s",
+							ev.ID, ev.Shard, strings.Join(ev.Unchanged, ","), what)})
 					continue
 				}
 				row.Filled = map[string]any{}
 				for _, col := range ev.Unchanged {
-					row.Filled[col] = base(col)
+					row.Filled[col] = b.value(col)
 				}
 			}
 			err = block.Set(i, row)

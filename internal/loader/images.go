@@ -1,6 +1,8 @@
 package loader
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -159,4 +161,111 @@ func (l *Loader) cacheMetrics() {
 		l.m.imageEvictions.Add(float64(n - l.evictedSeen))
 		l.evictedSeen = n
 	}
+}
+
+// base is one candidate for the base of an unchanged-TOAST update: a known
+// version of the row (this batch's image, the stored row, the cached
+// image), with its values.
+type base struct {
+	version uint64
+	deleted bool
+	value   func(col string) any // nil when deleted
+}
+
+// baseVerdict is what an unchanged-TOAST update's candidates make of it.
+type baseVerdict int
+
+const (
+	baseFound      baseVerdict = iota // the newest candidate is older than the update and live
+	baseSuperseded                    // a candidate is as new as the update or newer: the update changes nothing
+	baseTombstone                     // the newest candidate is a tombstone: a TRUNCATE or re-snapshot removed the row
+	baseNone                          // no version of the row is known at all (see Loader.baseless)
+)
+
+// pickBase chooses the base of an unchanged-TOAST update at version ver
+// among the known versions of its row (ties go to the earlier candidate:
+// pass the batch's image first).
+//
+// The invariant that makes a missing base impossible after a crash, a
+// replay or a rebalance: the base is the newest known version, and it is
+// used only if it is older than the update. Every change of a row reaches
+// its partition in commit order, so everything before the update was
+// either written (ClickHouse, the cache) or is earlier in the batch: the
+// newest known version below the update is its predecessor at the source.
+// A known version at or above the update means the update was already
+// superseded — a replay after the loader died between writing a newer
+// version (typically a move's delete at the source) and committing its
+// offset — and ReplacingMergeTree would hide it anyway: it is dropped like
+// any stale version, never filled from a newer version, and never taken
+// for "no base" because the newer version is a tombstone. A predecessor
+// that is a tombstone is a real gap (an update of a truncated row), for
+// the dead-letter topic; a row without any known version is decided by
+// Loader.baseless.
+func pickBase(ver uint64, candidates []base) (base, baseVerdict) {
+	var best base
+	found := false
+	for _, c := range candidates {
+		if c.version >= ver {
+			return base{}, baseSuperseded
+		}
+		if !found || c.version > best.version {
+			best, found = c, true
+		}
+	}
+	switch {
+	case !found:
+		return base{}, baseNone
+	case best.deleted:
+		return base{}, baseTombstone
+	}
+	return best, baseFound
+}
+
+// baseless decides an unchanged-TOAST update c of a row of which no
+// version is known at all: superseded (dropped) when it may have been
+// streamed before its shard's initial copy ended, baseNone (the
+// dead-letter topic) when a watermark proves the copy had ended.
+//
+// Why that is exact. A row that existed before the slot's consistent
+// point C reaches Kafka only through the copy (version 0 of its epoch,
+// before every streamed record of the shard in the partition); the copy
+// is not consistent (internal/reader/snapshot.go), so a chunk that reads
+// the row after it was deleted misses it. An update of such a row
+// streamed after C has no earlier version anywhere — and the row's delete
+// (or TRUNCATE, or key change) committed before that chunk read, so it is
+// streamed after the update and supersedes it: dropping the update is
+// what ClickHouse would show once the delete is in. A row that still
+// existed when the copy ended was copied, so an update committed after
+// the copy's end E with no known version is a real gap (a table added to
+// the publication without a copy). The reader publishes no watermark of a
+// shard below E, so a watermark of the update's shard in its partition
+// with a position below the update's commit proves the update came after
+// E: one earlier in this batch, or the newest stored one. The one case
+// decided as superseded though it is a gap: an update committed between
+// E and the shard's first watermark in that partition (a fraction of a
+// second; every later update of such a table still reaches the
+// dead-letter topic). A watermark from before a re-snapshot proves less
+// than that (it is below the new copy's end): such an update goes to the
+// dead-letter topic, the cautious side.
+func (l *Loader) baseless(ctx context.Context, t *chstore.Table, c change) (baseVerdict, error) {
+	commit := uint64(c.ev.CommitLSN)
+	if c.watermark > 0 && c.watermark < commit {
+		return baseNone, nil
+	}
+	var stored uint64
+	err := l.retry(ctx, "watermark of "+t.Name, func() error {
+		var err error
+		stored, err = l.store.WatermarkLSN(ctx, c.rec.Topic, c.rec.Partition, uint16(c.ev.Shard))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if stored > 0 && stored < commit {
+		return baseNone, nil
+	}
+	l.log.Debug("unchanged-TOAST update of a row the copy did not contain: superseded by its delete",
+		slog.String("table", t.Name), slog.String("id", c.ev.ID), slog.Int("shard", c.ev.Shard),
+		slog.Int("partition", int(c.rec.Partition)), slog.Int64("offset", c.rec.Offset))
+	return baseSuperseded, nil
 }

@@ -145,3 +145,76 @@ func TestImageOf(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestPickBase: the base of an unchanged-TOAST update is the newest known
+// version of its row, used only when it is older than the update. A known
+// version at or above the update supersedes it — the loader replaying,
+// after a crash, an update whose row it had already deleted (a move's
+// delete at the source) — which is a drop, never "no base"; only a row
+// with no earlier version, or whose newest earlier version is a
+// tombstone, has none.
+func TestPickBase(t *testing.T) {
+	live := func(v uint64, body string) base {
+		return base{version: v, value: func(string) any { return body }}
+	}
+	tomb := func(v uint64) base { return base{version: v, deleted: true} }
+	tests := []struct {
+		name  string
+		ver   uint64
+		cands []base
+		want  baseVerdict
+		body  string // with baseFound
+	}{
+		{name: "nothing known", ver: 20, want: baseNone},
+		{name: "stored predecessor", ver: 20, cands: []base{live(10, "stored")}, want: baseFound, body: "stored"},
+		{name: "batch newer than stored", ver: 30, cands: []base{live(20, "batch"), live(10, "stored")}, want: baseFound, body: "batch"},
+		{name: "stored newer than batch", ver: 30, cands: []base{live(10, "batch"), live(20, "stored")}, want: baseFound, body: "stored"},
+		{name: "tie goes to the batch", ver: 30, cands: []base{live(20, "batch"), live(20, "stored")}, want: baseFound, body: "batch"},
+		{name: "predecessor is a tombstone (truncated)", ver: 30, cands: []base{tomb(20)}, want: baseTombstone},
+		{name: "re-inserted after a tombstone", ver: 30, cands: []base{live(25, "batch"), tomb(20)}, want: baseFound, body: "batch"},
+		// The order the kill-nine test found: insert, edit, edit, then the
+		// row's delete at the source (a move), written before the loader
+		// died and the offsets were committed. The replayed second edit
+		// sees the stored tombstone, newer than itself.
+		{name: "replay behind a stored delete", ver: 2559, cands: []base{tomb(2600)}, want: baseSuperseded},
+		{name: "replay behind a stored delete, predecessor in the batch", ver: 2559,
+			cands: []base{live(2495, "batch"), tomb(2600)}, want: baseSuperseded},
+		{name: "replay behind a stored newer version", ver: 2559, cands: []base{live(2600, "stored")}, want: baseSuperseded},
+		{name: "redelivery of the stored version itself", ver: 2559, cands: []base{live(2559, "stored")}, want: baseSuperseded},
+		{name: "cached tombstone newer", ver: 2559, cands: []base{live(2495, "batch"), live(2495, "stored"), tomb(2600)}, want: baseSuperseded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, got := pickBase(tc.ver, tc.cands)
+			if got != tc.want {
+				t.Fatalf("verdict %d, want %d", got, tc.want)
+			}
+			if got == baseFound {
+				if b.value == nil {
+					t.Fatalf("found a base without values")
+				}
+				if got := b.value("body"); got != tc.body {
+					t.Errorf("base body %v, want %q", got, tc.body)
+				}
+			}
+		})
+	}
+}
+
+// TestBaselessAfterWatermark: an unchanged-TOAST update of a row of which
+// nothing is known, behind a watermark of its shard (in its batch) below
+// its commit, came after the shard's copy ended: a real gap, for the
+// dead-letter topic (without a read of ClickHouse: the loader has no
+// store here).
+func TestBaselessAfterWatermark(t *testing.T) {
+	l := testLoader(t, 1<<20)
+	c := ch(envelope.OpUpdate, "1", 300, "body")
+	c.ev.CommitLSN, c.watermark = 308, 200
+	tbl, err := chstore.Layout("documents", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true}, {Name: "body", Type: "text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := l.baseless(t.Context(), tbl, c); err != nil || v != baseNone {
+		t.Errorf("baseless = %d, %v; want baseNone", v, err)
+	}
+}
