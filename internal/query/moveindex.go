@@ -42,13 +42,11 @@ func (l *MoveLog) Index() chstore.MoveIndex {
 	return chstore.MoveIndex{Log: l.Log.Name, LogID: l.Log.IDColumn, Document: l.Moves.DocumentColumn}
 }
 
-// planLatestMoveIndexed is planLatestMove with the move ids found through
-// the index: the same set, read by the index's primary key.
+// planLatestMoveIndexed is planLatestMove with the (move id, log shard)
+// keys found through the index: the same set, read by the index's primary
+// key.
 func planLatestMoveIndexed(db string, l *MoveLog) string {
-	logT := quote(db) + "." + quote(l.Log.Name)
-	return fmt.Sprintf(`SELECT %[1]s FROM %[2]s FINAL WHERE %[3]s IN (SELECT move FROM %[4]s.%[5]s WHERE document = ?) AND _deleted = 0
-		ORDER BY %[6]s DESC, toString(%[3]s) DESC LIMIT %[7]d`,
-		l.moveColumns(), logT, quote(l.Log.IDColumn), quote(db), quote(l.Index().Table()), quote(l.Moves.StartedColumn), maxTiedMoves)
+	return l.planLatestMoveOf(db, fmt.Sprintf("SELECT move, _shard FROM %s.%s WHERE document = ?", quote(db), quote(l.Index().Table())))
 }
 
 // PlanLatestMoveIndexed is the SQL of LatestMove once the index is built
