@@ -1,11 +1,11 @@
 package query
 
 // The move log's index by document (chstore/byid_index.go): LatestMove
-// finds the document's move ids through it — a primary-key read — instead
-// of scanning the log's document column, once the index is built. The set
-// of move ids is the same either way (every log row that names the
-// document, whatever its version), and the moves are then read from the
-// log with FINAL by those ids as before, so the answer is the same
+// finds the document's moves — (move id, log shard) pairs — through it, a
+// primary-key read, instead of scanning the log's document column, once
+// the index is built. The set of pairs is the same either way (every log
+// row that names the document, whatever its version), and the moves are
+// then read from the log with FINAL by those pairs, so the answer is the same
 // (cmd/bench api --variants byid-read: 3.0 vs 5.3 ms p50 at 100k moves).
 //
 // Whether the index is built is read from ClickHouse (the index state and
