@@ -113,15 +113,19 @@ func moveIs(m map[string]any, logShard int, id string, doc int64, from, to int) 
 //     force although its log shard is the lower (the chain decides);
 //   - D's move 0 -> 1 was left started an hour ago and superseded by a
 //     move 0 -> 2 that finished: not stuck;
+//   - E's move 1 -> 0 still says copied when, in the same second, a move
+//     0 -> 2 takes it on and finishes: the chain makes the second the move
+//     in force (although the first is in progress and its log shard the
+//     higher), so nothing is stuck;
 //   - A (0 -> 1, done) and B (1 -> 0, left copied, so stuck) have the same
-//     move id, 4, on shards 0 and 1;
+//     move id, 5, on shards 0 and 1;
 //   - L (2 -> 0, done without a copy) is lost; its move id, 1, is also
 //     C's on shards 0 and 1.
 func TestMovesSerialIDsWithoutFromShard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	sec := time.Now().UTC().Truncate(time.Second).Add(-30 * time.Second)
-	var c, d int64
+	var c, d, e int64
 	spec := serialMoveLog
 	spec.before = func(ctx context.Context, mp *movesPipeline) {
 		c = mp.insert(ctx, 1, 1, "moved twice before the copy", "body")
@@ -130,6 +134,11 @@ func TestMovesSerialIDsWithoutFromShard(t *testing.T) {
 		d = mp.insert(ctx, 0, 4, "a stale move superseded", "body")
 		mp.serialMove(ctx, rawMove{doc: d, toWS: 5, from: 0, to: 1, state: "started", started: sec.Add(-time.Hour), wantMoveID: 2})
 		mp.serialMove(ctx, rawMove{doc: d, toWS: 6, from: 0, to: 2, state: "done", copied: true, started: sec, wantMoveID: 3})
+		e = mp.insert(ctx, 1, 13, "moved on before its first move was marked done", "body")
+		at := sec.Add(2 * time.Second)
+		mp.serialMove(ctx, rawMove{doc: e, toWS: 14, from: 1, to: 0, state: "copied", copied: true, started: at.Add(100 * time.Millisecond), wantMoveID: 2})
+		mp.exec(ctx, 1, fmt.Sprintf("DELETE FROM %s WHERE id = $1", pgx.Identifier{mp.table()}.Sanitize()), e)
+		mp.serialMove(ctx, rawMove{doc: e, toWS: 15, from: 0, to: 2, state: "done", copied: true, started: at.Add(500 * time.Millisecond), wantMoveID: 4})
 	}
 	mp := newMovesPipelineWith(t, []int{0, 1, 2}, spec)
 	doc := func(id int64) string { return "/v1/documents/" + strconv.FormatInt(id, 10) }
@@ -139,13 +148,13 @@ func TestMovesSerialIDsWithoutFromShard(t *testing.T) {
 	b := mp.insert(ctx, 1, 8, "left half-done", "body")
 	l := mp.insert(ctx, 2, 9, "lost", "body")
 	now := time.Now().UTC()
-	mp.serialMove(ctx, rawMove{doc: a, toWS: 10, from: 0, to: 1, state: "done", copied: true, started: now.Add(-10 * time.Second), wantMoveID: 4})
-	mp.serialMove(ctx, rawMove{doc: b, toWS: 11, from: 1, to: 0, state: "copied", copied: true, started: now.Add(-8 * time.Second), setSequence: 4, wantMoveID: 4})
+	mp.serialMove(ctx, rawMove{doc: a, toWS: 10, from: 0, to: 1, state: "done", copied: true, started: now.Add(-10 * time.Second), wantMoveID: 5})
+	mp.serialMove(ctx, rawMove{doc: b, toWS: 11, from: 1, to: 0, state: "copied", copied: true, started: now.Add(-8 * time.Second), setSequence: 5, wantMoveID: 5})
 	mp.serialMove(ctx, rawMove{doc: l, toWS: 12, from: 2, to: 0, state: "done", started: now.Add(-6 * time.Second), wantMoveID: 1})
 
 	body := mp.waitFor(ctx, doc(b), "B stuck", func(s int, body map[string]any) bool { return s == 200 && anomalyKind(body) == "stuck" })
-	if m := moveOf(body); !moveIs(m, 1, "4", b, 1, 0) || m["status"] != "move in progress" || !slices.Equal(copyShards(body), []int{1}) || body["duplicate"] != false {
-		t.Fatalf("B: %v, want one copy on shard 1 with its own move 4 logged on shard 1, from 1 to 0, in progress", body)
+	if m := moveOf(body); !moveIs(m, 1, "5", b, 1, 0) || m["status"] != "move in progress" || !slices.Equal(copyShards(body), []int{1}) || body["duplicate"] != false {
+		t.Fatalf("B: %v, want one copy on shard 1 with its own move 5 logged on shard 1, from 1 to 0, in progress", body)
 	}
 	body = mp.waitFor(ctx, doc(l), "L lost", func(s int, body map[string]any) bool {
 		d, _ := body["detail"].(map[string]any)
@@ -164,7 +173,8 @@ func TestMovesSerialIDsWithoutFromShard(t *testing.T) {
 	}{
 		{"C (1 -> 0 -> 2 before the copy)", c, 2, 0, "1", 0, 2},
 		{"D (a stale move superseded)", d, 2, 0, "3", 0, 2},
-		{"A (same move id as B)", a, 1, 0, "4", 0, 1},
+		{"A (same move id as B)", a, 1, 0, "5", 0, 1},
+		{"E (a move in progress continued in the same second)", e, 2, 0, "4", 0, 2},
 	} {
 		body := mp.waitFor(ctx, doc(w.id), w.name, func(s int, body map[string]any) bool {
 			return s == 200 && slices.Equal(copyShards(body), []int{w.shard})
@@ -176,11 +186,11 @@ func TestMovesSerialIDsWithoutFromShard(t *testing.T) {
 	}
 
 	// The listing: B's move stuck, L's lost, nothing else (C's first hop
-	// reached a shard ClickHouse never saw it on; D's stale move is not in
-	// force). Pages of one keep the (log shard, move id) order.
-	want := map[string]string{"1/4": "stuck", "2/1": "lost"}
+	// reached a shard ClickHouse never saw it on; D's stale move and E's
+	// continued one are not in force). Pages of one keep the (log shard, move id) order.
+	want := map[string]string{"1/5": "stuck", "2/1": "lost"}
 	body = mp.waitFor(ctx, "/v1/anomalies/moves", "the listing", func(s int, body map[string]any) bool {
-		return s == 200 && listedMoveKeys(body)["1/4"] == "stuck" && listedMoveKeys(body)["2/1"] == "lost"
+		return s == 200 && listedMoveKeys(body)["1/5"] == "stuck" && listedMoveKeys(body)["2/1"] == "lost"
 	})
 	if got := listedMoveKeys(body); len(got) != len(want) {
 		t.Fatalf("listing %v, want exactly %v", body["anomalies"], want)
@@ -189,14 +199,14 @@ func TestMovesSerialIDsWithoutFromShard(t *testing.T) {
 	next, _ := p1["next_cursor"].(string)
 	_, p2 := mp.get(ctx, "/v1/anomalies/moves?limit=1&cursor="+url.QueryEscape(next))
 	k1, k2 := listedMoveKeys(p1), listedMoveKeys(p2)
-	if len(k1) != 1 || len(k2) != 1 || k1["2/1"] != "lost" || k2["1/4"] != "stuck" || p2["next_cursor"] != nil {
+	if len(k1) != 1 || len(k2) != 1 || k1["2/1"] != "lost" || k2["1/5"] != "stuck" || p2["next_cursor"] != nil {
 		t.Fatalf("pages of one: %v then %v, want L's move (the newer) then B's", p1["anomalies"], p2["anomalies"])
 	}
 	mp.waitGauge("tributary_moves_stuck", 1)
 	mp.waitGauge("tributary_moves_lost", 1)
 
 	rep := mp.runVerify(ctx)
-	if !rep.Passed || rep.Moves == nil || rep.Moves.Moves != 7 || rep.Moves.InProgress != 1 || rep.Moves.Stuck != 1 || rep.Moves.Lost != 1 {
+	if !rep.Passed || rep.Moves == nil || rep.Moves.Moves != 9 || rep.Moves.InProgress != 1 || rep.Moves.Stuck != 1 || rep.Moves.Lost != 1 {
 		t.Fatalf("verify: passed %v, moves %+v, differences %+v", rep.Passed, rep.Moves, rep.Differences)
 	}
 }
