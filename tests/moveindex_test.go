@@ -97,9 +97,9 @@ func (f *moveIndexFixture) newest(ctx context.Context, sql string, doc int64) st
 		return "none"
 	}
 	var m query.Move
-	var from, to int64
+	var logShard, from, to int64
 	var started, finished uint32
-	if err := rows.Scan(&m.MoveID, &m.DocumentID, &from, &to, &m.FromWorkspace, &m.ToWorkspace, &m.State, &started, &finished); err != nil {
+	if err := rows.Scan(&m.MoveID, &logShard, &m.DocumentID, &from, &to, &m.FromWorkspace, &m.ToWorkspace, &m.State, &started, &finished); err != nil {
 		f.t.Fatal(err)
 	}
 	return m.MoveID + " " + m.State

@@ -45,22 +45,43 @@ type movesPipeline struct {
 	reg        *prometheus.Registry
 	saga       loadgen.Saga
 	pools      map[int]*pgxpool.Pool
+	// runCtx runs the components; stopReaders stops each shard's reader.
+	runCtx      context.Context
+	stopReaders map[int]context.CancelFunc
 }
 
-// newMovesPipeline is newPipeline plus the move log: both tables are
-// replicated and the `moves` section names them, with a grace of 3 s.
+// moveLogSpec is the move log of a movesPipeline: its DDL (%s: the table
+// name), the log's id layout, the moves section's fields other than the
+// two table names, and what to do on the shards before the readers start
+// (before their initial copy), if anything.
+type moveLogSpec struct {
+	ddl, idLayout, fields string
+	before                func(ctx context.Context, mp *movesPipeline)
+}
+
+// demoMoveLog is the demo's move log: uuid move ids, a from-shard column.
+var demoMoveLog = moveLogSpec{ddl: movesDDL, idLayout: "uuidv4", fields: `"document_column": "document_id",
+	"from_shard_column": "from_shard", "to_shard_column": "to_shard",
+	"from_workspace_column": "from_workspace", "to_workspace_column": "to_workspace",
+	"state_column": "state", "in_progress_states": ["started", "copied"], "done_states": ["done"],
+	"started_column": "started_at", "finished_column": "finished_at", "grace": "3s"`}
+
+// newMovesPipeline is newPipeline plus the demo's move log: both tables
+// are replicated and the `moves` section names them, with a grace of 3 s.
 func newMovesPipeline(t *testing.T, shards []int) *movesPipeline {
+	return newMovesPipelineWith(t, shards, demoMoveLog)
+}
+
+// newMovesPipelineWith is newMovesPipeline with the move log of spec.
+func newMovesPipelineWith(t *testing.T, shards []int, spec moveLogSpec) *movesPipeline {
 	p := setupPipeline(t, shards, nil, true) // readers and loader started below, with the new config
-	mp := &movesPipeline{pipeline: p, movesTable: "moves_" + p.suffix, reg: prometheus.NewRegistry(), pools: map[int]*pgxpool.Pool{}}
+	mp := &movesPipeline{pipeline: p, movesTable: "moves_" + p.suffix, reg: prometheus.NewRegistry(), pools: map[int]*pgxpool.Pool{},
+		stopReaders: map[int]context.CancelFunc{}}
 	cfg, err := tables.Parse([]byte(fmt.Sprintf(`{"topic_prefix": "e2e_%s.", "tables": [
 		{"name": %q, "id_column": "id", "id_layout": "seed000", "shard_key": "workspace_id"},
-		{"name": %q, "id_column": "move_id", "id_layout": "uuidv4"}],
-		"moves": {"table": %[3]q, "documents_table": %[2]q, "document_column": "document_id",
-			"from_shard_column": "from_shard", "to_shard_column": "to_shard",
-			"from_workspace_column": "from_workspace", "to_workspace_column": "to_workspace",
-			"state_column": "state", "in_progress_states": ["started", "copied"], "done_states": ["done"],
-			"started_column": "started_at", "finished_column": "finished_at", "grace": "3s"}}`,
-		p.suffix, p.table(), mp.movesTable)))
+		{"name": %q, "id_column": "move_id", "id_layout": %q}],
+		"moves": {"table": %[3]q, "documents_table": %[2]q, %[5]s}}`,
+		p.suffix, p.table(), mp.movesTable, spec.idLayout, spec.fields)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +90,7 @@ func newMovesPipeline(t *testing.T, shards []int) *movesPipeline {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, s := range shards {
-		p.exec(ctx, s, fmt.Sprintf(movesDDL, mp.movesTable))
+		p.exec(ctx, s, fmt.Sprintf(spec.ddl, mp.movesTable))
 		pool, err := pgxpool.New(ctx, p.stack.ShardDSNs[s])
 		if err != nil {
 			t.Fatal(err)
@@ -88,16 +109,32 @@ func newMovesPipeline(t *testing.T, shards []int) *movesPipeline {
 			pool.Close()
 		}
 	})
+	if spec.before != nil {
+		spec.before(ctx, mp)
+	}
 	p.api.Close()
 	p.api = httptest.NewServer(api.New(api.Config{Tables: cfg, DocumentsTable: p.table(), QueryTimeout: 10 * time.Second},
 		query.New(p.store.Conn(), p.chDB), p.log, mp.reg))
 	runCtx, runCancel := context.WithCancel(context.Background())
-	p.cancel = runCancel
+	p.cancel, mp.runCtx = runCancel, runCtx
 	for _, s := range shards {
-		p.startReader(runCtx, s)
+		mp.startReader(s)
 	}
 	p.startLoader(runCtx, "l1")
 	return mp
+}
+
+// startReader starts the reader of shard, which stopReader stops.
+func (mp *movesPipeline) startReader(shard int) {
+	ctx, cancel := context.WithCancel(mp.runCtx)
+	mp.stopReaders[shard] = cancel
+	mp.pipeline.startReader(ctx, shard)
+}
+
+// stopReader stops the reader of shard and waits until its slot is free.
+func (mp *movesPipeline) stopReader(ctx context.Context, shard int) string {
+	mp.stopReaders[shard]()
+	return mp.waitSlotInactive(ctx, shard)
 }
 
 func (mp *movesPipeline) shard(id int) loadgen.Shard {

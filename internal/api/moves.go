@@ -143,8 +143,8 @@ func describeMove(m *query.Move, cfg *tables.Moves, all, current []query.Copy, n
 		st.PastGrace = now.Sub(m.StartedAt) > grace
 		if st.PastGrace {
 			return st, &rowAnomaly{Kind: query.MoveStuck, Message: fmt.Sprintf(
-				"move %s from shard %d to shard %d has been %s since %s, longer than the grace period of %s",
-				m.MoveID, m.FromShard, m.ToShard, m.State, m.StartedAt.Format(time.RFC3339), grace)}
+				"move %s (logged on shard %d) from shard %d to shard %d has been %s since %s, longer than the grace period of %s",
+				m.MoveID, m.LogShard, m.FromShard, m.ToShard, m.State, m.StartedAt.Format(time.RFC3339), grace)}
 		}
 	case cfg.Done(m.State):
 		st.Status = statusMoved
@@ -154,8 +154,8 @@ func describeMove(m *query.Move, cfg *tables.Moves, all, current []query.Copy, n
 		st.PastGrace = len(current) == 0 && now.Sub(st.Since) > grace
 		if st.PastGrace {
 			return st, &rowAnomaly{Kind: query.MoveLost, Message: fmt.Sprintf(
-				"move %s from shard %d to shard %d is done, but the document is on neither shard",
-				m.MoveID, m.FromShard, m.ToShard)}
+				"move %s (logged on shard %d) from shard %d to shard %d is done, but the document is live on no shard",
+				m.MoveID, m.LogShard, m.FromShard, m.ToShard)}
 		}
 	default:
 		st.Status = m.State // e.g. failed: the copies are shown as they are
@@ -226,10 +226,10 @@ func parseMovesQuery(raw string, l *query.MoveLog, now time.Time) (query.MoveAno
 		return req, filters, err
 	}
 	if c != nil {
-		if c.table != l.Log.Name || c.id == "" || c.from != 0 || c.shard != 0 {
+		if c.table != l.Log.Name || c.id == "" || c.from != 0 {
 			return req, filters, badRequest("bad_cursor", "cursor is not one this API returned; start again without it")
 		}
-		req.After = &query.MoveKey{StartedAt: time.Unix(c.time, 0).UTC(), MoveID: c.id}
+		req.After = &query.MoveKey{StartedAt: time.Unix(c.time, 0).UTC(), LogShard: int(c.shard), MoveID: c.id}
 	}
 	return req, filters, nil
 }
@@ -274,7 +274,8 @@ func (s *Server) moveAnomalies(w http.ResponseWriter, r *http.Request) error {
 	resp := movesResponse{GraceSeconds: l.Moves.GraceDuration().Seconds(), Cutoff: req.Cutoff, Anomalies: page.Anomalies, Freshness: fresh}
 	if page.More && len(page.Anomalies) > 0 {
 		k := page.Anomalies[len(page.Anomalies)-1].Key()
-		resp.Next = cursor{kind: cursorAnomalies, filters: filters, time: k.StartedAt.Unix(), table: l.Log.Name, id: k.MoveID}.encode()
+		resp.Next = cursor{kind: cursorAnomalies, filters: filters, time: k.StartedAt.Unix(), shard: uint16(k.LogShard),
+			table: l.Log.Name, id: k.MoveID}.encode()
 	}
 	return writeJSON(w, http.StatusOK, resp)
 }

@@ -13,12 +13,14 @@ package chstore
 //	  move <the log's id type>, _shard UInt16)
 //	ENGINE = ReplacingMergeTree ORDER BY (document, move, _shard)
 //
-// It maps a document to move ids only. The moves themselves are still read
-// from the log with FINAL by those ids, so a move's newest version and its
+// It maps a document to (move id, log shard) pairs only — a move is
+// identified by both: per-shard serial move ids collide across shards, so
+// a move id alone may name another document's move. The moves themselves
+// are still read from the log with FINAL by those pairs, so a move's newest version and its
 // delete tombstone (whose document column is NULL: a tombstone carries only
 // the id) decide as before; the index changes how the move ids are found,
-// never which. Rows are never removed from it: a document's set of move
-// ids only grows, as the log's scan would find them too (every version of
+// never which. Rows are never removed from it: a document's set of moves
+// only grows, as the log's scan would find them too (every version of
 // a move names the same document). Identical rows (a backfill overlapping
 // the view) are one row for an IN set, and merges drop them.
 //

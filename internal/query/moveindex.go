@@ -1,11 +1,11 @@
 package query
 
 // The move log's index by document (chstore/byid_index.go): LatestMove
-// finds the document's move ids through it — a primary-key read — instead
-// of scanning the log's document column, once the index is built. The set
-// of move ids is the same either way (every log row that names the
-// document, whatever its version), and the moves are then read from the
-// log with FINAL by those ids as before, so the answer is the same
+// finds the document's moves — (move id, log shard) pairs — through it, a
+// primary-key read, instead of scanning the log's document column, once
+// the index is built. The set of pairs is the same either way (every log
+// row that names the document, whatever its version), and the moves are
+// then read from the log with FINAL by those pairs, so the answer is the same
 // (cmd/bench api --variants byid-read: 3.0 vs 5.3 ms p50 at 100k moves).
 //
 // Whether the index is built is read from ClickHouse (the index state and
@@ -42,13 +42,11 @@ func (l *MoveLog) Index() chstore.MoveIndex {
 	return chstore.MoveIndex{Log: l.Log.Name, LogID: l.Log.IDColumn, Document: l.Moves.DocumentColumn}
 }
 
-// planLatestMoveIndexed is planLatestMove with the move ids found through
-// the index: the same set, read by the index's primary key.
+// planLatestMoveIndexed is planLatestMove with the (move id, log shard)
+// keys found through the index: the same set, read by the index's primary
+// key.
 func planLatestMoveIndexed(db string, l *MoveLog) string {
-	logT := quote(db) + "." + quote(l.Log.Name)
-	return fmt.Sprintf(`SELECT %[1]s FROM %[2]s FINAL WHERE %[3]s IN (SELECT move FROM %[4]s.%[5]s WHERE document = ?) AND _deleted = 0
-		ORDER BY %[6]s DESC, toString(%[3]s) DESC LIMIT %[7]d`,
-		l.moveColumns(), logT, quote(l.Log.IDColumn), quote(db), quote(l.Index().Table()), quote(l.Moves.StartedColumn), maxTiedMoves)
+	return l.planLatestMoveOf(db, fmt.Sprintf("SELECT move, _shard FROM %s.%s WHERE document = ?", quote(db), quote(l.Index().Table())))
 }
 
 // PlanLatestMoveIndexed is the SQL of LatestMove once the index is built

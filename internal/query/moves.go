@@ -5,15 +5,26 @@ package query
 // to the target shard, deletes it at the source and finishes; a half-done
 // move leaves the row live on both shards, a broken one on neither.
 //
-// The by-id read asks the log for the document's newest move (LatestMove)
-// and PickCurrent chooses the copy to show. The listing (MoveAnomalies)
-// finds what went wrong, entirely in ClickHouse:
-//   - stuck: the newest state of the move is in progress and it started
-//     more than the grace period ago;
-//   - lost: the move is done, finished more than the grace period ago, the
-//     target shard has no row with the id at all (neither live nor a delete
-//     tombstone: a tombstone means it arrived and was deleted or moved on
-//     later), and the source has no live row either.
+// A move is identified by (the shard its log row lives on, its move id):
+// per-shard serial move ids collide across shards, and the log's table is
+// keyed by (id, _shard) like every replicated table. Every read below
+// matches moves on both. Without a from-shard column, a move's source is
+// the shard of its log row.
+//
+// A document may move many times; the move in force is its newest (the
+// order of movetie.go: start time, then the chain, then the identity).
+// The by-id read asks the log for it (LatestMove) and PickCurrent chooses
+// the copy to show. The listing (MoveAnomalies) judges each document by
+// its move in force only, entirely in ClickHouse:
+//   - stuck: the move in force is in progress and started more than the
+//     grace period ago;
+//   - lost: the move in force is done, finished more than the grace
+//     period ago, the document is live on no shard at all, and the target
+//     shard has no row with the id (neither live nor a delete tombstone: a
+//     tombstone means it arrived and was deleted or moved on later).
+// So an older move of the chain is never stuck or lost (it was superseded:
+// a move started before the initial copy has a target that ClickHouse may
+// never have seen), and a document with a live copy is never lost.
 // The log is read with FINAL and a plain WHERE like every replicated table.
 
 import (
@@ -50,7 +61,10 @@ func MoveLogOf(c *tables.Config, documents string) (*MoveLog, bool) {
 
 // Move is one move of a document, as its log row says (newest version).
 type Move struct {
-	MoveID        string     `json:"move_id"`
+	MoveID string `json:"move_id"`
+	// LogShard is the shard the move's log row lives on: with MoveID, the
+	// move's identity.
+	LogShard      int        `json:"log_shard"`
 	DocumentID    string     `json:"document_id"`
 	FromShard     int        `json:"from_shard"`
 	ToShard       int        `json:"to_shard"`
@@ -90,14 +104,18 @@ type MoveAnomaliesRequest struct {
 	Limit int
 }
 
-// MoveKey is a move's position in the listing order.
+// MoveKey is a move's position in the listing order: started_at, then the
+// move's identity (log shard, move id in moveIDOrder).
 type MoveKey struct {
 	StartedAt time.Time
+	LogShard  int
 	MoveID    string
 }
 
 // Key is a's position in the listing order.
-func (a MoveAnomaly) Key() MoveKey { return MoveKey{StartedAt: a.StartedAt, MoveID: a.MoveID} }
+func (a MoveAnomaly) Key() MoveKey {
+	return MoveKey{StartedAt: a.StartedAt, LogShard: a.LogShard, MoveID: a.MoveID}
+}
 
 // MoveAnomaliesPage is one page of the listing.
 type MoveAnomaliesPage struct {
@@ -120,11 +138,20 @@ func (l *MoveLog) moveColumns() string {
 		finished = "ifNull(toUInt32(" + quote(m.FinishedColumn) + "), 0)"
 	}
 	return strings.Join([]string{
-		"toString(" + quote(l.Log.IDColumn) + ")", "toString(" + quote(m.DocumentColumn) + ")",
-		"toInt64(" + quote(m.FromShardColumn) + ")", "toInt64(" + quote(m.ToShardColumn) + ")",
+		"toString(" + quote(l.Log.IDColumn) + ")", "toInt64(_shard)", "toString(" + quote(m.DocumentColumn) + ")",
+		l.fromShard(), "toInt64(" + quote(m.ToShardColumn) + ")",
 		ws(m.FromWorkspaceColumn), ws(m.ToWorkspaceColumn), "toString(" + quote(m.StateColumn) + ")",
 		"toUInt32(" + quote(m.StartedColumn) + ")", finished,
 	}, ", ")
+}
+
+// fromShard is the source shard of a log row: its from-shard column, or
+// without one the shard the row lives on.
+func (l *MoveLog) fromShard() string {
+	if l.Moves.FromShardColumn == "" {
+		return "toInt64(_shard)"
+	}
+	return "toInt64(" + quote(l.Moves.FromShardColumn) + ")"
 }
 
 // scanner is what scanMove reads from (driver.Rows or driver.Row).
@@ -132,13 +159,13 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanMove(r scanner, extra ...any) (Move, error) {
 	var m Move
-	var from, to int64
+	var logShard, from, to int64
 	var started, finished uint32
-	dest := append([]any{&m.MoveID, &m.DocumentID, &from, &to, &m.FromWorkspace, &m.ToWorkspace, &m.State, &started, &finished}, extra...)
+	dest := append([]any{&m.MoveID, &logShard, &m.DocumentID, &from, &to, &m.FromWorkspace, &m.ToWorkspace, &m.State, &started, &finished}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return m, err
 	}
-	m.FromShard, m.ToShard = int(from), int(to)
+	m.LogShard, m.FromShard, m.ToShard = int(logShard), int(from), int(to)
 	m.StartedAt = time.Unix(int64(started), 0).UTC()
 	if finished > 0 {
 		f := time.Unix(int64(finished), 0).UTC()
@@ -170,16 +197,25 @@ var latestMoveSettings = clickhouse.Settings{"optimize_move_to_prewhere": 0, "us
 // move id, not document id, so a FINAL read filtered on the document
 // would merge the whole log (273 ms at 1M moves, measured). Instead, a
 // plain scan of the document column alone finds the document's move ids,
-// and the FINAL read is restricted to those keys, which the primary index
-// finds. Exact for the same reason as planRow's PREWHERE: every version of
-// a move's row carries the same document id, so the inner scan sees every
-// move of the document whatever its versions, and the FINAL merge then
-// sees every version of each of them.
+// and the FINAL read is restricted to those keys — (move id, log shard):
+// a move id alone may name another document's move on another shard —
+// which the primary index finds. Exact for the same reason as planRow's
+// PREWHERE: every version of a move's row carries the same document id, so
+// the inner scan sees every move of the document whatever its versions,
+// and the FINAL merge then sees every version of each of them.
 func planLatestMove(db string, l *MoveLog) string {
 	logT := quote(db) + "." + quote(l.Log.Name)
-	return fmt.Sprintf(`SELECT %[1]s FROM %[2]s FINAL WHERE %[3]s IN (SELECT %[3]s FROM %[2]s WHERE %[4]s = ?) AND _deleted = 0
-		ORDER BY %[5]s DESC, toString(%[3]s) DESC LIMIT %[6]d`,
-		l.moveColumns(), logT, quote(l.Log.IDColumn), quote(l.Moves.DocumentColumn), quote(l.Moves.StartedColumn), maxTiedMoves)
+	keys := fmt.Sprintf("SELECT %s, _shard FROM %s WHERE %s = ?", quote(l.Log.IDColumn), logT, quote(l.Moves.DocumentColumn))
+	return l.planLatestMoveOf(db, keys)
+}
+
+// planLatestMoveOf reads the newest moves among the (move id, log shard)
+// keys that the subquery keys selects (one parameter: the document id),
+// newest first in the order newestOfTied completes.
+func (l *MoveLog) planLatestMoveOf(db, keys string) string {
+	return fmt.Sprintf(`SELECT %[1]s FROM %[2]s.%[3]s FINAL WHERE (%[4]s, _shard) IN (%[5]s) AND _deleted = 0
+		ORDER BY %[6]s DESC, %[7]s LIMIT %[8]d`,
+		l.moveColumns(), quote(db), quote(l.Log.Name), quote(l.Log.IDColumn), keys, quote(l.Moves.StartedColumn), l.identityOrder(), maxTiedMoves)
 }
 
 // PlanLatestMove is the SQL of LatestMove (one parameter: the document
@@ -224,7 +260,8 @@ func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id any) (*Move, er
 }
 
 // planMoveAnomalies builds the condition selecting stuck and lost moves
-// (see the file comment) and its arguments.
+// (see the file comment) and its arguments: the move in force of its
+// document, and stuck or lost.
 func planMoveAnomalies(db string, l *MoveLog, kinds []string, cutoff time.Time) (string, []any) {
 	m := l.Moves
 	state, started := quote(m.StateColumn), quote(m.StartedColumn)
@@ -246,12 +283,13 @@ func planMoveAnomalies(db string, l *MoveLog, kinds []string, cutoff time.Time) 
 				doc, quote(db), quote(l.Log.Name), state)
 			conds = append(conds, fmt.Sprintf(`(%[1]s IN ? AND %[2]s < ?
 				AND (%[3]s, toInt64(%[4]s)) NOT IN (SELECT %[5]s, toInt64(_shard) FROM %[6]s FINAL WHERE %[5]s IN (%[7]s))
-				AND (%[3]s, toInt64(%[8]s)) NOT IN (SELECT %[5]s, toInt64(_shard) FROM %[6]s FINAL WHERE %[5]s IN (%[7]s) AND _deleted = 0))`,
-				state, finished, doc, quote(m.ToShardColumn), docID, docs, doneIDs, quote(m.FromShardColumn)))
+				AND %[3]s NOT IN (SELECT %[5]s FROM %[6]s FINAL WHERE %[5]s IN (%[7]s) AND _deleted = 0))`,
+				state, finished, doc, quote(m.ToShardColumn), docID, docs, doneIDs))
 			args = append(args, stateSet(m.DoneStates), cutoff.UTC(), stateSet(m.DoneStates), stateSet(m.DoneStates))
 		}
 	}
-	return "(" + strings.Join(conds, " OR ") + ")", args
+	cond := fmt.Sprintf("(%s, _shard) IN (%s) AND (%s)", quote(l.Log.IDColumn), l.inForceMoves(db), strings.Join(conds, " OR "))
+	return cond, append([]any{stateSet(m.InProgressStates)}, args...)
 }
 
 // kindExpr says which kind a selected move is.
@@ -272,12 +310,12 @@ func (q *Queries) MoveAnomalies(ctx context.Context, l *MoveLog, req MoveAnomali
 	args = append(args, condArgs...)
 	started, moveID := quote(l.Moves.StartedColumn), "toString("+quote(l.Log.IDColumn)+")"
 	if a := req.After; a != nil {
-		cond += fmt.Sprintf(" AND (%[1]s < ? OR (%[1]s = ? AND %[2]s < ?))", started, moveID)
-		args = append(args, a.StartedAt.UTC(), a.StartedAt.UTC(), a.MoveID)
+		cond += fmt.Sprintf(" AND (%[1]s < ? OR (%[1]s = ? AND (toInt64(_shard), length(%[2]s), %[2]s) < (?, ?, ?)))", started, moveID)
+		args = append(args, a.StartedAt.UTC(), a.StartedAt.UTC(), int64(a.LogShard), uint64(len(a.MoveID)), a.MoveID)
 	}
 	limit := min(max(req.Limit, 1), MaxAnomalyLimit)
-	sql := fmt.Sprintf(`SELECT %s, %s FROM %s.%s FINAL WHERE _deleted = 0 AND %s ORDER BY %s DESC, %s DESC LIMIT %d`,
-		l.moveColumns(), kind, quote(q.db), quote(l.Log.Name), cond, started, moveID, limit+1)
+	sql := fmt.Sprintf(`SELECT %s, %s FROM %s.%s FINAL WHERE _deleted = 0 AND %s ORDER BY %s DESC, %s LIMIT %d`,
+		l.moveColumns(), kind, quote(q.db), quote(l.Log.Name), cond, started, l.identityOrder(), limit+1)
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(plainWhere)), sql, args...)
 	if err != nil {
 		if isUnknownTable(err) {

@@ -17,7 +17,9 @@ import (
 // demo's document_moves is assumed.
 //
 // The log row of a move lives on the source shard and its id is the log
-// table's id_column (the move id).
+// table's id_column (the move id). A move is identified by the shard its
+// log row lives on and that id: per-shard serial move ids that collide
+// across shards are normal.
 type Moves struct {
 	// Table is the move log, a configured table.
 	Table string `json:"table"`
@@ -26,9 +28,10 @@ type Moves struct {
 	// DocumentColumn holds the moved row's id (same type as the documents
 	// table's id column).
 	DocumentColumn string `json:"document_column"`
-	// FromShardColumn and ToShardColumn hold the source and target shard
-	// numbers (integers, the shard numbers the readers use).
-	FromShardColumn string `json:"from_shard_column"`
+	// ToShardColumn holds the target shard number (an integer, the shard
+	// numbers the readers use). FromShardColumn, optional, holds the
+	// source's; without it the source is the shard the log row lives on.
+	FromShardColumn string `json:"from_shard_column,omitempty"`
 	ToShardColumn   string `json:"to_shard_column"`
 	// FromWorkspaceColumn and ToWorkspaceColumn are shown when set.
 	FromWorkspaceColumn string `json:"from_workspace_column,omitempty"`
@@ -58,33 +61,67 @@ const DefaultMoveGrace = time.Minute
 // GraceDuration is the parsed Grace (valid after Validate).
 func (m *Moves) GraceDuration() time.Duration { return m.grace }
 
-// validate checks m against the configured tables and parses Grace.
+// moveColumn is one column field of the moves section: its JSON name,
+// its value, whether it may be left out, and what it holds (for errors).
+type moveColumn struct {
+	field, value string
+	optional     bool
+	holds        string
+}
+
+// columns lists m's column fields.
+func (m *Moves) columns() []moveColumn {
+	return []moveColumn{
+		{"document_column", m.DocumentColumn, false, "the moved row's id"},
+		{"to_shard_column", m.ToShardColumn, false, "the target shard number"},
+		{"state_column", m.StateColumn, false, "the move's state"},
+		{"started_column", m.StartedColumn, false, "when the move started"},
+		{"from_shard_column", m.FromShardColumn, true, "the source shard number; leave it out when the log row lives on the source shard"},
+		{"finished_column", m.FinishedColumn, true, "when the move finished"},
+		{"from_workspace_column", m.FromWorkspaceColumn, true, "the source workspace"},
+		{"to_workspace_column", m.ToWorkspaceColumn, true, "the target workspace"},
+	}
+}
+
+// validate checks m against the configured tables and parses Grace. Every
+// error names the field and says what to set.
 func (m *Moves) validate(c *Config) error {
 	var errs []error
 	for _, ref := range []struct{ what, v string }{{"table", m.Table}, {"documents_table", m.DocumentsTable}} {
-		if _, ok := c.ByName(ref.v); !ok {
-			errs = append(errs, fmt.Errorf("moves: %s %q is not a configured table", ref.what, ref.v))
+		switch _, ok := c.ByName(ref.v); {
+		case ref.v == "":
+			errs = append(errs, fmt.Errorf("moves: %s is required: set it to the name of a table configured under \"tables\"", ref.what))
+		case !ok:
+			errs = append(errs, fmt.Errorf("moves: %s %q is not a configured table; add it under \"tables\" or fix the name", ref.what, ref.v))
 		}
 	}
 	if m.Table != "" && m.Table == m.DocumentsTable {
 		errs = append(errs, fmt.Errorf("moves: table and documents_table are both %q; the move log is a table of its own", m.Table))
 	}
-	cols := []struct {
-		what, v  string
-		optional bool
-	}{
-		{"document_column", m.DocumentColumn, false}, {"from_shard_column", m.FromShardColumn, false},
-		{"to_shard_column", m.ToShardColumn, false}, {"state_column", m.StateColumn, false},
-		{"started_column", m.StartedColumn, false}, {"finished_column", m.FinishedColumn, true},
-		{"from_workspace_column", m.FromWorkspaceColumn, true}, {"to_workspace_column", m.ToWorkspaceColumn, true},
+	used := map[string]string{} // column -> the field that names it
+	if logT, ok := c.ByName(m.Table); ok {
+		used[logT.IDColumn] = "the log's id_column"
 	}
-	for _, col := range cols {
-		if col.v == "" && col.optional {
+	for _, col := range m.columns() {
+		switch {
+		case col.value == "" && col.optional:
+			continue
+		case col.value == "":
+			errs = append(errs, fmt.Errorf("moves: %s is required: set it to the move log's column holding %s", col.field, col.holds))
+			continue
+		case !identifier.MatchString(col.value):
+			errs = append(errs, fmt.Errorf("moves: %s %q is not a plain identifier (letters, digits and _, not starting with a digit); set it to the move log's column holding %s",
+				col.field, col.value, col.holds))
 			continue
 		}
-		if !identifier.MatchString(col.v) {
-			errs = append(errs, fmt.Errorf("moves: %s %q is not a plain identifier", col.what, col.v))
+		if prev, dup := used[col.value]; dup {
+			errs = append(errs, fmt.Errorf("moves: %s %q is also %s; each names a column of its own", col.field, col.value, prev))
+			continue
 		}
+		used[col.value] = col.field
+	}
+	if (m.FromWorkspaceColumn == "") != (m.ToWorkspaceColumn == "") {
+		errs = append(errs, errors.New("moves: from_workspace_column and to_workspace_column go together; set both or neither"))
 	}
 	errs = append(errs, m.validateStates()...)
 	m.grace = DefaultMoveGrace
@@ -98,23 +135,33 @@ func (m *Moves) validate(c *Config) error {
 	return errors.Join(errs...)
 }
 
-// validateStates checks the two state lists: non-empty, short, disjoint.
+// validateStates checks the two state lists: non-empty, short, each state
+// listed once.
 func (m *Moves) validateStates() []error {
 	var errs []error
 	if len(m.InProgressStates) == 0 {
-		errs = append(errs, errors.New("moves: in_progress_states is required (e.g. [\"started\", \"copied\"])"))
+		errs = append(errs, errors.New("moves: in_progress_states is required: list the states of a move under way (e.g. [\"started\", \"copied\"])"))
 	}
 	if len(m.DoneStates) == 0 {
-		errs = append(errs, errors.New("moves: done_states is required (e.g. [\"done\"])"))
+		errs = append(errs, errors.New("moves: done_states is required: list the states of a finished move (e.g. [\"done\"])"))
 	}
-	for _, st := range append(slices.Clone(m.InProgressStates), m.DoneStates...) {
-		if st == "" || len(st) > 64 {
-			errs = append(errs, fmt.Errorf("moves: state %q must be 1 to 64 bytes", st))
-		}
-	}
-	for _, st := range m.InProgressStates {
-		if slices.Contains(m.DoneStates, st) {
-			errs = append(errs, fmt.Errorf("moves: state %q is both in progress and done", st))
+	seen := map[string]string{}
+	for _, l := range []struct {
+		field  string
+		states []string
+	}{{"in_progress_states", m.InProgressStates}, {"done_states", m.DoneStates}} {
+		for _, st := range l.states {
+			if st == "" || len(st) > 64 {
+				errs = append(errs, fmt.Errorf("moves: %s: state %q must be 1 to 64 bytes", l.field, st))
+				continue
+			}
+			switch prev, dup := seen[st]; {
+			case dup && prev == l.field:
+				errs = append(errs, fmt.Errorf("moves: %s lists state %q twice; list it once", l.field, st))
+			case dup:
+				errs = append(errs, fmt.Errorf("moves: state %q is both in progress and done (in %s and %s); a state is one or the other", st, prev, l.field))
+			}
+			seen[st] = l.field
 		}
 	}
 	return errs

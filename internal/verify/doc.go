@@ -44,9 +44,11 @@
 //     shard's move log and where each moved document is live, a document
 //     whose newest move is in progress must be shown once by
 //     GET /v1/documents/{id} — the source's copy while it is live, else the
-//     target's — with that move and no duplicate flag (KindMoveShown); the
-//     stuck moves (in progress since before the cutoff) and lost ones
-//     (done before the cutoff, live on no shard) that exist must be exactly
+//     target's — with that move (log shard and move id: a move is
+//     identified by both) and no duplicate flag (KindMoveShown); the stuck
+//     moves (the document's newest, in progress since before the cutoff)
+//     and lost ones (the document's newest, done before the cutoff, live on
+//     no shard) that exist must be exactly
 //     what GET /v1/anomalies/moves lists (KindMoveAnomaly). The cutoff is
 //     the one the listing states (now minus the grace period, whole
 //     seconds). A document deleted at its target after it arrived looks

@@ -37,12 +37,12 @@ func (v *verifier) checkMoves(ctx context.Context, states []*tableState) (*Moves
 		return nil, nil, err
 	}
 	e := expectMoves(truth, m, cutoff)
-	byID := make(map[string]srcMove, len(truth.moves))
+	byKey := make(map[string]srcMove, len(truth.moves))
 	for _, mv := range truth.moves {
-		byID[mv.ID] = mv
+		byKey[mv.key()] = mv
 	}
 	docIDCol := docs.t.IDColumn
-	diffs, deletedLater, err := compareMoveAnomalies(m.DocumentsTable, e, byID, truth.liveOn, listed, func(mv srcMove) (bool, error) {
+	diffs, deletedLater, err := compareMoveAnomalies(m.DocumentsTable, e, byKey, truth.liveOn, listed, func(mv srcMove) (bool, error) {
 		return v.ch.arrivedOn(ctx, m.DocumentsTable, docIDCol, mv.Doc, mv.To)
 	})
 	if err != nil {

@@ -15,8 +15,11 @@ type apiDocument struct {
 	Shards    []int
 	Duplicate bool
 	MoveID    string
-	MoveState string
-	Anomaly   string // "stuck", "lost" or ""
+	// MoveLogShard is the shard the move's log row lives on (with MoveID,
+	// the move's identity).
+	MoveLogShard int
+	MoveState    string
+	Anomaly      string // "stuck", "lost" or ""
 }
 
 // document reads GET /v1/documents/{id}.
@@ -27,8 +30,9 @@ func (c *apiClient) document(ctx context.Context, id string) (*apiDocument, erro
 		return nil, err
 	}
 	type moveBlock struct {
-		MoveID string `json:"move_id"`
-		State  string `json:"state"`
+		MoveID   string `json:"move_id"`
+		LogShard int    `json:"log_shard"`
+		State    string `json:"state"`
 	}
 	type anomaly struct {
 		Kind string `json:"kind"`
@@ -64,7 +68,7 @@ func (c *apiClient) document(ctx context.Context, id string) (*apiDocument, erro
 		mv, an = ans.Detail.Move, ans.Detail.Anomaly
 	}
 	if mv != nil {
-		d.MoveID, d.MoveState = mv.MoveID, mv.State
+		d.MoveID, d.MoveLogShard, d.MoveState = mv.MoveID, mv.LogShard, mv.State
 	}
 	if an != nil {
 		d.Anomaly = an.Kind
@@ -72,8 +76,8 @@ func (c *apiClient) document(ctx context.Context, id string) (*apiDocument, erro
 	return d, nil
 }
 
-// moveAnomalies reads every page of GET /v1/anomalies/moves: move id ->
-// kind, and the cutoff of the first page. ok is false when the API has no
+// moveAnomalies reads every page of GET /v1/anomalies/moves: moveKey (log
+// shard and move id) -> kind, and the cutoff of the first page. ok is false when the API has no
 // move log configured.
 func (c *apiClient) moveAnomalies(ctx context.Context) (map[string]string, time.Time, bool, error) {
 	out := map[string]string{}
@@ -97,8 +101,9 @@ func (c *apiClient) moveAnomalies(ctx context.Context) (map[string]string, time.
 		}
 		var ans struct {
 			Anomalies []struct {
-				MoveID string `json:"move_id"`
-				Kind   string `json:"kind"`
+				MoveID   string `json:"move_id"`
+				LogShard *int   `json:"log_shard"`
+				Kind     string `json:"kind"`
 			} `json:"anomalies"`
 			Next   string    `json:"next_cursor"`
 			Cutoff time.Time `json:"cutoff"`
@@ -110,7 +115,10 @@ func (c *apiClient) moveAnomalies(ctx context.Context) (map[string]string, time.
 			cutoff = ans.Cutoff
 		}
 		for _, a := range ans.Anomalies {
-			out[a.MoveID] = a.Kind
+			if a.LogShard == nil {
+				return nil, cutoff, false, fmt.Errorf("api %s: move %s has no log_shard (an API older than this verifier?)", path, a.MoveID)
+			}
+			out[moveKey(*a.LogShard, a.MoveID)] = a.Kind
 		}
 		if ans.Next == "" {
 			return out, cutoff, true, nil

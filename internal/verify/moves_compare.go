@@ -1,14 +1,18 @@
 package verify
 
 // Moves against the API. From the shards' move logs and where each moved
-// document is live, at a cutoff (now minus the grace period):
+// document is live, at a cutoff (now minus the grace period), each
+// document judged by its move in force (its newest move; an older move of
+// its chain is never stuck or lost), moves identified by (log shard, move
+// id):
 //
 //   - a document whose newest move is in progress counts once: the API's
 //     GET /v1/documents/{id} must show exactly one copy — the source's while
 //     the source row is live, else the target's — with that move, and not
 //     flag a duplicate (KindMoveShown);
-//   - stuck moves (in progress, started before the cutoff) and lost ones
-//     (done, finished before the cutoff, the document live on no shard) are
+//   - stuck moves (in force, in progress, started before the cutoff) and
+//     lost ones (in force, done, finished before the cutoff, the document
+//     live on no shard) are
 //     anomalies that exist: GET /v1/anomalies/moves must list exactly those
 //     (KindMoveAnomaly).
 //
@@ -30,9 +34,35 @@ import (
 
 // moveExpect is what the API should report.
 type moveExpect struct {
-	stuck, lost map[string]srcMove // by move id; lost: candidates (see above)
+	stuck, lost map[string]srcMove // by moveKey; lost: candidates (see above)
 	// current are the documents whose newest move is in progress.
 	current []srcMove
+}
+
+// key is mv's identity as text: "<log shard>/<move id>".
+func (mv srcMove) key() string { return fmt.Sprintf("%d/%s", mv.LogShard, mv.ID) }
+
+// moveKey is the identity of the move id logged on shard.
+func moveKey(shard int, id string) string { return fmt.Sprintf("%d/%s", shard, id) }
+
+// newerMove says whether a is newer than b, two moves of one document:
+// the shards' times are exact (microseconds), so the start time decides;
+// at an equal start, as the API orders ties (internal/query/movetie.go),
+// a move in progress, then the identity.
+func newerMove(a, b srcMove, m *tables.Moves) bool {
+	if !a.Started.Equal(b.Started) {
+		return a.Started.After(b.Started)
+	}
+	if ap, bp := m.InProgress(a.State), m.InProgress(b.State); ap != bp {
+		return ap
+	}
+	if a.LogShard != b.LogShard {
+		return a.LogShard > b.LogShard
+	}
+	if len(a.ID) != len(b.ID) {
+		return len(a.ID) > len(b.ID)
+	}
+	return a.ID > b.ID
 }
 
 // expectMoves derives the expectation from the truth at cutoff.
@@ -41,47 +71,42 @@ func expectMoves(t *moveTruth, m *tables.Moves, cutoff time.Time) moveExpect {
 	past := func(at time.Time) bool { return at.Truncate(time.Second).Before(cutoff) }
 	newest := map[string]srcMove{}
 	for _, mv := range t.moves {
-		if n, ok := newest[mv.Doc]; !ok || mv.Started.After(n.Started) || (mv.Started.Equal(n.Started) && mv.ID > n.ID) {
+		if n, ok := newest[mv.Doc]; !ok || newerMove(mv, n, m) {
 			newest[mv.Doc] = mv
 		}
+	}
+	for _, mv := range newest {
 		switch {
 		case m.InProgress(mv.State):
+			e.current = append(e.current, mv)
 			if past(mv.Started) {
-				e.stuck[mv.ID] = mv
+				e.stuck[mv.key()] = mv
 			}
 		case m.Done(mv.State):
 			at := mv.Started
 			if mv.Finished != nil {
 				at = *mv.Finished
 			}
-			if len(t.liveOn[mv.Doc]) > 0 {
-				continue
-			}
-			if past(at) {
-				e.lost[mv.ID] = mv
+			if len(t.liveOn[mv.Doc]) == 0 && past(at) {
+				e.lost[mv.key()] = mv
 			}
 		}
 	}
-	for _, mv := range newest {
-		if m.InProgress(mv.State) {
-			e.current = append(e.current, mv)
-		}
-	}
-	sort.Slice(e.current, func(i, j int) bool { return e.current[i].ID < e.current[j].ID })
+	sort.Slice(e.current, func(i, j int) bool { return e.current[i].key() < e.current[j].key() })
 	return e
 }
 
 // moveDiff is a move anomaly difference.
 func moveDiff(kind Kind, table string, mv srcMove, source, api, detail string) Difference {
 	return Difference{Kind: kind, Table: table, ID: mv.Doc, Shard: mv.From, Source: source, API: api,
-		Detail: fmt.Sprintf("move %s from shard %d to %d: %s", mv.ID, mv.From, mv.To, detail)}
+		Detail: fmt.Sprintf("move %s logged on shard %d, from shard %d to %d: %s", mv.ID, mv.LogShard, mv.From, mv.To, detail)}
 }
 
-// compareMoveAnomalies compares the API's listing (move id -> kind) with
+// compareMoveAnomalies compares the API's listing (moveKey -> kind) with
 // the expectation. arrived says whether a lost candidate's document ever
 // reached its target (see the file comment). It returns the differences
 // and how many candidates arrived and were deleted later.
-func compareMoveAnomalies(table string, e moveExpect, byID map[string]srcMove, liveOn map[string][]int, listed map[string]string,
+func compareMoveAnomalies(table string, e moveExpect, byKey map[string]srcMove, liveOn map[string][]int, listed map[string]string,
 	arrived func(srcMove) (bool, error)) ([]Difference, int, error) {
 	var diffs []Difference
 	deletedLater := 0
@@ -117,9 +142,9 @@ func compareMoveAnomalies(table string, e moveExpect, byID map[string]srcMove, l
 		if (kind == "stuck" && stuck) || (kind == "lost" && lost) {
 			continue
 		}
-		mv, known := byID[id]
+		mv, known := byKey[id]
 		if !known {
-			mv = srcMove{ID: id, From: -1, To: -1}
+			mv = srcMove{ID: id, LogShard: -1, From: -1, To: -1}
 		}
 		diffs = append(diffs, moveDiff(KindMoveAnomaly, table, mv, "-", kind,
 			fmt.Sprintf("listed as %s, but the source log says state %q, document live on shards %v", kind, orDash(mv.State), liveOn[mv.Doc])))
@@ -149,8 +174,9 @@ func compareMoveView(table string, mv srcMove, liveOn []int, d *apiDocument) []D
 	if d.Duplicate {
 		problems = append(problems, "flagged duplicate")
 	}
-	if len(want) > 0 && (d.MoveID != mv.ID || d.MoveState != mv.State) {
-		problems = append(problems, fmt.Sprintf("move %q in state %q, want %q in %q", d.MoveID, d.MoveState, mv.ID, mv.State))
+	if len(want) > 0 && (d.MoveID != mv.ID || d.MoveLogShard != mv.LogShard || d.MoveState != mv.State) {
+		problems = append(problems, fmt.Sprintf("move %q logged on shard %d in state %q, want %q logged on shard %d in %q",
+			d.MoveID, d.MoveLogShard, d.MoveState, mv.ID, mv.LogShard, mv.State))
 	}
 	if len(problems) == 0 {
 		return nil

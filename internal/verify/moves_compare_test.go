@@ -26,11 +26,25 @@ func TestExpectMoves(t *testing.T) {
 			{ID: "failed", Doc: "7", From: 0, To: 1, State: "failed", Started: at(-time.Hour)},
 			// Doc 1 moved earlier too; the newest move decides what is current.
 			{ID: "earlier", Doc: "1", From: 2, To: 0, State: "done", Started: at(-2 * time.Hour), Finished: fin(-2 * time.Hour)},
+			// Doc 9 moved 0 -> 1 -> 2 (ids colliding, per-shard serials): the
+			// first hop's target never saw it, yet it is live: nothing lost.
+			{ID: "1", LogShard: 0, Doc: "9", From: 0, To: 1, State: "done", Started: at(-time.Hour), Finished: fin(-time.Hour)},
+			{ID: "1", LogShard: 1, Doc: "9", From: 1, To: 2, State: "done", Started: at(-time.Hour + time.Millisecond), Finished: fin(-time.Hour)},
+			// Doc 10: a move left started, superseded by a newer finished one:
+			// only the move in force can be stuck.
+			{ID: "2", LogShard: 0, Doc: "10", From: 0, To: 1, State: "started", Started: at(-2 * time.Hour)},
+			{ID: "3", LogShard: 0, Doc: "10", From: 0, To: 2, State: "done", Started: at(-time.Hour), Finished: fin(-time.Hour)},
 		},
-		liveOn: map[string][]int{"1": {0, 1}, "2": {0}, "3": {0}, "5": {1}, "8": {0}},
+		liveOn: map[string][]int{"1": {0, 1}, "2": {0}, "3": {0}, "5": {1}, "8": {0}, "9": {2}, "10": {2}},
 	}
 	e := expectMoves(truth, testMoves, cutoff)
-	keys := func(m map[string]srcMove) []string { return sortedKeys(m) }
+	keys := func(m map[string]srcMove) []string { // the move ids, in key order
+		var ids []string
+		for _, k := range sortedKeys(m) {
+			ids = append(ids, m[k].ID)
+		}
+		return ids
+	}
 	if got := keys(e.stuck); len(got) != 2 || got[0] != "just-before" || got[1] != "old-stuck" {
 		t.Errorf("stuck = %v, want [just-before old-stuck]", got)
 	}

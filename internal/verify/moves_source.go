@@ -15,7 +15,8 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-// srcMove is one move as its source shard's log has it.
+// srcMove is one move as its source shard's log has it. A move is
+// identified by (LogShard, ID): per-shard serial ids collide across shards.
 type srcMove struct {
 	ID, Doc  string
 	From, To int
@@ -33,9 +34,14 @@ func (s *shardSource) readMoves(ctx context.Context, m *tables.Moves, logT *tabl
 	if m.FinishedColumn != "" {
 		finished = pgx.Identifier{m.FinishedColumn}.Sanitize()
 	}
+	// Without a from-shard column the source is the shard of the log row.
+	from := fmt.Sprint(s.id)
+	if m.FromShardColumn != "" {
+		from = pgx.Identifier{m.FromShardColumn}.Sanitize()
+	}
 	q := fmt.Sprintf(`SELECT %s::text, %s::text, %s::int, %s::int, %s::text, %s::timestamptz, %s::timestamptz FROM %s`,
 		pgx.Identifier{logT.IDColumn}.Sanitize(), pgx.Identifier{m.DocumentColumn}.Sanitize(),
-		pgx.Identifier{m.FromShardColumn}.Sanitize(), pgx.Identifier{m.ToShardColumn}.Sanitize(),
+		from, pgx.Identifier{m.ToShardColumn}.Sanitize(),
 		pgx.Identifier{m.StateColumn}.Sanitize(), pgx.Identifier{m.StartedColumn}.Sanitize(), finished,
 		pgx.Identifier{logT.Schema, logT.Name}.Sanitize())
 	rows, err := s.pool.Query(ctx, q)
