@@ -661,7 +661,7 @@ func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change)
 	var ids []string
 	err := l.retry(ctx, "truncate "+t.Name, func() error {
 		var err error
-		ids, err = l.store.LiveIDs(ctx, t, uint16(ev.Shard), cut)
+		ids, err = l.liveCut(ctx, t, ev, cut) // partition.go
 		return err
 	})
 	if err != nil {

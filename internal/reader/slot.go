@@ -60,8 +60,10 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *tables.Config) error 
 
 // ensurePublication creates the publication for the configured tables if
 // it does not exist, and adds configured tables it lacks. It never drops
-// anything.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, cfg *tables.Config, log *slog.Logger) error {
+// anything. With a partitioned table among them (partitioned), the
+// publication publishes via the partition root (partitions.go), and an
+// existing one that does not is refused.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, cfg *tables.Config, partitioned bool, log *slog.Logger) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", name).Scan(&exists); err != nil {
 		return fmt.Errorf("check publication: %w", err)
@@ -72,11 +74,19 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, cfg *ta
 	}
 	if !exists {
 		q := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pgx.Identifier{name}.Sanitize(), strings.Join(quoted, ", "))
+		if partitioned {
+			q += " WITH (publish_via_partition_root = true)"
+		}
 		if _, err := conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("create publication %s (the role needs to own the tables, or an administrator runs: %s): %w", name, q, err)
 		}
 		log.Info("publication created", slog.String("publication", name))
 		return nil
+	}
+	if partitioned {
+		if err := checkViaRoot(ctx, conn, name); err != nil {
+			return err
+		}
 	}
 	for i, t := range cfg.Tables {
 		var in bool

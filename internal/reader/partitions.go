@@ -1,0 +1,106 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// Partitioned tables are configured by their root (the table declared
+// PARTITION BY). The publication publishes them with
+// publish_via_partition_root = true, so every change of any partition,
+// including one that moves a row between partitions, arrives under the
+// root's name and relation id, and the initial copy reads the root (all its
+// partitions) like any other table.
+//
+// PostgreSQL does not publish through the root what happens to one
+// partition as a whole: a TRUNCATE of a partition, DETACH PARTITION and
+// DROP of a partition send nothing. leaf.go turns each into a truncate
+// scoped to that partition's bound (schema/postgres/20_partitions.sql
+// emits a message for them in the same transaction).
+
+// ErrPartition is returned at start-up for a configuration that names a
+// partition instead of its partitioned root, or a publication that would
+// publish a partitioned table's changes under its partitions' names.
+var ErrPartition = errors.New("partitioned table")
+
+// checkPartitions refuses configured tables that are partitions (the root
+// must be named) and returns the configured tables that are partitioned
+// roots, by index in cfg.Tables.
+func checkPartitions(ctx context.Context, conn *pgx.Conn, cfg *tables.Config) (map[int]bool, error) {
+	roots := map[int]bool{}
+	var errs []error
+	for i, t := range cfg.Tables {
+		var kind string
+		var root *string
+		err := conn.QueryRow(ctx, `
+			SELECT c.relkind::text,
+			       CASE WHEN c.relispartition THEN (SELECT r.relid::regclass::text FROM pg_partition_ancestors(c.oid) r
+			                                        JOIN pg_class rc ON rc.oid = r.relid WHERE NOT rc.relispartition) END
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = $2`, t.Schema, t.Name).Scan(&kind, &root)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // checkTables reports it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("check partitioning of %s.%s: %w", t.Schema, t.Name, err)
+		}
+		if root != nil {
+			errs = append(errs, fmt.Errorf("%w: %s.%s is a partition of %s: name the partitioned table %s in the table config instead (its changes, and every other partition's, arrive under it)",
+				ErrPartition, t.Schema, t.Name, *root, *root))
+			continue
+		}
+		if kind == "p" {
+			roots[i] = true
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return roots, nil
+}
+
+// checkLeafIdentity verifies that every partition of a partitioned root has
+// a replica identity: PostgreSQL checks each partition's own, and refuses
+// UPDATE and DELETE on a published partition that has none.
+func checkLeafIdentity(ctx context.Context, conn *pgx.Conn, t tables.Table) error {
+	rows, err := conn.Query(ctx, `
+		SELECT p.relid::regclass::text
+		FROM pg_partition_tree(format('%I.%I', $1::text, $2::text)::regclass) p
+		JOIN pg_class c ON c.oid = p.relid
+		WHERE p.isleaf AND (c.relreplident = 'n'
+		      OR (c.relreplident = 'd' AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
+		      OR (c.relreplident = 'i' AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))`,
+		t.Schema, t.Name)
+	if err != nil {
+		return fmt.Errorf("check partitions of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	bad, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("check partitions of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: partitions %v of %s.%s have none (add the primary key on the partitioned table, or ALTER TABLE <partition> REPLICA IDENTITY FULL on each)",
+			ErrReplicaIdentity, bad, t.Schema, t.Name)
+	}
+	return nil
+}
+
+// checkViaRoot refuses an existing publication that publishes partitioned
+// tables under their partitions' names: their changes would arrive under
+// relations no configured table names and be skipped.
+func checkViaRoot(ctx context.Context, conn *pgx.Conn, pub string) error {
+	var viaRoot bool
+	if err := conn.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", pub).Scan(&viaRoot); err != nil {
+		return fmt.Errorf("check publication %s: %w", pub, err)
+	}
+	if !viaRoot {
+		return fmt.Errorf("%w: publication %s publishes partitioned tables under their partitions' names, so their changes would be skipped: run ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+			ErrPartition, pub, pgx.Identifier{pub}.Sanitize())
+	}
+	return nil
+}

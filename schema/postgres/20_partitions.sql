@@ -1,0 +1,138 @@
+-- 20_partitions.sql: what a publication via the partition root does not send.
+--
+-- Tributary publishes a partitioned table through its root
+-- (publish_via_partition_root = true), so every row change of any partition
+-- arrives under the root. Three things that remove a partition's rows send
+-- nothing through the root: TRUNCATE of a partition, ALTER TABLE ... DETACH
+-- PARTITION, and DROP TABLE of a partition. For each, these helpers emit a
+-- transactional logical message (prefix 'tributary.partition') in the same
+-- transaction, after the statement took its lock on the partition, so its
+-- position is above every change of the partition's rows before it and
+-- below every change after it. The reader turns it into a truncate scoped
+-- to the partition's bound (internal/reader/leaf.go); the loader deletes
+-- exactly the rows of that bound (internal/loader/leaf.go).
+--
+-- The message is JSON:
+--   {"cause": "truncate" | "detach" | "drop",
+--    "root": "public.payments", "partition": "public.payments_2026_01",
+--    "levels": [{"strategy": "r" | "l" | "h", "columns": ["paid_at"],
+--                "bound": "FOR VALUES FROM (...) TO (...)",
+--                "siblings": [...]}]}
+-- levels go from the root down to the partition (more than one for
+-- sub-partitioned tables); a row was in the partition if it satisfies every
+-- level. bound is pg_get_expr(relpartbound) printed with DateStyle ISO and
+-- TimeZone UTC; siblings, for a DEFAULT partition only, are the bounds of
+-- the other partitions of its parent.
+--
+-- Install once per shard, as a superuser (event triggers need one); it is
+-- idempotent. A TRUNCATE trigger is put on every partition of every
+-- partitioned table, now and whenever one is created or attached. The
+-- reader refuses to stream a partitioned table whose partitions lack it.
+-- Cost: ALTER TABLE and DROP TABLE read the partitions of every partitioned
+-- table of the database once (pg_inherits), to see which ones they remove.
+
+CREATE SCHEMA IF NOT EXISTS tributary;
+
+-- The bound of rel and of each ancestor below the root, root first.
+CREATE OR REPLACE FUNCTION tributary.partition_scope(rel regclass) RETURNS jsonb
+LANGUAGE sql STABLE
+SET "DateStyle" = 'ISO, YMD' SET "TimeZone" = 'UTC' SET search_path = pg_catalog
+AS $$
+  SELECT jsonb_build_object(
+    'root', (SELECT a.relid::regclass::text FROM pg_partition_ancestors(rel) a
+             JOIN pg_class c ON c.oid = a.relid WHERE NOT c.relispartition),
+    'partition', rel::text,
+    'levels', (
+      SELECT jsonb_agg(jsonb_build_object(
+               'strategy', pt.partstrat::text,
+               'columns', (SELECT jsonb_agg(att.attname::text ORDER BY k.ord)
+                           FROM unnest(pt.partattrs::int2[]) WITH ORDINALITY k(attnum, ord)
+                           LEFT JOIN pg_attribute att ON att.attrelid = pt.partrelid AND att.attnum = k.attnum),
+               'bound', pg_get_expr(c.relpartbound, c.oid),
+               'siblings', CASE WHEN pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT' THEN
+                             (SELECT coalesce(jsonb_agg(pg_get_expr(s.relpartbound, s.oid)), '[]')
+                              FROM pg_inherits si JOIN pg_class s ON s.oid = si.inhrelid
+                              WHERE si.inhparent = pt.partrelid AND s.oid <> c.oid) END)
+             ORDER BY anc.depth DESC)
+      FROM pg_partition_ancestors(rel) WITH ORDINALITY anc(relid, depth)
+      JOIN pg_class c ON c.oid = anc.relid AND c.relispartition
+      JOIN pg_inherits inh ON inh.inhrelid = c.oid
+      JOIN pg_partitioned_table pt ON pt.partrelid = inh.inhparent))
+$$;
+
+CREATE OR REPLACE FUNCTION tributary.partition_gone(scope jsonb, cause text) RETURNS void
+LANGUAGE sql VOLATILE SET search_path = pg_catalog
+AS $$
+  SELECT pg_logical_emit_message(true, 'tributary.partition', (scope || jsonb_build_object('cause', cause))::text)
+$$;
+
+CREATE OR REPLACE FUNCTION tributary.partition_truncated() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog
+AS $$
+BEGIN
+  PERFORM tributary.partition_gone(tributary.partition_scope(TG_RELID), 'truncate');
+  RETURN NULL;
+END
+$$;
+
+-- Puts the TRUNCATE trigger on every partition that lacks it.
+CREATE OR REPLACE FUNCTION tributary.watch_partitions() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog
+AS $$
+DECLARE
+  p regclass;
+BEGIN
+  FOR p IN SELECT c.oid::regclass FROM pg_class c
+           WHERE c.relispartition AND c.relkind IN ('r', 'p')
+             AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgname = 'tributary_partition_truncated')
+  LOOP
+    EXECUTE format('CREATE TRIGGER tributary_partition_truncated AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION tributary.partition_truncated()', p);
+  END LOOP;
+END
+$$;
+
+-- Before ALTER TABLE / DROP TABLE: every partition's scope, by oid, kept in
+-- a transaction-local setting for the end of the command.
+CREATE OR REPLACE FUNCTION tributary.partitions_before() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog
+AS $$
+BEGIN
+  PERFORM set_config('tributary.partitions_before',
+    coalesce((SELECT jsonb_object_agg(i.inhrelid::text, tributary.partition_scope(i.inhrelid))
+              FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent AND p.relkind = 'p'
+              JOIN pg_class c ON c.oid = i.inhrelid AND c.relkind IN ('r', 'p')), '{}')::text, true);
+END
+$$;
+
+-- After the command (its locks taken, its changes made): a message for each
+-- partition that is no longer one of the same root, and the TRUNCATE
+-- trigger on partitions that appeared.
+CREATE OR REPLACE FUNCTION tributary.partitions_after() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog
+AS $$
+DECLARE
+  before jsonb := coalesce(nullif(current_setting('tributary.partitions_before', true), ''), '{}')::jsonb;
+  k text;
+  scope jsonb;
+BEGIN
+  FOR k, scope IN SELECT * FROM jsonb_each(before) LOOP
+    IF NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = k::oid) THEN
+      PERFORM tributary.partition_gone(scope, 'drop');
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = k::oid AND relispartition)
+       OR tributary.partition_scope(k::oid)->>'root' IS DISTINCT FROM scope->>'root' THEN
+      PERFORM tributary.partition_gone(scope, 'detach');
+    END IF;
+  END LOOP;
+  PERFORM set_config('tributary.partitions_before', '', true);
+  PERFORM tributary.watch_partitions();
+END
+$$;
+
+DROP EVENT TRIGGER IF EXISTS tributary_partitions_before;
+CREATE EVENT TRIGGER tributary_partitions_before ON ddl_command_start
+  WHEN TAG IN ('ALTER TABLE', 'DROP TABLE') EXECUTE FUNCTION tributary.partitions_before();
+DROP EVENT TRIGGER IF EXISTS tributary_partitions_after;
+CREATE EVENT TRIGGER tributary_partitions_after ON ddl_command_end
+  WHEN TAG IN ('ALTER TABLE', 'DROP TABLE', 'CREATE TABLE') EXECUTE FUNCTION tributary.partitions_after();
+
+SELECT tributary.watch_partitions();
