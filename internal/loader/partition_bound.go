@@ -16,7 +16,9 @@ func parseBound(strategy, s string) (bound, error) {
 		return b, fmt.Errorf("partition bound %q: %w", s, err)
 	}
 	bad := func(why string) (bound, error) { return b, fmt.Errorf("partition bound %q: %s", s, why) }
-	word := func(i int, w string) bool { return i < len(toks) && !toks[i].quoted && strings.EqualFold(toks[i].text, w) }
+	word := func(i int, w string) bool {
+		return i < len(toks) && !toks[i].quoted && strings.EqualFold(toks[i].text, w)
+	}
 	if len(toks) == 1 && word(0, "DEFAULT") {
 		b.isDefault = true
 		return b, nil
@@ -132,7 +134,7 @@ type boundToken struct {
 	quoted bool
 }
 
-// boundTokens splits a bound into '(' ')' ',' , quoted literals (with ''
+// boundTokens splits a bound into '(' ')' ',' , quoted literals (with ”
 // unescaped) and bare words; the words between two separators are one token
 // ("modulus 4").
 func boundTokens(s string) ([]boundToken, error) {

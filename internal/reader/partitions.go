@@ -39,8 +39,9 @@ func checkPartitions(ctx context.Context, conn *pgx.Conn, cfg *tables.Config) (m
 		var root *string
 		err := conn.QueryRow(ctx, `
 			SELECT c.relkind::text,
-			       CASE WHEN c.relispartition THEN (SELECT r.relid::regclass::text FROM pg_partition_ancestors(c.oid) r
-			                                        JOIN pg_class rc ON rc.oid = r.relid WHERE NOT rc.relispartition) END
+			       CASE WHEN c.relispartition THEN (SELECT format('%I.%I', rn.nspname, rc.relname) FROM pg_partition_ancestors(c.oid) r
+			                                        JOIN pg_class rc ON rc.oid = r.relid JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+			                                        WHERE NOT rc.relispartition) END
 			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relname = $2`, t.Schema, t.Name).Scan(&kind, &root)
 		if errors.Is(err, pgx.ErrNoRows) {

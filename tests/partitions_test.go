@@ -1,0 +1,199 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/reader"
+)
+
+// paymentsDDL is a payments table partitioned three ways: by month (range)
+// at the top, one month sub-partitioned by region (list), and a hash-
+// partitioned month, plus a default partition. %[1]s is the table.
+var paymentsDDL = []string{
+	`CREATE TABLE %[1]s (id bigint NOT NULL, region text NOT NULL, paid_at timestamptz NOT NULL,
+		amount numeric(12,2) NOT NULL, PRIMARY KEY (id, paid_at, region)) PARTITION BY RANGE (paid_at)`,
+	`CREATE TABLE %[1]s_2026_01 PARTITION OF %[1]s FOR VALUES FROM ('2026-01-01') TO ('2026-02-01')`,
+	`CREATE TABLE %[1]s_2026_02 PARTITION OF %[1]s FOR VALUES FROM ('2026-02-01') TO ('2026-03-01') PARTITION BY LIST (region)`,
+	`CREATE TABLE %[1]s_2026_02_eu PARTITION OF %[1]s_2026_02 FOR VALUES IN ('eu')`,
+	`CREATE TABLE %[1]s_2026_02_us PARTITION OF %[1]s_2026_02 FOR VALUES IN ('us', 'ca')`,
+	`CREATE TABLE %[1]s_2026_02_other PARTITION OF %[1]s_2026_02 DEFAULT`,
+	`CREATE TABLE %[1]s_2026_03 PARTITION OF %[1]s FOR VALUES FROM ('2026-03-01') TO ('2026-04-01') PARTITION BY HASH (id)`,
+	`CREATE TABLE %[1]s_2026_03_h0 PARTITION OF %[1]s_2026_03 FOR VALUES WITH (modulus 2, remainder 0)`,
+	`CREATE TABLE %[1]s_2026_03_h1 PARTITION OF %[1]s_2026_03 FOR VALUES WITH (modulus 2, remainder 1)`,
+	`CREATE TABLE %[1]s_later PARTITION OF %[1]s DEFAULT`,
+}
+
+const paymentsCfg = `{"topic_prefix":"e2e_%[1]s.","tables":[{"name":%[2]q,"id_column":"id","id_layout":"serial"}]}`
+
+// TestPartitionedTableStreamsUnderRoot: a table partitioned by range, list
+// and hash, configured by its root. The initial copy reads every partition;
+// streamed changes of every partition arrive (before the fix they were
+// skipped as changes of unconfigured relations), including a row whose
+// partition key moves it to another partition; a TRUNCATE of one partition,
+// a DETACH of another and a DROP of a third (none of which PostgreSQL
+// publishes through the root) delete exactly their rows; ClickHouse equals
+// the shard after each step.
+func TestPartitionedTableStreamsUnderRoot(t *testing.T) {
+	p := setupPipelineWith(t, []int{0}, nil, true, "pay_", paymentsCfg, paymentsDDL...)
+	tbl := p.table()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(func() {
+		stop()
+		p.wg.Wait()
+		for _, s := range []string{"_2026_01", "_2026_02_us", "_2026_03"} {
+			p.exec(context.Background(), 0, "DROP TABLE IF EXISTS "+pgx.Identifier{tbl + s}.Sanitize())
+		}
+	})
+	q := func(sql string, args ...any) {
+		p.exec(ctx, 0, fmt.Sprintf(sql, tbl), args...) // tbl needs no quotes
+	}
+	insert := func(from, n int, region, month string) {
+		q(`INSERT INTO %s SELECT g, $1, $2::timestamptz + mod(g, 20) * interval '1 day' + interval '0.5 second', g * 1.25
+			FROM generate_series($3::int, $4::int) g`, region, month, from, from+n-1)
+	}
+	// Before the reader starts: copied by the snapshot.
+	insert(1, 30, "eu", "2026-01-01")
+	insert(100, 30, "eu", "2026-02-01")
+	insert(200, 30, "us", "2026-02-01")
+	insert(300, 30, "apac", "2026-02-01")
+	insert(400, 40, "eu", "2026-03-01")
+	insert(500, 10, "eu", "2026-07-01")
+	p.startLoader(runCtx, "l1")
+	p.startReader(runCtx, 0)
+	step := func(what string) {
+		t.Helper()
+		p.waitFor(ctx, 60*time.Second, what, func() bool { return p.comparePayments(ctx, tbl) == "" })
+		if err := p.failed(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step("the initial copy of every partition")
+
+	// Streamed changes in every partition, and rows that move.
+	insert(600, 20, "ca", "2026-02-01")
+	insert(700, 20, "eu", "2026-03-01")
+	q(`UPDATE %s SET amount = amount + 1 WHERE mod(id, 3) = 0`)
+	q(`DELETE FROM %s WHERE mod(id, 7) = 0`)
+	q(`UPDATE %s SET paid_at = paid_at + interval '1 month' WHERE id BETWEEN 1 AND 5`) // January -> February (eu)
+	q(`UPDATE %s SET region = 'eu' WHERE id BETWEEN 200 AND 204`)                      // us -> eu
+	q(`UPDATE %s SET paid_at = '2026-01-15' WHERE id BETWEEN 400 AND 404`)             // hashed March -> January
+	step("streamed changes, rows moved between partitions")
+
+	// What PostgreSQL does not publish through the root.
+	q(`TRUNCATE %s_2026_02_eu`)
+	insert(800, 5, "eu", "2026-02-01") // after the truncate: must stay
+	step("a list partition truncated")
+	q(`ALTER TABLE %[1]s_2026_02 DETACH PARTITION %[1]s_2026_02_us`)
+	q(`ALTER TABLE %[1]s DETACH PARTITION %[1]s_2026_01`)
+	step("partitions detached")
+	q(`DROP TABLE %s_2026_03_h1`)
+	q(`DROP TABLE %s_2026_02_other`)
+	insert(900, 5, "apac", "2026-07-01")
+	step("partitions dropped")
+	q(`TRUNCATE %s_later`)
+	step("the default partition truncated")
+}
+
+// TestPartitionedTableRefusals: a config naming a partition, and an
+// existing publication that does not publish via the root, are refused
+// before anything streams, each with the fix in the message.
+func TestPartitionedTableRefusals(t *testing.T) {
+	p := setupPipelineWith(t, []int{0}, nil, true, "pay_", paymentsCfg, paymentsDDL...)
+	tbl := p.table()
+	t.Cleanup(func() {
+		p.exec(context.Background(), 0, "DROP TABLE IF EXISTS "+pgx.Identifier{tbl + "_2026_01"}.Sanitize())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A partition named instead of the root.
+	leafCfg := p.readerConfig(0)
+	leaf := *p.tables
+	leaf.Tables = append(leaf.Tables[:0:0], p.tables.Tables...)
+	leaf.Tables[0].Name = tbl + "_2026_01"
+	leafCfg.Tables = &leaf
+	err := reader.New(leafCfg, p.log, prometheus.NewRegistry()).Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "name the partitioned table public."+tbl) {
+		t.Errorf("a partition in the config: %v", err)
+	}
+
+	// A publication made beforehand without publish_via_partition_root.
+	cfg := p.readerConfig(0)
+	p.exec(ctx, 0, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pgx.Identifier{cfg.Publication}.Sanitize(), pgx.Identifier{tbl}.Sanitize()))
+	err = reader.New(cfg, p.log, prometheus.NewRegistry()).Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "SET (publish_via_partition_root = true)") {
+		t.Errorf("a publication without publish_via_partition_root: %v", err)
+	}
+
+	// A partition without the TRUNCATE trigger of the helpers.
+	p.exec(ctx, 0, fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true)", pgx.Identifier{cfg.Publication}.Sanitize()))
+	p.exec(ctx, 0, fmt.Sprintf("DROP TRIGGER tributary_partition_truncated ON %s", pgx.Identifier{tbl + "_2026_01"}.Sanitize()))
+	err = reader.New(cfg, p.log, prometheus.NewRegistry()).Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "tributary.watch_partitions()") {
+		t.Errorf("a partition without the truncate trigger: %v", err)
+	}
+}
+
+// comparePayments compares the shard's payments with ClickHouse's live rows.
+func (p *pipeline) comparePayments(ctx context.Context, tbl string) string {
+	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[0])
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	want := map[string]string{}
+	rows, err := conn.Query(ctx, `SELECT id::text, region || ' ' || to_char(paid_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' ' || amount::text FROM `+pgx.Identifier{tbl}.Sanitize())
+	if err != nil {
+		return err.Error()
+	}
+	for rows.Next() {
+		var id, v string
+		if err := rows.Scan(&id, &v); err != nil {
+			return err.Error()
+		}
+		want[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		return err.Error()
+	}
+	got := map[string]string{}
+	crows, err := p.store.Conn().Query(ctx, fmt.Sprintf(
+		"SELECT toString(id), concat(region, ' ', toString(paid_at), ' ', toString(amount)) FROM `%s`.`%s` FINAL WHERE _deleted = 0", p.chDB, tbl))
+	if err != nil {
+		return err.Error()
+	}
+	defer crows.Close()
+	for crows.Next() {
+		var id, v string
+		if err := crows.Scan(&id, &v); err != nil {
+			return err.Error()
+		}
+		got[id] = v
+	}
+	var diffs []string
+	for id, w := range want {
+		if g, ok := got[id]; !ok {
+			diffs = append(diffs, "missing "+id)
+		} else if g != w {
+			diffs = append(diffs, fmt.Sprintf("%s: %q, want %q", id, g, w))
+		}
+	}
+	for id := range got {
+		if _, ok := want[id]; !ok {
+			diffs = append(diffs, "extra "+id)
+		}
+	}
+	if len(diffs) > 0 {
+		return fmt.Sprintf("%d differences, e.g. %v", len(diffs), diffs[:min(len(diffs), 5)])
+	}
+	return ""
+}
