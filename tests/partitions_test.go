@@ -38,8 +38,9 @@ const paymentsCfg = `{"topic_prefix":"e2e_%[1]s.","tables":[{"name":%[2]q,"id_co
 // skipped as changes of unconfigured relations), including a row whose
 // partition key moves it to another partition; a TRUNCATE of one partition,
 // a DETACH of another and a DROP of a third (none of which PostgreSQL
-// publishes through the root) delete exactly their rows; ClickHouse equals
-// the shard after each step.
+// publishes through the root) delete exactly their rows, and the rows of a
+// table attached as a partition are copied; ClickHouse equals the shard
+// after each step.
 func TestPartitionedTableStreamsUnderRoot(t *testing.T) {
 	p := setupPipelineWith(t, []int{0}, nil, true, "pay_", paymentsCfg, paymentsDDL...)
 	tbl := p.table()
@@ -49,7 +50,7 @@ func TestPartitionedTableStreamsUnderRoot(t *testing.T) {
 	t.Cleanup(func() {
 		stop()
 		p.wg.Wait()
-		for _, s := range []string{"_2026_01", "_2026_02_us", "_2026_03"} {
+		for _, s := range []string{"_2026_01", "_2026_02_us", "_2026_05"} {
 			p.exec(context.Background(), 0, "DROP TABLE IF EXISTS "+pgx.Identifier{tbl + s}.Sanitize())
 		}
 	})
@@ -95,6 +96,14 @@ func TestPartitionedTableStreamsUnderRoot(t *testing.T) {
 	q(`ALTER TABLE %[1]s_2026_02 DETACH PARTITION %[1]s_2026_02_us`)
 	q(`ALTER TABLE %[1]s DETACH PARTITION %[1]s_2026_01`)
 	step("partitions detached")
+	// A table with rows attached as a partition: nothing is published for
+	// its rows, which must be copied; later changes of them still win.
+	q(`CREATE TABLE %[1]s_2026_05 (LIKE %[1]s INCLUDING ALL)`)
+	q(`INSERT INTO %s_2026_05 SELECT g, 'eu', '2026-05-03', g FROM generate_series(1000, 1019) g`)
+	q(`ALTER TABLE %[1]s ATTACH PARTITION %[1]s_2026_05 FOR VALUES FROM ('2026-05-01') TO ('2026-06-01')`)
+	q(`UPDATE %s SET amount = 0 WHERE id BETWEEN 1000 AND 1004`)
+	q(`DELETE FROM %s WHERE id BETWEEN 1005 AND 1007`)
+	step("a partition with rows attached")
 	q(`DROP TABLE %s_2026_03_h1`)
 	q(`DROP TABLE %s_2026_02_other`)
 	insert(900, 5, "apac", "2026-07-01")

@@ -25,10 +25,8 @@ type partitionGone struct {
 	envelope.PartitionScope
 }
 
-// pendingPartition is a partition's truncate waiting for its transaction's
-// commit: a TRUNCATE of the whole table fires the TRUNCATE trigger of every
-// partition too, and then the table's own truncate (sent by pgoutput) says
-// it all.
+// pendingPartition is a partition gone (or attached) waiting for its
+// transaction's commit.
 type pendingPartition struct {
 	at    envelope.LSN
 	table string // the configured table's name
@@ -53,22 +51,30 @@ func (r *Reader) partitionMessage(at envelope.LSN, m *decode.LogicalMessage) err
 	if !ok {
 		return nil // a partitioned table nobody configured
 	}
+	if g.Cause == "truncate" && r.truncated[t.Name] {
+		// A TRUNCATE of the whole table fires every partition's trigger
+		// right after pgoutput's truncate of the table: nothing is left
+		// for the partition's own to remove.
+		return nil
+	}
 	r.pendingParts = append(r.pendingParts, pendingPartition{at: at, table: t.Name, scope: g.PartitionScope})
 	return nil
 }
 
 // flushPartitions produces, at the commit of the current transaction, one
 // scoped truncate per partition gone (to every partition of the table's
-// topic, like a truncate), except for tables truncated as a whole in the
-// same transaction.
+// topic, like a truncate), and the rows of partitions attached.
 func (r *Reader) flushPartitions(ctx context.Context) error {
 	defer func() { r.pendingParts, r.truncated = r.pendingParts[:0], nil }()
 	for _, pp := range r.pendingParts {
-		if r.truncated[pp.table] {
-			continue
-		}
 		t, _ := r.cfg.Tables.ByName(pp.table)
 		scope := pp.scope
+		if scope.Cause == "attach" {
+			if err := r.copyAttached(ctx, pp); err != nil {
+				return err
+			}
+			continue
+		}
 		r.m.changes.WithLabelValues(t.Name, string(envelope.OpTruncate)).Inc()
 		r.log.Info("partition gone: its rows are deleted downstream", slog.String("table", t.Name),
 			slog.String("partition", scope.Partition), slog.String("cause", scope.Cause), slog.String("lsn", pp.at.String()))
@@ -162,5 +168,75 @@ func checkPartitionHelpers(ctx context.Context, conn *pgx.Conn, schema, name str
 		return fmt.Errorf("%w: %s.%s: partitions %v lack the trigger that reports their TRUNCATE: run SELECT tributary.watch_partitions() on the shard (schema/postgres/20_partitions.sql)",
 			ErrPartition, schema, name, missing)
 	}
+	return nil
+}
+
+// copyAttached copies the rows of a partition attached to a configured
+// table, as rows read at the attach message's position: ATTACH PARTITION
+// publishes nothing, yet the partition's rows are the table's from then on.
+// The copy reads the partition's rows under the table now, so it sees the
+// state after later changes, and those changes carry higher positions than
+// the attach (they follow its commit, or its statement), so they win over
+// the copy; a partition detached again since reads as empty, and its own
+// detach message removes what the copy would have added. The stream waits
+// for the copy (attaching a partition that has rows is rare); memory stays
+// bounded by the producer's buffer, and the slot is not confirmed past the
+// attach until Kafka has every copied row.
+func (r *Reader) copyAttached(ctx context.Context, pp pendingPartition) error {
+	t, _ := r.cfg.Tables.ByName(pp.table)
+	conn, err := pgx.Connect(ctx, r.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("copy attached partition %s: %w", pp.scope.Partition, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tab, err := r.snapTable(ctx, conn, *t)
+	if err != nil {
+		return fmt.Errorf("copy attached partition %s: %w", pp.scope.Partition, err)
+	}
+	schema, name, err := splitRegclass(pp.scope.Partition)
+	if err != nil {
+		return fmt.Errorf("copy attached partition: %w", err)
+	}
+	q := "SELECT * FROM " + pgx.Identifier{t.Schema, t.Name}.Sanitize() +
+		" WHERE tableoid IN (SELECT relid FROM pg_partition_tree(format('%I.%I', $1::text, $2::text)::regclass))"
+	res := conn.PgConn().ExecParams(ctx, q, [][]byte{[]byte(schema), []byte(name)}, nil, nil, []int16{0})
+	img := newRowImage(&tab)
+	var n int
+	for res.NextRow() {
+		vals := res.Values()
+		if len(vals) != len(tab.cols) {
+			res.Close()
+			return fmt.Errorf("copy attached partition %s: %d values for %d columns", pp.scope.Partition, len(vals), len(tab.cols))
+		}
+		if vals[tab.idAt] == nil {
+			res.Close()
+			return fmt.Errorf("copy attached partition %s: NULL id", pp.scope.Partition)
+		}
+		for i, v := range vals {
+			if v == nil {
+				img.after[tab.cols[i].Name] = nil
+				continue
+			}
+			img.strs[i] = string(v)
+			img.after[tab.cols[i].Name] = &img.strs[i]
+		}
+		ev := &envelope.Event{
+			Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpRead,
+			ID: img.strs[tab.idAt], LSN: pp.at, CommitLSN: r.begin.FinalLSN, Seq: r.seq, XID: r.begin.XID,
+			CommitTime: r.begin.CommitTime.UTC(), Columns: tab.cols, After: img.after,
+		}
+		r.seq++
+		if err := r.produce(ctx, r.cur, t.Topic, ev); err != nil {
+			res.Close()
+			return err
+		}
+		n++
+	}
+	if _, err := res.Close(); err != nil {
+		return fmt.Errorf("copy attached partition %s: %w", pp.scope.Partition, err)
+	}
+	r.m.changes.WithLabelValues(t.Name, string(envelope.OpRead)).Add(float64(n))
+	r.log.Info("partition attached: its rows are copied", slog.String("table", t.Name),
+		slog.String("partition", pp.scope.Partition), slog.Int("rows", n), slog.String("lsn", pp.at.String()))
 	return nil
 }

@@ -132,8 +132,9 @@ type Reader struct {
 	epoch uint16
 	// warnedUnrouted: relations already reported as not configured.
 	warnedUnrouted map[string]bool
-	// pendingParts are the current transaction's partitions gone, produced
-	// at its commit unless truncated names their table (leaf.go).
+	// pendingParts are the current transaction's partitions gone or
+	// attached, produced at its commit; truncated are the tables truncated
+	// whole with no change since in this transaction (leaf.go).
 	pendingParts []pendingPartition
 	truncated    map[string]bool
 }
@@ -510,6 +511,7 @@ func (r *Reader) change(ctx context.Context, at envelope.LSN, msg decode.Message
 		}
 		return nil
 	}
+	delete(r.truncated, t.Name) // leaf.go: a later partition truncate is not redundant
 	ev.Kind, ev.Shard = envelope.KindChange, r.cfg.Shard
 	ev.LSN, ev.CommitLSN = at, r.begin.FinalLSN
 	ev.XID, ev.CommitTime = r.begin.XID, r.begin.CommitTime.UTC()

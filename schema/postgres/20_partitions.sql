@@ -10,10 +10,13 @@
 -- position is above every change of the partition's rows before it and
 -- below every change after it. The reader turns it into a truncate scoped
 -- to the partition's bound (internal/reader/leaf.go); the loader deletes
--- exactly the rows of that bound (internal/loader/leaf.go).
+-- exactly the rows of that bound (internal/loader/partition.go). A fourth,
+-- ALTER TABLE ... ATTACH PARTITION of a table that has rows, brings rows
+-- no change ever published under the root: its message makes the reader
+-- copy the partition's rows, versioned at the message's position.
 --
 -- The message is JSON:
---   {"cause": "truncate" | "detach" | "drop",
+--   {"cause": "truncate" | "detach" | "drop" | "attach",
 --    "root": "public.payments", "partition": "public.payments_2026_01",
 --    "levels": [{"strategy": "r" | "l" | "h", "columns": ["paid_at"],
 --                "bound": "FOR VALUES FROM (...) TO (...)",
@@ -123,6 +126,16 @@ BEGIN
       PERFORM tributary.partition_gone(scope, 'detach');
     END IF;
   END LOOP;
+  -- ALTER TABLE ... ATTACH PARTITION brings rows that were never published
+  -- under the root (CREATE TABLE ... PARTITION OF brings none).
+  IF tg_tag = 'ALTER TABLE' THEN
+    FOR k IN SELECT i.inhrelid::text FROM pg_inherits i
+             JOIN pg_class p ON p.oid = i.inhparent AND p.relkind = 'p'
+             JOIN pg_class c ON c.oid = i.inhrelid AND c.relkind IN ('r', 'p')
+             WHERE NOT before ? i.inhrelid::text LOOP
+      PERFORM tributary.partition_gone(tributary.partition_scope(k::oid), 'attach');
+    END LOOP;
+  END IF;
   PERFORM set_config('tributary.partitions_before', '', true);
   PERFORM tributary.watch_partitions();
 END
