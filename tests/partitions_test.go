@@ -110,19 +110,37 @@ func TestPartitionedTableStreamsUnderRoot(t *testing.T) {
 	step("partitions dropped")
 	q(`TRUNCATE %s_later`)
 	step("the default partition truncated")
+	insert(1100, 5, "eu", "2026-05-01")
+	q(`TRUNCATE %s`)
+	insert(1200, 5, "us", "2026-05-01")
+	step("the whole table truncated, rows inserted after it")
 }
 
-// TestPartitionedTableRefusals: a config naming a partition, and an
-// existing publication that does not publish via the root, are refused
-// before anything streams, each with the fix in the message.
+// TestPartitionedTableRefusals: a config naming a partition, partitioning
+// whose bounds cannot be matched exactly (hash on text), an existing
+// publication that does not publish via the root, and a partition without
+// the helpers' TRUNCATE trigger are refused before anything streams, each
+// with the fix in the message.
 func TestPartitionedTableRefusals(t *testing.T) {
 	p := setupPipelineWith(t, []int{0}, nil, true, "pay_", paymentsCfg, paymentsDDL...)
 	tbl := p.table()
 	t.Cleanup(func() {
 		p.exec(context.Background(), 0, "DROP TABLE IF EXISTS "+pgx.Identifier{tbl + "_2026_01"}.Sanitize())
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// run runs a reader until it returns; one that starts streaming is
+	// stopped after a while (and the check that follows fails).
+	run := func(cfg reader.Config) error {
+		rctx, stop := context.WithTimeout(ctx, 20*time.Second)
+		defer stop()
+		err := reader.New(cfg, p.log, prometheus.NewRegistry()).Run(rctx)
+		if rctx.Err() != nil { // it streamed: what it made goes
+			p.exec(ctx, 0, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", cfg.Slot)
+			p.exec(ctx, 0, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{cfg.Publication}.Sanitize())
+		}
+		return err
+	}
 
 	// A partition named instead of the root.
 	leafCfg := p.readerConfig(0)
@@ -130,15 +148,29 @@ func TestPartitionedTableRefusals(t *testing.T) {
 	leaf.Tables = append(leaf.Tables[:0:0], p.tables.Tables...)
 	leaf.Tables[0].Name = tbl + "_2026_01"
 	leafCfg.Tables = &leaf
-	err := reader.New(leafCfg, p.log, prometheus.NewRegistry()).Run(ctx)
+	err := run(leafCfg)
 	if err == nil || !strings.Contains(err.Error(), "name the partitioned table public."+tbl) {
 		t.Errorf("a partition in the config: %v", err)
+	}
+
+	// Partitioning whose bounds the loader could not match exactly.
+	hashed := tbl + "_hk"
+	p.exec(ctx, 0, fmt.Sprintf("CREATE TABLE %s (id bigint, k text, PRIMARY KEY (id, k)) PARTITION BY HASH (k)", hashed))
+	t.Cleanup(func() { p.exec(context.Background(), 0, "DROP TABLE IF EXISTS "+hashed) })
+	hashCfg := p.readerConfig(0)
+	hk := *p.tables
+	hk.Tables = append(hk.Tables[:0:0], p.tables.Tables...)
+	hk.Tables[0].Name = hashed
+	hashCfg.Tables = &hk
+	err = run(hashCfg)
+	if err == nil || !strings.Contains(err.Error(), "only hash partitioning on one bigint, integer, smallint or uuid column") {
+		t.Errorf("hash partitioning on text: %v", err)
 	}
 
 	// A publication made beforehand without publish_via_partition_root.
 	cfg := p.readerConfig(0)
 	p.exec(ctx, 0, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pgx.Identifier{cfg.Publication}.Sanitize(), pgx.Identifier{tbl}.Sanitize()))
-	err = reader.New(cfg, p.log, prometheus.NewRegistry()).Run(ctx)
+	err = run(cfg)
 	if err == nil || !strings.Contains(err.Error(), "SET (publish_via_partition_root = true)") {
 		t.Errorf("a publication without publish_via_partition_root: %v", err)
 	}
@@ -146,7 +178,7 @@ func TestPartitionedTableRefusals(t *testing.T) {
 	// A partition without the TRUNCATE trigger of the helpers.
 	p.exec(ctx, 0, fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true)", pgx.Identifier{cfg.Publication}.Sanitize()))
 	p.exec(ctx, 0, fmt.Sprintf("DROP TRIGGER tributary_partition_truncated ON %s", pgx.Identifier{tbl + "_2026_01"}.Sanitize()))
-	err = reader.New(cfg, p.log, prometheus.NewRegistry()).Run(ctx)
+	err = run(cfg)
 	if err == nil || !strings.Contains(err.Error(), "tributary.watch_partitions()") {
 		t.Errorf("a partition without the truncate trigger: %v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -104,4 +106,50 @@ func checkViaRoot(ctx context.Context, conn *pgx.Conn, pub string) error {
 			ErrPartition, pub, pgx.Identifier{pub}.Sanitize())
 	}
 	return nil
+}
+
+// checkPartitionKeys refuses partitioning whose bounds the loader cannot
+// match against stored rows exactly (internal/loader/partition.go), so that
+// a partition truncated, detached or dropped later cannot stop the table:
+// a key that is an expression, hash partitioning other than on one bigint,
+// integer, smallint or uuid column, and range partitioning on a text
+// column in a collation other than C (the loader compares text byte-wise).
+func checkPartitionKeys(ctx context.Context, conn *pgx.Conn, t tables.Table) error {
+	rows, err := conn.Query(ctx, `
+		SELECT pt.partrelid::regclass::text, pt.partstrat::text, k.attnum::int,
+		       coalesce(format_type(a.atttypid, a.atttypmod), ''),
+		       coalesce((SELECT collname FROM pg_collation WHERE oid = coalesce(nullif(pt.partcollation[k.ord - 1], 0), a.attcollation)), ''),
+		       array_length(pt.partattrs::int2[], 1)
+		FROM pg_partition_tree(format('%I.%I', $1::text, $2::text)::regclass) p
+		JOIN pg_partitioned_table pt ON pt.partrelid = p.relid
+		CROSS JOIN LATERAL unnest(pt.partattrs::int2[]) WITH ORDINALITY k(attnum, ord)
+		LEFT JOIN pg_attribute a ON a.attrelid = pt.partrelid AND a.attnum = k.attnum`, t.Schema, t.Name)
+	if err != nil {
+		return fmt.Errorf("check partition keys of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	defer rows.Close()
+	var errs []error
+	for rows.Next() {
+		var rel, strat, typ, coll string
+		var attnum, ncols int
+		if err := rows.Scan(&rel, &strat, &attnum, &typ, &coll, &ncols); err != nil {
+			return fmt.Errorf("check partition keys of %s.%s: %w", t.Schema, t.Name, err)
+		}
+		switch {
+		case attnum == 0:
+			errs = append(errs, fmt.Errorf("%w: %s is partitioned by an expression: partition it by columns, so that the rows of a partition truncated, detached or dropped can be told from the stored rows", ErrPartition, rel))
+		case strat == "h" && (ncols != 1 || !slices.Contains([]string{"smallint", "integer", "bigint", "uuid"}, typ)):
+			errs = append(errs, fmt.Errorf("%w: %s is hash-partitioned on %d column(s) of type %s: only hash partitioning on one bigint, integer, smallint or uuid column is supported", ErrPartition, rel, ncols, typ))
+		case strat == "r" && isText(typ) && coll != "C" && coll != "POSIX":
+			errs = append(errs, fmt.Errorf("%w: %s is range-partitioned on a %s column in collation %q: text ranges are supported in collation C only (the rows of a partition are matched byte-wise)", ErrPartition, rel, typ, coll))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("check partition keys of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	return errors.Join(errs...)
+}
+
+func isText(typ string) bool {
+	return typ == "text" || strings.HasPrefix(typ, "character") || typ == "citext"
 }

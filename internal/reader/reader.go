@@ -183,6 +183,9 @@ func (r *Reader) Run(ctx context.Context) error {
 		if err := checkLeafIdentity(ctx, sqlConn, t); err != nil {
 			return err
 		}
+		if err := checkPartitionKeys(ctx, sqlConn, t); err != nil {
+			return err
+		}
 		if err := checkPartitionHelpers(ctx, sqlConn, t.Schema, t.Name); err != nil {
 			return err
 		}
