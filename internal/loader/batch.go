@@ -657,6 +657,9 @@ func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change)
 	if ev.Partitions <= 0 {
 		return nil, fmt.Errorf("%s of %s from shard %d without a partition count", ev.Op, t.Name, ev.Shard)
 	}
+	if err := checkScope(t, ev); err != nil {
+		return nil, &stopError{err} // partition.go: the same on every retry
+	}
 	cut := ev.RowVersion()
 	var ids []string
 	err := l.retry(ctx, "truncate "+t.Name, func() error {

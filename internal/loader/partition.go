@@ -59,6 +59,18 @@ func (l *Loader) liveCut(ctx context.Context, t *chstore.Table, ev *envelope.Eve
 	return out, nil
 }
 
+// checkScope refuses a partition scope the loader cannot match exactly
+// against t's stored rows (it would fail the same way on every retry).
+func checkScope(t *chstore.Table, ev *envelope.Event) error {
+	if ev.Partition == nil {
+		return nil
+	}
+	if _, err := compileScope(t, ev.Partition); err != nil {
+		return fmt.Errorf("truncate of partition %s of %s: %w", ev.Partition.Partition, t.Name, err)
+	}
+	return nil
+}
+
 // scopeMatcher tells whether a row's key values were in a partition.
 type scopeMatcher struct {
 	columns []string // every level's key columns, in order
@@ -103,6 +115,11 @@ func compileScope(t *chstore.Table, s *envelope.PartitionScope) (*scopeMatcher, 
 				return nil, err
 			}
 			lm.siblings = append(lm.siblings, b)
+		}
+		for _, b := range append([]bound{lm.bound}, lm.siblings...) {
+			if err := b.check(lm.types); err != nil {
+				return nil, err
+			}
 		}
 		m.levels = append(m.levels, lm)
 	}
@@ -151,6 +168,48 @@ type bound struct {
 	in        []boundValue // list
 	modulus   uint64       // hash
 	remainder uint64
+}
+
+// check verifies that b's literals are values of types, as far as a
+// match depends on it: instants in whole seconds, hash keys of a supported
+// type.
+func (b bound) check(types []string) error {
+	if b.isDefault {
+		return nil
+	}
+	if b.strategy == "h" {
+		if len(types) != 1 {
+			return fmt.Errorf("hash partitioning on %d columns is not supported (one bigint, integer, smallint or uuid column is)", len(types))
+		}
+		if _, err := rowHash(zeroOf(types[0]), types[0]); err != nil {
+			return err
+		}
+		return nil
+	}
+	vals := append(append(append([]boundValue{}, b.from...), b.to...), b.in...)
+	for i, v := range vals {
+		typ := types[0]
+		if b.strategy == "r" {
+			if len(b.from) != len(types) || len(b.to) != len(types) {
+				return fmt.Errorf("range bound of %d and %d values for %d key columns", len(b.from), len(b.to), len(types))
+			}
+			typ = types[i%len(types)]
+		}
+		if v.null || v.min || v.max {
+			continue
+		}
+		if _, err := compareValue(v.text, v.text, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func zeroOf(typ string) string {
+	if typ == "uuid" {
+		return "00000000-0000-0000-0000-000000000000"
+	}
+	return "0"
 }
 
 func (b bound) contains(row []*string, types []string) (bool, error) {

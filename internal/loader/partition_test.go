@@ -74,6 +74,20 @@ func TestPartitionBoundRefused(t *testing.T) {
 	if _, err := b.contains([]*string{sp("2026-01-10 00:00:00")}, []string{"timestamp with time zone"}); err == nil {
 		t.Error("a bound with a fraction of a second was matched against whole seconds")
 	}
+	if err := b.check([]string{"timestamp with time zone"}); err == nil {
+		t.Error("a bound with a fraction of a second passed the check before matching")
+	}
+	h, _ := parseBound("h", "FOR VALUES WITH (modulus 2, remainder 0)")
+	if err := h.check([]string{"text"}); err == nil {
+		t.Error("hash partitioning on text passed the check")
+	}
+	r, _ := parseBound("r", "FOR VALUES FROM (1) TO (2)")
+	if err := r.check([]string{"integer", "integer"}); err == nil {
+		t.Error("a range bound with fewer values than key columns passed the check")
+	}
+	if err := r.check([]string{"integer"}); err != nil {
+		t.Errorf("a valid range bound: %v", err)
+	}
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
