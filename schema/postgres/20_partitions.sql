@@ -28,7 +28,9 @@
 -- the other partitions of its parent.
 --
 -- Install once per shard, as a superuser (event triggers need one); it is
--- idempotent. A TRUNCATE trigger is put on every partition of every
+-- idempotent. The trigger functions run as their owner (SECURITY DEFINER),
+-- so any role's TRUNCATE, ALTER TABLE and DROP TABLE work as before
+-- without access to the tributary schema. A TRUNCATE trigger is put on every partition of every
 -- partitioned table, now and whenever one is created or attached. The
 -- reader refuses to stream a partitioned table whose partitions lack it.
 -- Cost: ALTER TABLE and DROP TABLE read the partitions of every partitioned
@@ -70,7 +72,7 @@ AS $$
 $$;
 
 CREATE OR REPLACE FUNCTION tributary.partition_truncated() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
 AS $$
 BEGIN
   PERFORM tributary.partition_gone(tributary.partition_scope(TG_RELID), 'truncate');
@@ -78,9 +80,12 @@ BEGIN
 END
 $$;
 
--- Puts the TRUNCATE trigger on every partition that lacks it.
+-- Puts the TRUNCATE trigger on every partition that lacks it. It runs as
+-- its owner (the superuser who installed it): it runs at the end of any
+-- CREATE or ALTER TABLE, and the user's statement must not fail because
+-- another role owns a partition.
 CREATE OR REPLACE FUNCTION tributary.watch_partitions() RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
 AS $$
 DECLARE
   p regclass;
@@ -97,7 +102,7 @@ $$;
 -- Before ALTER TABLE / DROP TABLE: every partition's scope, by oid, kept in
 -- a transaction-local setting for the end of the command.
 CREATE OR REPLACE FUNCTION tributary.partitions_before() RETURNS event_trigger
-LANGUAGE plpgsql SET search_path = pg_catalog
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
 AS $$
 BEGIN
   PERFORM set_config('tributary.partitions_before',
@@ -111,7 +116,7 @@ $$;
 -- partition that is no longer one of the same root, and the TRUNCATE
 -- trigger on partitions that appeared.
 CREATE OR REPLACE FUNCTION tributary.partitions_after() RETURNS event_trigger
-LANGUAGE plpgsql SET search_path = pg_catalog
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
 AS $$
 DECLARE
   before jsonb := coalesce(nullif(current_setting('tributary.partitions_before', true), ''), '{}')::jsonb;
