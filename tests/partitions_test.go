@@ -69,7 +69,12 @@ func TestPartitionedTableStreamsUnderRoot(t *testing.T) {
 	insert(400, 40, "eu", "2026-03-01")
 	insert(500, 10, "eu", "2026-07-01")
 	p.startLoader(runCtx, "l1")
-	p.startReader(runCtx, 0)
+	// Small chunks: the copy of the root is paged and cut into key ranges
+	// across its partitions, like a large table's.
+	rcfg := p.readerConfig(0)
+	rcfg.SnapshotChunkRows, rcfg.SnapshotWorkers = 7, 2
+	r := reader.New(rcfg, p.log, prometheus.NewRegistry())
+	p.goRun("reader 0", func() error { return r.Run(runCtx) })
 	step := func(what string) {
 		t.Helper()
 		p.waitFor(ctx, 60*time.Second, what, func() bool { return p.comparePayments(ctx, tbl) == "" })
