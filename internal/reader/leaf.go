@@ -197,8 +197,10 @@ func (r *Reader) copyAttached(ctx context.Context, pp pendingPartition) error {
 	if err != nil {
 		return fmt.Errorf("copy attached partition: %w", err)
 	}
-	q := "SELECT * FROM " + pgx.Identifier{t.Schema, t.Name}.Sanitize() +
-		" WHERE tableoid IN (SELECT relid FROM pg_partition_tree(format('%I.%I', $1::text, $2::text)::regclass))"
+	q := tab.sel.from + " WHERE tableoid IN (SELECT relid FROM pg_partition_tree(format('%I.%I', $1::text, $2::text)::regclass))"
+	if tab.sel.filter != "" {
+		q += " AND " + tab.sel.filter
+	}
 	res := conn.PgConn().ExecParams(ctx, q, [][]byte{[]byte(schema), []byte(name)}, nil, nil, []int16{0})
 	img := newRowImage(&tab)
 	var n int

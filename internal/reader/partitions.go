@@ -96,7 +96,7 @@ func checkLeafIdentity(ctx context.Context, conn *pgx.Conn, t tables.Table) erro
 // checkViaRoot refuses an existing publication that publishes partitioned
 // tables under their partitions' names: their changes would arrive under
 // relations no configured table names and be skipped.
-func checkViaRoot(ctx context.Context, conn *pgx.Conn, pub string) error {
+func checkViaRoot(ctx context.Context, conn pgQuerier, pub string) error {
 	var viaRoot bool
 	if err := conn.QueryRow(ctx, "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", pub).Scan(&viaRoot); err != nil {
 		return fmt.Errorf("check publication %s: %w", pub, err)
