@@ -172,6 +172,16 @@ func TestPartitionedTableRefusals(t *testing.T) {
 		t.Errorf("hash partitioning on text: %v", err)
 	}
 
+	frac := tbl + "_frac"
+	p.exec(ctx, 0, fmt.Sprintf("CREATE TABLE %s (id bigint, at timestamptz, PRIMARY KEY (id, at)) PARTITION BY RANGE (at)", frac))
+	p.exec(ctx, 0, fmt.Sprintf("CREATE TABLE %[1]s_1 PARTITION OF %[1]s FOR VALUES FROM ('2026-01-01') TO ('2026-01-01 00:00:00.5')", frac))
+	t.Cleanup(func() { p.exec(context.Background(), 0, "DROP TABLE IF EXISTS "+frac) })
+	hk.Tables[0].Name = frac
+	err = run(hashCfg)
+	if err == nil || !strings.Contains(err.Error(), "fraction of a second") {
+		t.Errorf("a range bound with a fraction of a second: %v", err)
+	}
+
 	// A publication made beforehand without publish_via_partition_root.
 	cfg := p.readerConfig(0)
 	p.exec(ctx, 0, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pgx.Identifier{cfg.Publication}.Sanitize(), pgx.Identifier{tbl}.Sanitize()))

@@ -147,6 +147,24 @@ func checkPartitionKeys(ctx context.Context, conn *pgx.Conn, t tables.Table) err
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("check partition keys of %s.%s: %w", t.Schema, t.Name, err)
 	}
+	// ClickHouse keeps timestamps in whole seconds: a range bound with a
+	// fraction of one cannot be matched against stored rows.
+	var fractional []string
+	frows, err := conn.Query(ctx, `SELECT p.relid::regclass::text
+		FROM pg_partition_tree(format('%I.%I', $1::text, $2::text)::regclass) p
+		JOIN pg_class c ON c.oid = p.relid
+		JOIN pg_partitioned_table pt ON pt.partrelid = p.parentrelid AND pt.partstrat = 'r'
+		WHERE p.level > 0 AND pg_get_expr(c.relpartbound, c.oid) ~ '[0-9]:[0-9]{2}\.[0-9]'`, t.Schema, t.Name)
+	if err != nil {
+		return fmt.Errorf("check partition bounds of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	if fractional, err = pgx.CollectRows(frows, pgx.RowTo[string]); err != nil {
+		return fmt.Errorf("check partition bounds of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	if len(fractional) > 0 {
+		errs = append(errs, fmt.Errorf("%w: partitions %v of %s.%s have range bounds with a fraction of a second, which ClickHouse (whole seconds) cannot tell apart: use bounds in whole seconds",
+			ErrPartition, fractional, t.Schema, t.Name))
+	}
 	return errors.Join(errs...)
 }
 
