@@ -89,7 +89,9 @@ func TestReplicateColumnsAndRows(t *testing.T) {
 // TestReplicateRefusesBrokenWrites: a column list without a replica
 // identity column, or a row filter over a column outside it, would make
 // PostgreSQL refuse UPDATE and DELETE on the source table; the reader
-// refuses them before changing anything, with PostgreSQL's reason.
+// refuses them before changing anything, with PostgreSQL's reason. An
+// existing publication that publishes the table otherwise than configured
+// is refused with the statements that fix it.
 func TestReplicateRefusesBrokenWrites(t *testing.T) {
 	p := setupPipelineWith(t, []int{0}, nil, true, "contacts_", contactsCfg, contactsDDL...)
 	tbl := p.table()
@@ -123,6 +125,31 @@ func TestReplicateRefusesBrokenWrites(t *testing.T) {
 		}
 		// The source's writes still work.
 		p.exec(ctx, 0, fmt.Sprintf("UPDATE %s SET note = 'still writable' WHERE id = 1", tbl))
+	}
+
+	// A publication made beforehand that publishes the table whole, while
+	// the config filters it: refused with the statements that fix it, which
+	// then let the reader start (the filter compared in PostgreSQL's form).
+	cfg := p.readerConfig(0)
+	pub := pgx.Identifier{cfg.Publication}.Sanitize()
+	p.exec(ctx, 0, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pub, tbl))
+	rctx, stop := context.WithTimeout(ctx, 20*time.Second)
+	err := reader.New(cfg, p.log, prometheus.NewRegistry()).Run(rctx)
+	stop()
+	if err == nil || !strings.Contains(err.Error(), "ALTER PUBLICATION "+pub+" DROP TABLE") {
+		t.Fatalf("a publication without the config's filter: %v", err)
+	}
+	fix := err.Error()[strings.Index(err.Error(), "ALTER PUBLICATION "+pub+" DROP TABLE"):]
+	for _, stmt := range strings.Split(fix, "; ") {
+		p.exec(ctx, 0, stmt)
+	}
+	// Started, it streams until stopped (a cancel, so Run returns nil).
+	rctx, stop = context.WithCancel(ctx)
+	defer time.AfterFunc(5*time.Second, stop).Stop()
+	err = reader.New(cfg, p.log, prometheus.NewRegistry()).Run(rctx)
+	stop()
+	if err != nil {
+		t.Errorf("after the fix: %v", err)
 	}
 }
 
