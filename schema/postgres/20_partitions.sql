@@ -99,37 +99,72 @@ BEGIN
 END
 $$;
 
--- Before ALTER TABLE / DROP TABLE: every partition's scope, by oid, kept in
--- a transaction-local setting for the end of the command.
+-- Before ALTER TABLE / DROP TABLE: every partition's own level (its
+-- parent, root, bound and the parent's partitioning), by oid, in one
+-- set-based read, kept in a transaction-local setting for the end of the
+-- command. The scope of a partition that goes is assembled from it then
+-- (the catalogue no longer has a dropped partition).
 CREATE OR REPLACE FUNCTION tributary.partitions_before() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
+SET "DateStyle" = 'ISO, YMD' SET "TimeZone" = 'UTC'
 AS $$
 BEGIN
-  PERFORM set_config('tributary.partitions_before',
-    coalesce((SELECT jsonb_object_agg(i.inhrelid::text, tributary.partition_scope(i.inhrelid))
-              FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent AND p.relkind = 'p'
-              JOIN pg_class c ON c.oid = i.inhrelid AND c.relkind IN ('r', 'p')), '{}')::text, true);
+  PERFORM set_config('tributary.partitions_before', coalesce((
+    SELECT jsonb_object_agg(c.oid::text, jsonb_build_object(
+             'parent', i.inhparent::text,
+             'root', pg_partition_root(c.oid)::regclass::text,
+             'partition', c.oid::regclass::text,
+             'level', jsonb_build_object(
+               'strategy', pt.partstrat::text,
+               'columns', (SELECT jsonb_agg(att.attname::text ORDER BY k.ord)
+                           FROM unnest(pt.partattrs::int2[]) WITH ORDINALITY k(attnum, ord)
+                           LEFT JOIN pg_attribute att ON att.attrelid = pt.partrelid AND att.attnum = k.attnum),
+               'bound', pg_get_expr(c.relpartbound, c.oid),
+               'siblings', CASE WHEN c.relpartbound IS NOT NULL AND pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT' THEN
+                             (SELECT coalesce(jsonb_agg(pg_get_expr(s.relpartbound, s.oid)), '[]')
+                              FROM pg_inherits si JOIN pg_class s ON s.oid = si.inhrelid
+                              WHERE si.inhparent = pt.partrelid AND s.oid <> c.oid) END)))
+    FROM pg_inherits i
+    JOIN pg_partitioned_table pt ON pt.partrelid = i.inhparent
+    JOIN pg_class c ON c.oid = i.inhrelid AND c.relkind IN ('r', 'p')), '{}')::text, true);
+END
+$$;
+
+-- The scope of partition k as it was before the command: its level and
+-- those of its partitioned ancestors below the root, root first.
+CREATE OR REPLACE FUNCTION tributary.scope_before(before jsonb, k text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog
+AS $$
+DECLARE
+  levels jsonb := '[]';
+  cur text := k;
+BEGIN
+  WHILE before ? cur LOOP
+    levels := jsonb_build_array(before->cur->'level') || levels;
+    cur := before->cur->>'parent';
+  END LOOP;
+  RETURN jsonb_build_object('root', before->k->>'root', 'partition', before->k->>'partition', 'levels', levels);
 END
 $$;
 
 -- After the command (its locks taken, its changes made): a message for each
--- partition that is no longer one of the same root, and the TRUNCATE
--- trigger on partitions that appeared.
+-- partition that is no longer one of the same root, one for each table
+-- attached as a partition, and the TRUNCATE trigger on new partitions.
 CREATE OR REPLACE FUNCTION tributary.partitions_after() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog
 AS $$
 DECLARE
   before jsonb := coalesce(nullif(current_setting('tributary.partitions_before', true), ''), '{}')::jsonb;
   k text;
-  scope jsonb;
+  gone boolean;
 BEGIN
-  FOR k, scope IN SELECT * FROM jsonb_each(before) LOOP
-    IF NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = k::oid) THEN
-      PERFORM tributary.partition_gone(scope, 'drop');
-    ELSIF NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = k::oid AND relispartition)
-       OR tributary.partition_scope(k::oid)->>'root' IS DISTINCT FROM scope->>'root' THEN
-      PERFORM tributary.partition_gone(scope, 'detach');
-    END IF;
+  FOR k, gone IN
+    SELECT b.key, NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.key::oid)
+    FROM jsonb_each(before) b
+    WHERE NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.key::oid AND c.relispartition
+                      AND pg_partition_root(c.oid)::regclass::text = b.value->>'root')
+  LOOP
+    PERFORM tributary.partition_gone(tributary.scope_before(before, k), CASE WHEN gone THEN 'drop' ELSE 'detach' END);
   END LOOP;
   -- ALTER TABLE ... ATTACH PARTITION brings rows that were never published
   -- under the root (CREATE TABLE ... PARTITION OF brings none).
