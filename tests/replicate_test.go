@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -143,13 +144,25 @@ func TestReplicateRefusesBrokenWrites(t *testing.T) {
 	for _, stmt := range strings.Split(fix, "; ") {
 		p.exec(ctx, 0, stmt)
 	}
-	// Started, it streams until stopped (a cancel, so Run returns nil).
+	// Past its checks, the reader creates its slot: then it is stopped.
 	rctx, stop = context.WithCancel(ctx)
-	defer time.AfterFunc(5*time.Second, stop).Stop()
-	err = reader.New(cfg, p.log, prometheus.NewRegistry()).Run(rctx)
+	done := make(chan error, 1)
+	go func() { done <- reader.New(cfg, p.log, prometheus.NewRegistry()).Run(rctx) }()
+	p.waitFor(ctx, 60*time.Second, "the reader past its checks (its slot created)", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			return true
+		default:
+		}
+		return p.slotExists(ctx, cfg.Slot)
+	})
 	stop()
-	if err != nil {
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("after the fix: %v", err)
+	}
+	if !p.slotExists(ctx, cfg.Slot) {
+		t.Error("after the fix the reader did not get as far as its slot")
 	}
 }
 
@@ -208,4 +221,16 @@ func (p *pipeline) compareContacts(ctx context.Context, tbl string) string {
 		return fmt.Sprintf("%d differences, e.g. %v", len(diffs), diffs[:min(len(diffs), 5)])
 	}
 	return ""
+}
+
+// slotExists says whether the replication slot exists on shard 0.
+func (p *pipeline) slotExists(ctx context.Context, slot string) bool {
+	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[0])
+	if err != nil {
+		return false
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var ok bool
+	err = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)", slot).Scan(&ok)
+	return err == nil && ok
 }
