@@ -314,6 +314,14 @@ func compareValue(stored, lit, typ string) (int, error) {
 		return a.Compare(b), nil
 	case "uuid":
 		return strings.Compare(strings.ToLower(stored), strings.ToLower(lit)), nil
+	case "boolean":
+		// ClickHouse keeps 1/0 (UInt8); PostgreSQL prints true/false.
+		a, err1 := parseBool(stored)
+		b, err2 := parseBool(lit)
+		if err1 != nil || err2 != nil {
+			return 0, fmt.Errorf("compare %q with bound %q as boolean", stored, lit)
+		}
+		return cmpOrdered(a, b), nil
 	}
 	return strings.Compare(stored, lit), nil
 }
@@ -357,4 +365,14 @@ func rowHash(v, typ string) (uint64, error) {
 		return ids.RowHashUUID(u), nil
 	}
 	return 0, fmt.Errorf("hash partitioning on a %s column is not supported (bigint, integer, smallint or uuid is)", typ)
+}
+
+func parseBool(s string) (int64, error) {
+	switch strings.ToLower(s) {
+	case "1", "true", "t":
+		return 1, nil
+	case "0", "false", "f":
+		return 0, nil
+	}
+	return 0, fmt.Errorf("not a boolean: %q", s)
 }

@@ -31,6 +31,8 @@ func TestPartitionBoundContains(t *testing.T) {
 		{"l", "FOR VALUES IN ('eu', 'us')", []string{"text"}, []*string{sp("apac")}, false},
 		{"l", "FOR VALUES IN (NULL, 'eu')", []string{"text"}, []*string{nil}, true},
 		{"l", "FOR VALUES IN (1, 2)", []string{"integer"}, []*string{sp("2")}, true},
+		{"l", "FOR VALUES IN (true)", []string{"boolean"}, []*string{sp("1")}, true},
+		{"l", "FOR VALUES IN (true)", []string{"boolean"}, []*string{sp("0")}, false},
 	}
 	for _, c := range cases {
 		b, err := parseBound(c.strategy, c.bound)

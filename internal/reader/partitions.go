@@ -140,6 +140,8 @@ func checkPartitionKeys(ctx context.Context, conn *pgx.Conn, t tables.Table) err
 			errs = append(errs, fmt.Errorf("%w: %s is partitioned by an expression: partition it by columns, so that the rows of a partition truncated, detached or dropped can be told from the stored rows", ErrPartition, rel))
 		case strat == "h" && (ncols != 1 || !slices.Contains([]string{"smallint", "integer", "bigint", "uuid"}, typ)):
 			errs = append(errs, fmt.Errorf("%w: %s is hash-partitioned on %d column(s) of type %s: only hash partitioning on one bigint, integer, smallint or uuid column is supported", ErrPartition, rel, ncols, typ))
+		case (strat == "r" || strat == "l") && !matchable(typ, strat):
+			errs = append(errs, fmt.Errorf("%w: %s is partitioned by %s on a %s column: supported are integer, numeric, date, timestamp, uuid and text columns (and boolean for list partitioning)", ErrPartition, rel, map[string]string{"r": "range", "l": "list"}[strat], typ))
 		case strat == "r" && isText(typ) && coll != "C" && coll != "POSIX":
 			errs = append(errs, fmt.Errorf("%w: %s is range-partitioned on a %s column in collation %q: text ranges are supported in collation C only (the rows of a partition are matched byte-wise)", ErrPartition, rel, typ, coll))
 		}
@@ -166,6 +168,22 @@ func checkPartitionKeys(ctx context.Context, conn *pgx.Conn, t tables.Table) err
 			ErrPartition, fractional, t.Schema, t.Name))
 	}
 	return errors.Join(errs...)
+}
+
+// matchable says whether the loader compares values of PostgreSQL type typ
+// as PostgreSQL orders (range) or equates (list) them.
+func matchable(typ, strategy string) bool {
+	base := typ
+	if i := strings.IndexByte(base, '('); i >= 0 {
+		base = base[:i]
+	}
+	switch base {
+	case "smallint", "integer", "bigint", "numeric", "date", "timestamp with time zone", "timestamp without time zone", "uuid":
+		return true
+	case "boolean":
+		return strategy == "l"
+	}
+	return isText(base)
 }
 
 func isText(typ string) bool {
