@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"encoding/json"
 	"slices"
 	"strconv"
 	"time"
@@ -81,6 +82,14 @@ func (enc *Encoder) Append(dst []byte, e *Event) []byte {
 	if e.Epoch != 0 {
 		dst = append(dst, `,"epoch":`...)
 		dst = strconv.AppendUint(dst, uint64(e.Epoch), 10)
+	}
+	if e.Partition != nil {
+		// Rare (a partition truncated, detached or dropped): encoding/json.
+		b, err := json.Marshal(e.Partition)
+		if err == nil {
+			dst = append(dst, `,"partition":`...)
+			dst = append(dst, b...)
+		}
 	}
 	if len(e.Unchanged) > 0 {
 		dst = append(dst, `,"unchanged":[`...)

@@ -378,7 +378,7 @@ func field(key []byte, names ...string) string {
 }
 
 var eventFields = []string{"v", "kind", "shard", "schema", "table", "op", "id", "lsn", "commit_lsn",
-	"seq", "xid", "commit_ts", "columns", "after", "before", "partitions", "unchanged", "epoch"}
+	"seq", "xid", "commit_ts", "columns", "after", "before", "partitions", "unchanged", "epoch", "partition"}
 
 func (p *parser) event(e *Event) error {
 	if p.null() {
@@ -422,6 +422,8 @@ func (p *parser) event(e *Event) error {
 			return p.strings(&e.Unchanged)
 		case "epoch":
 			return p.integer(0, math.MaxUint16, func(v int64) { e.Epoch = uint16(v) })
+		case "partition":
+			return p.partition(e)
 		}
 		return p.skip(1)
 	})
@@ -635,4 +637,22 @@ func (p *parser) strings(dst *[]string) error {
 	})
 	*dst = out
 	return err
+}
+
+// partition decodes a partition scope with encoding/json: it is rare (a
+// partition truncated, detached or dropped) and small.
+func (p *parser) partition(e *Event) error {
+	start := p.i
+	if err := p.skip(1); err != nil {
+		return err
+	}
+	if string(bytes.TrimSpace(p.b[start:p.i])) == "null" {
+		return nil
+	}
+	var s PartitionScope
+	if err := json.Unmarshal(p.b[start:p.i], &s); err != nil {
+		return p.errorf("partition: %v", err)
+	}
+	e.Partition = &s
+	return nil
 }

@@ -20,9 +20,11 @@ import (
 
 // Version is the newest envelope format version this build reads and
 // writes. Readers refuse versions they do not know. Version 2 adds Epoch and
-// the snapshot-end op; a record without them is still written as version 1,
-// so version-1 consumers keep reading everything they can read correctly.
-const Version = 2
+// the snapshot-end op; version 3 the truncate of one partition (Partition).
+// A record without them is still written with the lowest version it needs,
+// so older consumers keep reading everything they can read correctly (a
+// version-2 consumer must not read a partition's truncate as the table's).
+const Version = 3
 
 // MaxLSN is the largest LSN a change can carry: a row's version is
 // Epoch<<48 | LSN (see RowVersion). 2^48 bytes is 256 TiB of WAL.
@@ -30,6 +32,9 @@ const MaxLSN LSN = 1<<48 - 1
 
 // version is the format version e needs.
 func (e *Event) version() int {
+	if e.Partition != nil {
+		return 3
+	}
 	if e.Epoch > 0 || e.Op == OpSnapshotEnd {
 		return 2
 	}
@@ -146,6 +151,10 @@ type Event struct {
 	// again. Omitted when 0 (version 1 records). See RowVersion.
 	Epoch uint16 `json:"epoch,omitempty"`
 
+	// Partition, on a truncate, narrows it to the rows of one partition of
+	// a partitioned table (see PartitionScope). Version 3.
+	Partition *PartitionScope `json:"partition,omitempty"`
+
 	// Unchanged lists TOASTed columns whose value did not change and was not
 	// sent (pgoutput 'u'). They are absent from After; the consumer keeps
 	// the previous value. Never read them as NULL.
@@ -195,6 +204,9 @@ func (e *Event) Validate() error {
 	if e.Table == "" {
 		return errors.New("envelope: change without table")
 	}
+	if e.Partition != nil && e.Op != OpTruncate {
+		return fmt.Errorf("envelope: %s with a partition scope (only a truncate has one)", e.Op)
+	}
 	switch e.Op {
 	case OpRead, OpInsert, OpUpdate:
 		if e.ID == "" {
@@ -209,6 +221,9 @@ func (e *Event) Validate() error {
 		}
 	case OpTruncate:
 	case OpSnapshotEnd:
+		if e.Partition != nil {
+			return errors.New("envelope: snapshot end with a partition scope")
+		}
 		if e.Epoch == 0 || e.Partitions <= 0 {
 			return errors.New("envelope: snapshot end without epoch or partitions")
 		}

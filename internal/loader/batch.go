@@ -676,11 +676,14 @@ func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change)
 	if ev.Partitions <= 0 {
 		return nil, fmt.Errorf("%s of %s from shard %d without a partition count", ev.Op, t.Name, ev.Shard)
 	}
+	if err := checkScope(t, ev); err != nil {
+		return nil, &stopError{err} // partition.go: the same on every retry
+	}
 	cut := ev.RowVersion()
 	var ids []string
 	err := l.retry(ctx, "truncate "+t.Name, func() error {
 		var err error
-		ids, err = l.store.LiveIDs(ctx, t, uint16(ev.Shard), cut)
+		ids, err = l.liveCut(ctx, t, ev, cut) // partition.go
 		return err
 	})
 	if err != nil {

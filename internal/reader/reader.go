@@ -133,6 +133,11 @@ type Reader struct {
 	epoch uint16
 	// warnedUnrouted: relations already reported as not configured.
 	warnedUnrouted map[string]bool
+	// pendingParts are the current transaction's partitions gone or
+	// attached, produced at its commit; truncated are the tables truncated
+	// whole with no change since in this transaction (leaf.go).
+	pendingParts []pendingPartition
+	truncated    map[string]bool
 }
 
 // New builds a Reader; nothing connects until Run.
@@ -170,7 +175,23 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err := checkTables(ctx, sqlConn, r.cfg.Tables); err != nil {
 		return err
 	}
-	if err := ensurePublication(ctx, sqlConn, r.cfg.Publication, r.cfg.Tables, r.log); err != nil {
+	roots, err := checkPartitions(ctx, sqlConn, r.cfg.Tables)
+	if err != nil {
+		return err
+	}
+	for i := range roots {
+		t := r.cfg.Tables.Tables[i]
+		if err := checkLeafIdentity(ctx, sqlConn, t); err != nil {
+			return err
+		}
+		if err := checkPartitionKeys(ctx, sqlConn, t); err != nil {
+			return err
+		}
+		if err := checkPartitionHelpers(ctx, sqlConn, t.Schema, t.Name); err != nil {
+			return err
+		}
+	}
+	if err := ensurePublication(ctx, sqlConn, r.cfg.Publication, r.cfg.Tables, len(roots) > 0, r.log); err != nil {
 		return err
 	}
 
@@ -443,6 +464,9 @@ func (r *Reader) handle(ctx context.Context, at envelope.LSN, data []byte) error
 		if r.cur == nil {
 			return fmt.Errorf("commit at %s without begin", at)
 		}
+		if err := r.flushPartitions(ctx); err != nil {
+			return err
+		}
 		r.tracker.seal(r.cur, m.EndLSN, m.CommitTime.UnixMicro())
 		r.cur = nil
 	case *decode.Relation:
@@ -455,6 +479,9 @@ func (r *Reader) handle(ctx context.Context, at envelope.LSN, data []byte) error
 	case *decode.Origin:
 		// Changes replayed from another node are this shard's all the same.
 	case *decode.LogicalMessage:
+		if m.Transactional && m.Prefix == partitionPrefix && r.cur != nil {
+			return r.partitionMessage(at, m)
+		}
 		// Heartbeats (ours or anyone's): nothing to produce. Outside a
 		// transaction, everything committed before this message has been
 		// received: an idle shard's watermark advances to here, now.
@@ -500,6 +527,7 @@ func (r *Reader) change(ctx context.Context, at envelope.LSN, msg decode.Message
 		}
 		return nil
 	}
+	delete(r.truncated, t.Name) // leaf.go: a later partition truncate is not redundant
 	ev.Kind, ev.Shard = envelope.KindChange, r.cfg.Shard
 	ev.LSN, ev.CommitLSN = at, r.begin.FinalLSN
 	ev.XID, ev.CommitTime = r.begin.XID, r.begin.CommitTime.UTC()
@@ -539,6 +567,10 @@ func (r *Reader) truncate(ctx context.Context, at envelope.LSN, m *decode.Trunca
 			continue
 		}
 		r.m.changes.WithLabelValues(t.Name, string(envelope.OpTruncate)).Inc()
+		if r.truncated == nil {
+			r.truncated = map[string]bool{}
+		}
+		r.truncated[t.Name] = true
 		// A truncate concerns rows in every partition: one record each,
 		// so each partition's loader sees it in order with its rows.
 		for p := int32(0); p < r.parts[t.Topic]; p++ {

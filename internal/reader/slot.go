@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
@@ -60,42 +61,131 @@ func checkTables(ctx context.Context, conn *pgx.Conn, cfg *tables.Config) error 
 
 // ensurePublication creates the publication for the configured tables if
 // it does not exist, and adds configured tables it lacks. It never drops
-// anything.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, cfg *tables.Config, log *slog.Logger) error {
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", name).Scan(&exists); err != nil {
+// anything. With a partitioned table among them (partitioned), the
+// publication publishes via the partition root (partitions.go), and an
+// existing one that does not is refused. Column lists and row filters go
+// into the publication, checked in the same transaction against the
+// replica identity (replicate.go); an existing publication that publishes
+// a table otherwise is refused with the statements that fix it.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, cfg *tables.Config, partitioned bool, log *slog.Logger) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
 		return fmt.Errorf("check publication: %w", err)
 	}
-	quoted := make([]string, 0, len(cfg.Tables))
-	for _, t := range cfg.Tables {
-		quoted = append(quoted, pgx.Identifier{t.Schema, t.Name}.Sanitize())
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit a no-op
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("check publication: %w", err)
 	}
+	specs := make([]string, 0, len(cfg.Tables))
+	for _, t := range cfg.Tables {
+		cols, err := publishedColumns(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		specs = append(specs, tableSpec(t, cols))
+	}
+	pub := pgx.Identifier{name}.Sanitize()
 	if !exists {
-		q := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pgx.Identifier{name}.Sanitize(), strings.Join(quoted, ", "))
-		if _, err := conn.Exec(ctx, q); err != nil {
+		q := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pub, strings.Join(specs, ", "))
+		if partitioned {
+			q += " WITH (publish_via_partition_root = true)"
+		}
+		if _, err := tx.Exec(ctx, q); err != nil {
 			return fmt.Errorf("create publication %s (the role needs to own the tables, or an administrator runs: %s): %w", name, q, err)
+		}
+		if err := probeAll(ctx, tx, cfg); err != nil {
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("create publication %s: %w", name, err)
 		}
 		log.Info("publication created", slog.String("publication", name))
 		return nil
 	}
+	if partitioned {
+		if err := checkViaRoot(ctx, tx, name); err != nil {
+			return err
+		}
+	}
+	var added []string
 	for i, t := range cfg.Tables {
-		var in bool
-		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables
-			WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`, name, t.Schema, t.Name).Scan(&in)
+		have, in, err := readPublished(ctx, tx, name, t)
 		if err != nil {
-			return fmt.Errorf("check publication tables: %w", err)
+			return err
 		}
 		if in {
+			if !t.HasColumnList() && t.RowFilter == "" && have.filter == nil {
+				if err := sameColumns(ctx, tx, t, have); err != nil {
+					return fmt.Errorf("publication %s: %w", name, err)
+				}
+				continue
+			}
+			want, err := wantPublished(ctx, tx, t, specs[i])
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(have.columns, want.columns) || !equalFilter(have.filter, want.filter) {
+				return fmt.Errorf("publication %s publishes %s.%s with columns %v and row filter %s, the table config says %v and %s: run ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s",
+					name, t.Schema, t.Name, have.columns, filterText(have.filter), want.columns, filterText(want.filter),
+					pub, pgx.Identifier{t.Schema, t.Name}.Sanitize(), pub, specs[i])
+			}
 			continue
 		}
-		q := fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pgx.Identifier{name}.Sanitize(), quoted[i])
-		if _, err := conn.Exec(ctx, q); err != nil {
+		q := fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pub, specs[i])
+		if _, err := tx.Exec(ctx, q); err != nil {
 			return fmt.Errorf("publication %s lacks table %s.%s and adding it failed (an administrator can run: %s): %w",
 				name, t.Schema, t.Name, q, err)
 		}
-		log.Info("table added to publication", slog.String("publication", name), slog.String("table", t.Name))
+		added = append(added, t.Name)
+	}
+	if err := probeAll(ctx, tx, cfg); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("publication %s: %w", name, err)
+	}
+	for _, t := range added {
+		log.Info("table added to publication", slog.String("publication", name), slog.String("table", t))
 	}
 	return nil
+}
+
+// probeAll probes every configured table's writes (replicate.go).
+func probeAll(ctx context.Context, tx pgx.Tx, cfg *tables.Config) error {
+	for _, t := range cfg.Tables {
+		if err := probeWrites(ctx, tx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameColumns refuses a publication with a column list of its own for a
+// table configured to replicate every column.
+func sameColumns(ctx context.Context, tx pgx.Tx, t tables.Table, have publishedAs) error {
+	var all []string
+	err := tx.QueryRow(ctx, `SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute
+		WHERE attrelid = format('%I.%I', $1::text, $2::text)::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''`, t.Schema, t.Name).Scan(&all)
+	if err != nil {
+		return fmt.Errorf("columns of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	if !slices.Equal(all, have.columns) {
+		return fmt.Errorf("it publishes only columns %v of %s.%s, the table config replicates all (%v): set columns or exclude_columns in the table config, or run ALTER PUBLICATION ... DROP TABLE then ADD TABLE %s",
+			have.columns, t.Schema, t.Name, all, pgx.Identifier{t.Schema, t.Name}.Sanitize())
+	}
+	return nil
+}
+
+func equalFilter(a, b *string) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+func filterText(f *string) string {
+	if f == nil {
+		return "none"
+	}
+	return *f
 }
 
 // slotInfo is what pg_replication_slots says about our slot.

@@ -108,6 +108,9 @@ func snapshotColumns(ctx context.Context, conn querier, t tables.Table) ([]envel
 			return nil, fmt.Errorf("columns of %s: %w", t.Name, err)
 		}
 		c.OID = uint32(oid)
+		if !t.Replicates(c.Name) {
+			continue // not in the publication's column list (replicate.go)
+		}
 		cols = append(cols, c)
 	}
 	return cols, rows.Err()
@@ -279,6 +282,7 @@ func findTable(st *snapshotState, t tables.Table) int {
 // snapTable is what the workers need about one table.
 type snapTable struct {
 	t     tables.Table
+	sel   selection // what a chunk reads: the replicated columns and rows
 	cols  []envelope.Column
 	key   []keyColumn
 	keyAt []int // column of each key column in a SELECT * row
@@ -455,6 +459,7 @@ func (r *Reader) snapTable(ctx context.Context, conn *pgx.Conn, t tables.Table) 
 	if st.key, err = tableKey(ctx, conn, t); err != nil {
 		return st, err
 	}
+	st.sel = tableSelection(t, st.cols)
 	for i, c := range st.cols {
 		if c.Name == t.IDColumn {
 			st.idAt = i
@@ -492,7 +497,7 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 		if err := prog.failure(); err != nil {
 			return fmt.Errorf("snapshot produce: %w", err)
 		}
-		q, args := chunkQuery(t.Schema, t.Name, tab.key, &rg, limit)
+		q, args := chunkQuery(tab.sel, tab.key, &rg, limit)
 		c := prog.open(ti, ri)
 		acked := r.chunkAcked(prog, c)
 		now := time.Now().UTC()

@@ -103,8 +103,12 @@ func ctidBounds(rg *rangeProgress) (next, end int64, err error) {
 }
 
 // ctidChunkQuery selects the rows in blocks [from, to).
-func ctidChunkQuery(schema, name string, from, to int64) (string, [][]byte) {
-	return "SELECT * FROM " + pgx.Identifier{schema, name}.Sanitize() + " WHERE ctid >= $1::tid AND ctid < $2::tid",
+func ctidChunkQuery(sel selection, from, to int64) (string, [][]byte) {
+	q := sel.from + " WHERE ctid >= $1::tid AND ctid < $2::tid"
+	if sel.filter != "" {
+		q += " AND " + sel.filter
+	}
+	return q,
 		[][]byte{[]byte("(" + strconv.FormatInt(from, 10) + ",0)"), []byte("(" + strconv.FormatInt(to, 10) + ",0)")}
 }
 
@@ -126,7 +130,7 @@ func (r *Reader) copyCtidRange(ctx, pctx context.Context, conn *pgx.Conn, enc *e
 			return fmt.Errorf("snapshot produce: %w", err)
 		}
 		to := min(next+tp.ChunkBlocks, end)
-		q, args := ctidChunkQuery(t.Schema, t.Name, next, to)
+		q, args := ctidChunkQuery(tab.sel, next, to)
 		c := prog.open(ti, ri)
 		acked := r.chunkAcked(prog, c)
 		now := time.Now().UTC()

@@ -252,12 +252,18 @@ func rangesFrom(splits []string) []rangeProgress {
 // the range's upper bound, in key order, at most limit of them. Parameters
 // are text, cast to the key's types, so that a key value read back in text
 // form goes in unchanged. Without a key it is the whole table.
-func chunkQuery(schema, name string, key []keyColumn, rg *rangeProgress, limit int) (string, [][]byte) {
-	q := "SELECT * FROM " + pgx.Identifier{schema, name}.Sanitize()
+func chunkQuery(sel selection, key []keyColumn, rg *rangeProgress, limit int) (string, [][]byte) {
+	q := sel.from
+	var conds []string
+	if sel.filter != "" {
+		conds = append(conds, sel.filter)
+	}
 	if len(key) == 0 {
+		if len(conds) > 0 {
+			q += " WHERE " + conds[0]
+		}
 		return q, nil
 	}
-	var conds []string
 	var args [][]byte
 	param := func(v string, k keyColumn) string {
 		args = append(args, []byte(v))

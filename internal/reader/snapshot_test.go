@@ -5,6 +5,9 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/tables"
 )
 
 func strp(s string) *string { return &s }
@@ -31,7 +34,7 @@ func TestChunkQuery(t *testing.T) {
 		{"composite key, last range", two, rangeProgress{Lo: strp("5")},
 			`SELECT * FROM "public"."t" WHERE "ws" > $1::bigint ORDER BY "ws", "Name" LIMIT 100`, []string{"5"}},
 	} {
-		q, args := chunkQuery("public", "t", c.key, &c.rg, 100)
+		q, args := chunkQuery(tableSelection(tables.Table{Schema: "public", Name: "t"}, nil), c.key, &c.rg, 100)
 		var got []string
 		for _, a := range args {
 			got = append(got, string(a))
@@ -215,8 +218,27 @@ func TestPlanCtid(t *testing.T) {
 	if _, _, err := ctidBounds(&rangeProgress{}); err == nil {
 		t.Error("a ctid range without bounds was accepted")
 	}
-	q, args := ctidChunkQuery("public", "t", 10, 20)
+	q, args := ctidChunkQuery(tableSelection(tables.Table{Schema: "public", Name: "t"}, nil), 10, 20)
 	if q != `SELECT * FROM "public"."t" WHERE ctid >= $1::tid AND ctid < $2::tid` || string(args[0]) != "(10,0)" || string(args[1]) != "(20,0)" {
 		t.Errorf("query %s %q", q, args)
+	}
+}
+
+// A column list and a row filter narrow what the copy reads to what the
+// publication publishes.
+func TestTableSelection(t *testing.T) {
+	tb := tables.Table{Schema: "public", Name: "t", IDColumn: "id", ExcludeColumns: []string{"email"}, RowFilter: "status <> 'archived'"}
+	sel := tableSelection(tb, []envelope.Column{{Name: "id"}, {Name: "status"}})
+	q, _ := chunkQuery(sel, []keyColumn{{Name: "id", Type: "bigint", OID: oidInt8}}, &rangeProgress{After: []string{"5"}}, 10)
+	want := `SELECT "id", "status" FROM "public"."t" WHERE (status <> 'archived') AND "id" > $1::bigint ORDER BY "id" LIMIT 10`
+	if q != want {
+		t.Errorf("chunk query\n got %s\nwant %s", q, want)
+	}
+	q, _ = ctidChunkQuery(sel, 0, 8)
+	if want := `SELECT "id", "status" FROM "public"."t" WHERE ctid >= $1::tid AND ctid < $2::tid AND (status <> 'archived')`; q != want {
+		t.Errorf("ctid query\n got %s\nwant %s", q, want)
+	}
+	if q, _ := chunkQuery(tableSelection(tables.Table{Schema: "public", Name: "t", RowFilter: "a > 1"}, nil), nil, &rangeProgress{}, 10); q != `SELECT * FROM "public"."t" WHERE (a > 1)` {
+		t.Errorf("keyless filtered query: %s", q)
 	}
 }

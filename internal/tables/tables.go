@@ -39,6 +39,17 @@ type Table struct {
 	// Search configures GET /v1/documents over this table (see Search); nil
 	// when the table is not searchable.
 	Search *Search `json:"search,omitempty"`
+	// Columns, when set, are the only columns replicated; ExcludeColumns are
+	// columns never replicated (at most one of the two). Both go into the
+	// publication's column list, so other columns never leave the shard
+	// (replicate.go).
+	Columns        []string `json:"columns,omitempty"`
+	ExcludeColumns []string `json:"exclude_columns,omitempty"`
+	// RowFilter, when set, is a PostgreSQL boolean expression over the
+	// table's columns: only rows that satisfy it are replicated (the
+	// publication's WHERE), and a row that stops satisfying it is deleted
+	// downstream (replicate.go).
+	RowFilter string `json:"row_filter,omitempty"`
 }
 
 // Config is the whole table configuration file.
@@ -201,6 +212,7 @@ func (c *Config) Validate() error {
 		} else if _, err := ids.Lookup(t.IDLayout); err != nil {
 			errs = append(errs, fmt.Errorf("table %s: id_layout: %w", t.Name, err))
 		}
+		errs = append(errs, t.validateReplicated()...)
 		if t.Search != nil {
 			if err := t.Search.validate(t.Name); err != nil {
 				errs = append(errs, err)
