@@ -73,8 +73,8 @@ func (s *shardSource) liveAmong(ctx context.Context, st *sourceTable, idColumn s
 			ctx, cancel := context.WithTimeout(ctx, s.timeout)
 			defer cancel()
 			// Cast to the id's own type so that the primary key is used.
-			rows, err := s.pool.Query(ctx, fmt.Sprintf("SELECT %[1]s::text FROM %[2]s WHERE %[1]s = ANY($1::text[]::%[3]s[])",
-				pgx.Identifier{idColumn}.Sanitize(), st.ident, st.idType), chunk)
+			rows, err := s.pool.Query(ctx, fmt.Sprintf("SELECT %[1]s::text FROM %[2]s WHERE %[1]s = ANY($1::text[]::%[3]s[]) AND %[4]s",
+				pgx.Identifier{idColumn}.Sanitize(), st.ident, st.idType, st.filter), chunk)
 			if err != nil {
 				return err
 			}

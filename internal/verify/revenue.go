@@ -103,7 +103,7 @@ func (v *verifier) sourceRevenue(ctx context.Context, cfg *tables.Revenue, from,
 	g, gctx := errgroup.WithContext(ctx)
 	for i, s := range v.shards {
 		g.Go(func() error {
-			sql, args := revenueSQL(cfg, v.shardKey(cfg.Table), s.id, from, to, groups)
+			sql, args := revenueSQL(cfg, v.shardKey(cfg.Table), v.rowFilter(cfg.Table), s.id, from, to, groups)
 			qctx, cancel := context.WithTimeout(gctx, s.timeout)
 			defer cancel()
 			rows, err := s.pool.Query(qctx, sql, args...)
@@ -147,8 +147,8 @@ func (v *verifier) sourceRevenue(ctx context.Context, cfg *tables.Revenue, from,
 // (tables.Revenue), not from the API's: its columns are the group key
 // (parts joined by '|'), the shard-key value, gross, refunds and the row
 // count. It is grouped by the shard key too, so that rows a shard does not
-// own can be left out.
-func revenueSQL(cfg *tables.Revenue, shardKey string, shard int, from, to time.Time, groups []string) (string, []any) {
+// own can be left out. filter is the table's row filter as a condition.
+func revenueSQL(cfg *tables.Revenue, shardKey, filter string, shard int, from, to time.Time, groups []string) (string, []any) {
 	ident := func(s string) string { return pgx.Identifier{s}.Sanitize() }
 	var args []any
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -170,7 +170,7 @@ func revenueSQL(cfg *tables.Revenue, shardKey string, shard int, from, to time.T
 			}
 		}
 	}
-	where := []string{tcol + " >= " + arg(from), tcol + " < " + arg(to)}
+	where := []string{tcol + " >= " + arg(from), tcol + " < " + arg(to), filter}
 	refund := "0"
 	if cfg.StatusColumn != "" {
 		st := ident(cfg.StatusColumn)
@@ -189,6 +189,15 @@ func revenueSQL(cfg *tables.Revenue, shardKey string, shard int, from, to time.T
 	return fmt.Sprintf(`SELECT concat_ws('|', %s), %s, coalesce(sum(%s), 0)::text, coalesce(sum(%s), 0)::text, count(*)
 		FROM %s WHERE %s GROUP BY 1, 2`,
 		strings.Join(keys, ", "), ws, amount, refund, ident(cfg.Table), strings.Join(where, " AND ")), args
+}
+
+// rowFilter is table's row filter as a condition ("TRUE" when it has none).
+func (v *verifier) rowFilter(table string) string {
+	t, _ := v.cfg.Tables.ByName(table)
+	if t == nil {
+		return "TRUE"
+	}
+	return rowFilter(t)
 }
 
 // shardKey is table's shard-key column ("" when it has none).

@@ -69,6 +69,7 @@ func (s *shardSource) walLSN(ctx context.Context) (envelope.LSN, error) {
 // sourceTable is one table as one shard has it.
 type sourceTable struct {
 	ident  string // quoted schema.name
+	filter string // the table's row filter as a WHERE condition, "TRUE" when it has none
 	cols   []column
 	idCol  int    // index of the id column in cols
 	idType string // format_type of the id column
@@ -78,7 +79,7 @@ type sourceTable struct {
 func (s *shardSource) table(ctx context.Context, t *tables.Table) (*sourceTable, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	st := &sourceTable{ident: pgx.Identifier{t.Schema, t.Name}.Sanitize(), idCol: -1}
+	st := &sourceTable{ident: pgx.Identifier{t.Schema, t.Name}.Sanitize(), filter: rowFilter(t), idCol: -1}
 	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod)
 		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, st.ident)
@@ -90,6 +91,9 @@ func (s *shardSource) table(ctx context.Context, t *tables.Table) (*sourceTable,
 		var name, typ string
 		if err := rows.Scan(&name, &typ); err != nil {
 			return nil, fmt.Errorf("shard %d: columns of %s: %w", s.id, st.ident, err)
+		}
+		if !t.Replicates(name) {
+			continue // left on the shard by the table's column list
 		}
 		if name == t.IDColumn {
 			st.idCol, st.idType = len(st.cols), typ
@@ -113,12 +117,21 @@ func (s *shardSource) table(ctx context.Context, t *tables.Table) (*sourceTable,
 	return st, nil
 }
 
+// rowFilter is t's row filter as a condition: the rows the publication
+// leaves on the shard are not expected in ClickHouse.
+func rowFilter(t *tables.Table) string {
+	if t.RowFilter == "" {
+		return "TRUE"
+	}
+	return "(" + t.RowFilter + ")"
+}
+
 // count is the number of live rows.
 func (s *shardSource) count(ctx context.Context, st *sourceTable) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var n int64
-	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+st.ident).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+st.ident+" WHERE "+st.filter).Scan(&n); err != nil {
 		return 0, fmt.Errorf("shard %d: count %s: %w", s.id, st.ident, err)
 	}
 	return n, nil
@@ -130,7 +143,7 @@ func (s *shardSource) ids(ctx context.Context, st *sourceTable, total int64, lim
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	id := pgx.Identifier{st.cols[st.idCol].Name}.Sanitize()
-	sql := fmt.Sprintf("SELECT %s::text FROM %s", id, st.ident)
+	sql := fmt.Sprintf("SELECT %s::text FROM %s WHERE %s", id, st.ident, st.filter)
 	if limit > 0 && total > int64(limit) {
 		// A top-N sort: one scan, memory bounded by limit.
 		sql += fmt.Sprintf(" ORDER BY random() LIMIT %d", limit)
@@ -157,8 +170,8 @@ func (s *shardSource) rows(ctx context.Context, st *sourceTable, ids []string) (
 		names[i] = pgx.Identifier{c.Name}.Sanitize()
 	}
 	// The cast is on the parameter, so the id index is used.
-	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ANY($1::text[]::%s[])",
-		strings.Join(names, ", "), st.ident, names[st.idCol], st.idType)
+	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ANY($1::text[]::%s[]) AND %s",
+		strings.Join(names, ", "), st.ident, names[st.idCol], st.idType, st.filter)
 	rows, err := s.pool.Query(ctx, sql, pgx.QueryResultFormats{pgx.TextFormatCode}, ids)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: rows of %s: %w", s.id, st.ident, err)
