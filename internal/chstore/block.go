@@ -246,7 +246,7 @@ func (c colType) newBuf(n int) colBuf {
 	case kindFloat64:
 		return newTyped(n, c, parseFloat64)
 	case kindDecimal:
-		return newTyped(n, c, parseDecimal)
+		return newTyped(n, c, c.parseDecimal)
 	case kindBool:
 		return newTyped(n, c, parseBool)
 	case kindDate:

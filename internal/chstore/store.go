@@ -65,6 +65,18 @@ type Store struct {
 
 	mu     sync.Mutex
 	tables map[string]*Table // by ClickHouse table name
+	// chosen are the column types the table config chooses
+	// (SetColumnTypes); read under mu.
+	chosen ColumnTypes
+}
+
+// SetColumnTypes sets the ClickHouse types the table config chooses for
+// columns (tables.Config.ColumnTypes). Tables are created and checked with
+// them from then on.
+func (s *Store) SetColumnTypes(ct ColumnTypes) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chosen = ct
 }
 
 // Open connects and checks the server answers. It creates the database if it
@@ -158,7 +170,7 @@ func (c Column) CHType() string {
 func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []envelope.Column) (*Table, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	want, err := layout(name, idColumn, cols)
+	want, err := layout(name, idColumn, cols, s.chosen[name])
 	if err != nil {
 		return nil, err
 	}
@@ -205,15 +217,16 @@ func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []e
 // Layout is the table a source relation maps to, as EnsureTable would
 // create it, without a server: for tests and tools that fill Blocks.
 func Layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
-	return layout(name, idColumn, cols)
+	return layout(name, idColumn, cols, nil)
 }
 
-func layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
+// layout maps cols; chosen are the table config's types for its columns.
+func layout(name, idColumn string, cols []envelope.Column, chosen map[string]string) (*Table, error) {
 	t := &Table{Name: name, IDColumn: idColumn, byName: map[string]int{}}
 	for _, c := range cols {
-		ct, err := mapType(c.Type)
+		ct, err := mapColumn(name, c, chosen[c.Name])
 		if err != nil {
-			return nil, fmt.Errorf("table %s column %s: %w", name, c.Name, err)
+			return nil, err
 		}
 		key := c.Key || c.Name == idColumn
 		col := Column{Name: c.Name, PGType: c.Type, Key: key, Nullable: !key, typ: ct}
@@ -381,29 +394,29 @@ func typeFromCH(ch string) (colType, error) {
 	norm := strings.ReplaceAll(ch, " ", "")
 	switch {
 	case norm == "Int16":
-		return colType{kindInt16, "Int16"}, nil
+		return colType{kind: kindInt16, ch: "Int16"}, nil
 	case norm == "Int32":
-		return colType{kindInt32, "Int32"}, nil
+		return colType{kind: kindInt32, ch: "Int32"}, nil
 	case norm == "Int64":
-		return colType{kindInt64, "Int64"}, nil
+		return colType{kind: kindInt64, ch: "Int64"}, nil
 	case norm == "Float64":
-		return colType{kindFloat64, "Float64"}, nil
+		return colType{kind: kindFloat64, ch: "Float64"}, nil
 	case strings.HasPrefix(norm, "Decimal("):
-		var p, sc int
-		if _, err := fmt.Sscanf(norm, "Decimal(%d,%d)", &p, &sc); err != nil {
-			return colType{}, fmt.Errorf("decimal type %q: %w", ch, err)
+		p, sc, ok := ParseDecimalType(norm)
+		if !ok {
+			return colType{}, fmt.Errorf("decimal type %q", ch)
 		}
-		return colType{kindDecimal, fmt.Sprintf("Decimal(%d, %d)", p, sc)}, nil
+		return decimalType(p, sc), nil
 	case norm == "UInt8":
-		return colType{kindBool, "UInt8"}, nil
+		return colType{kind: kindBool, ch: "UInt8"}, nil
 	case norm == "Date":
-		return colType{kindDate, "Date"}, nil
+		return colType{kind: kindDate, ch: "Date"}, nil
 	case strings.HasPrefix(norm, "DateTime"):
-		return colType{kindDateTime, "DateTime('UTC')"}, nil
+		return colType{kind: kindDateTime, ch: "DateTime('UTC')"}, nil
 	case norm == "UUID":
-		return colType{kindUUID, "UUID"}, nil
+		return colType{kind: kindUUID, ch: "UUID"}, nil
 	case norm == "String":
-		return colType{kindString, "String"}, nil
+		return colType{kind: kindString, ch: "String"}, nil
 	}
 	return colType{}, fmt.Errorf("unexpected ClickHouse type %q in a Tributary table", ch)
 }

@@ -1,0 +1,129 @@
+package chstore
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tributary/tributary/internal/envelope"
+)
+
+// TestMapColumn: enums are text, unconstrained numeric is its exact text
+// unless the config chooses a Decimal, and an unmapped type names the
+// column, its type and the config line that stores it.
+func TestMapColumn(t *testing.T) {
+	for _, tc := range []struct {
+		col    envelope.Column
+		chosen string
+		want   string
+	}{
+		{envelope.Column{Name: "mood", Type: "public.mood", Enum: true}, "", "String"},
+		{envelope.Column{Name: "moods", Type: "public.mood[]", Enum: true}, "", "String"},
+		{envelope.Column{Name: "rate", Type: "numeric"}, "", "String"},
+		{envelope.Column{Name: "big", Type: "numeric(50,10)"}, "", "String"},
+		{envelope.Column{Name: "neg", Type: "numeric(5,-2)"}, "", "String"},
+		{envelope.Column{Name: "rate", Type: "numeric"}, "Decimal(38, 18)", "Decimal(38, 18)"},
+		{envelope.Column{Name: "amount", Type: "numeric(14,2)"}, "", "Decimal(14, 2)"},
+		{envelope.Column{Name: "geom", Type: "public.geometry"}, "String", "String"},
+		{envelope.Column{Name: "t", Type: "time(3) with time zone"}, "", "String"},
+		{envelope.Column{Name: "iv", Type: "interval day to second(3)"}, "", "String"},
+		{envelope.Column{Name: "c", Type: "bpchar"}, "", "String"},
+		{envelope.Column{Name: "ts", Type: "timestamp(3) without time zone"}, "", "DateTime('UTC')"},
+	} {
+		ct, err := mapColumn("events", tc.col, tc.chosen)
+		if err != nil || ct.ch != tc.want {
+			t.Errorf("%s %s (chosen %q): %q, %v; want %s", tc.col.Name, tc.col.Type, tc.chosen, ct.ch, err, tc.want)
+		}
+	}
+
+	_, err := mapColumn("events", envelope.Column{Name: "geom", Type: "public.geometry"}, "")
+	want := `table events column geom: unmapped PostgreSQL type: "public.geometry"; to store its PostgreSQL text as it is, set "column_types": {"geom": "String"} on table events in the table config`
+	if !errors.Is(err, ErrUnmappedType) || err.Error() != want {
+		t.Errorf("unmapped type:\n got %v\nwant %s", err, want)
+	}
+	for _, bad := range []struct{ pg, chosen string }{
+		{"text", "Decimal(10, 2)"}, {"numeric", "Decimal(39, 2)"}, {"numeric", "Decimal(4, 5)"}, {"numeric", "Float64"},
+	} {
+		_, err := mapColumn("events", envelope.Column{Name: "x", Type: bad.pg}, bad.chosen)
+		if !errors.Is(err, ErrUnmappedType) || !strings.Contains(err.Error(), "column x ("+bad.pg+"): column_types") {
+			t.Errorf("%s chosen as %s: %v, want a column_types error naming the column", bad.pg, bad.chosen, err)
+		}
+	}
+}
+
+// TestDecimalFit: a value is stored exactly or refused, never truncated
+// (the driver drops extra digits silently).
+func TestDecimalFit(t *testing.T) {
+	ct := decimalType(6, 2)
+	for _, ok := range []string{"9999.99", "-9999.99", "0.10", "1.5000000", "0", "1e2"} {
+		if _, err := ct.convert(ok); err != nil {
+			t.Errorf("Decimal(6, 2) %q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"10000", "-10000.00", "0.001", "1.005", "NaN", "Infinity", "1e4"} {
+		if _, err := ct.convert(bad); err == nil {
+			t.Errorf("Decimal(6, 2) %q: stored, want refused", bad)
+		}
+	}
+	b := (&Table{Columns: []Column{{Name: "d", typ: ct}}}).NewBlock(1, time.Time{})
+	if err := b.cols[0].parse(0, "0.001"); !errors.Is(err, errDoesNotFit) {
+		t.Errorf("block parse of 0.001 into Decimal(6, 2): %v, want errDoesNotFit", err)
+	}
+}
+
+// TestTypeDocsMatchMapping holds schema/clickhouse.md's type table to
+// mapType: every PostgreSQL type a row lists maps to the row's ClickHouse
+// type.
+func TestTypeDocsMatchMapping(t *testing.T) {
+	b, err := os.ReadFile("../../schema/clickhouse.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "## PostgreSQL → ClickHouse types")
+	if !ok {
+		t.Fatal("schema/clickhouse.md has no type table")
+	}
+	// The spelling format_type uses for the docs' short names.
+	spelled := map[string]string{
+		"varchar(n)": "character varying(10)", "char(n)": "character(3)", "bit(n)": "bit(3)",
+		"bit varying(n)": "bit varying(5)", "time": "time without time zone", "timetz": "time with time zone",
+		"timestamp": "timestamp without time zone", "timestamptz": "timestamp with time zone",
+		"numeric(p,s), 1 ≤ p ≤ 38, 0 ≤ s ≤ p": "numeric(12,2)",
+		"numeric (no declared precision), numeric(p,s) with p > 38 or s < 0": "numeric",
+		"enum": "", "domain": "", "any array": "integer[]", "anything else": "",
+	}
+	rows := 0
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") || strings.TrimSpace(cells[1]) == "PostgreSQL" {
+			continue
+		}
+		pgCell, chCell := strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2])
+		names := strings.Split(pgCell, ", ")
+		if _, whole := spelled[pgCell]; whole {
+			names = []string{pgCell}
+		}
+		for _, n := range names {
+			pg := n
+			if s, ok := spelled[n]; ok {
+				pg = s
+			}
+			if pg == "" {
+				continue // checked by TestMapColumn
+			}
+			ct, err := mapType(pg)
+			if chCell == "Decimal(p,s)" {
+				chCell = "Decimal(12, 2)"
+			}
+			if err != nil || ct.ch != chCell {
+				t.Errorf("docs map %s (%s) to %s; mapType: %q, %v", n, pg, chCell, ct.ch, err)
+			}
+			rows++
+		}
+	}
+	if rows < 40 {
+		t.Errorf("checked %d types of the docs' table, want the whole table", rows)
+	}
+}
