@@ -59,7 +59,7 @@ func (b *Block) Set(i int, r *Row) error {
 			}
 			continue
 		}
-		p, present := r.Values[c.Name]
+		p, present := r.Values[c.source()]
 		if !present && c.missing != nil && !r.Deleted {
 			// The change predates the column: its row has the value
 			// PostgreSQL gives rows older than the column.
@@ -245,14 +245,18 @@ func (c colType) newBuf(n int) colBuf {
 		return newTyped(n, c, parseInt64)
 	case kindFloat64:
 		return newTyped(n, c, parseFloat64)
+	case kindFloat32:
+		return newTyped(n, c, parseFloat32)
 	case kindDecimal:
 		return newTyped(n, c, c.parseDecimal)
 	case kindBool:
 		return newTyped(n, c, parseBool)
 	case kindDate:
-		return newTyped(n, c, parseDate)
+		return newTyped(n, c, parseDateCH)
 	case kindDateTime:
-		return newTyped(n, c, parseDateTime)
+		return newTyped(n, c, parseDateTimeCH)
+	case kindMicros:
+		return newTyped(n, c, parseMicros)
 	}
 	return newTyped(n, c, parseString) // kindString, kindUUID
 }

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -140,6 +141,17 @@ type Column struct {
 	// existed read, and Block.Set writes it for changes whose column list
 	// predates the column.
 	missing any
+	// of, for a MicrosColumn, is the timestamp column whose source text
+	// it is converted from; "" for a source column.
+	of string
+}
+
+// source is the source column whose text the column is converted from.
+func (c Column) source() string {
+	if c.of != "" {
+		return c.of
+	}
+	return c.Name
 }
 
 // columnDDL is the column's definition in CREATE TABLE and ADD COLUMN.
@@ -238,6 +250,20 @@ func layout(name, idColumn string, cols []envelope.Column, chosen map[string]str
 		}
 		t.byName[c.Name] = len(t.Columns)
 		t.Columns = append(t.Columns, col)
+		if ct.kind == kindDateTime {
+			us := Column{Name: MicrosColumn(c.Name), Nullable: true, typ: microsType, of: c.Name}
+			if col.missing != nil {
+				us.missing = uint32(col.missing.(time.Time).Nanosecond() / 1000)
+			}
+			t.byName[us.Name] = len(t.Columns)
+			t.Columns = append(t.Columns, us)
+		}
+	}
+	for _, c := range cols {
+		if of, ok := MicrosOf(c.Name); ok && t.Index(of) >= 0 && t.Columns[t.Index(of)].typ.kind == kindDateTime {
+			return nil, fmt.Errorf("%w: table %s: column %s has the name of the column that holds %s's microseconds; rename one of them",
+				ErrIncompatibleSchema, name, c.Name, of)
+		}
 	}
 	if _, ok := t.byName[idColumn]; !ok {
 		return nil, fmt.Errorf("%w: table %s has no id column %q", ErrIncompatibleSchema, name, idColumn)
@@ -262,7 +288,9 @@ func merge(have, want *Table) (*Table, []Column, error) {
 			added = append(added, c)
 			continue
 		}
-		if got := out.Columns[i]; got.typ.ch != c.typ.ch {
+		// A real stored as Float64 by an older version keeps its column:
+		// every float4 is a float8.
+		if got := out.Columns[i]; got.typ.ch != c.typ.ch && !(got.typ.kind == kindFloat64 && c.typ.kind == kindFloat32) {
 			return nil, nil, fmt.Errorf("%w: %s.%s changed from %s to %s", ErrIncompatibleSchema,
 				have.Name, c.Name, got.typ.ch, c.typ.ch)
 		}
@@ -330,8 +358,12 @@ func (s *Store) describe(ctx context.Context, name, idColumn string) (*Table, er
 		if err != nil {
 			return nil, fmt.Errorf("describe %s.%s: %w", name, cn, err)
 		}
+		col := Column{Name: cn, Key: !nullable, Nullable: nullable, typ: typ}
+		if of, ok := MicrosOf(cn); ok && inner == "UInt32" {
+			col.typ, col.of = microsType, of
+		}
 		t.byName[cn] = len(t.Columns)
-		t.Columns = append(t.Columns, Column{Name: cn, Key: !nullable, Nullable: nullable, typ: typ})
+		t.Columns = append(t.Columns, col)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("describe %s: %w", name, err)
@@ -401,6 +433,8 @@ func typeFromCH(ch string) (colType, error) {
 		return colType{kind: kindInt64, ch: "Int64"}, nil
 	case norm == "Float64":
 		return colType{kind: kindFloat64, ch: "Float64"}, nil
+	case norm == "Float32":
+		return colType{kind: kindFloat32, ch: "Float32"}, nil
 	case strings.HasPrefix(norm, "Decimal("):
 		p, sc, ok := ParseDecimalType(norm)
 		if !ok {
@@ -409,6 +443,8 @@ func typeFromCH(ch string) (colType, error) {
 		return decimalType(p, sc), nil
 	case norm == "UInt8":
 		return colType{kind: kindBool, ch: "UInt8"}, nil
+	case norm == "UInt32":
+		return microsType, nil
 	case norm == "Date":
 		return colType{kind: kindDate, ch: "Date"}, nil
 	case strings.HasPrefix(norm, "DateTime"):

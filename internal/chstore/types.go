@@ -26,12 +26,35 @@ const (
 	kindInt32
 	kindInt64
 	kindFloat64
+	kindFloat32
 	kindDecimal
 	kindBool
 	kindDate
 	kindDateTime
 	kindUUID
+	// kindMicros is the microseconds within the second of a timestamp
+	// column's value, kept in a column of its own (MicrosColumn): DateTime
+	// holds whole seconds, and 18.16 has no DateTime64.
+	kindMicros
 )
+
+// microsType is the ClickHouse side of a MicrosColumn.
+var microsType = colType{kind: kindMicros, ch: "UInt32"}
+
+// MicrosColumn is the name of the column that holds the microseconds
+// within the second of timestamp column col ("_us_created_at" for
+// created_at). col itself is a DateTime, so time windows, toDate and every
+// other DateTime function work on it as before; a reader that wants the
+// exact value adds the two (query.JSONValue does).
+func MicrosColumn(col string) string { return microsPrefix + col }
+
+// MicrosOf is the timestamp column a MicrosColumn belongs to, if name is
+// one.
+func MicrosOf(name string) (col string, ok bool) {
+	return strings.CutPrefix(name, microsPrefix)
+}
+
+const microsPrefix = "_us_"
 
 // colType is the ClickHouse side of one mapped column.
 type colType struct {
@@ -134,7 +157,9 @@ func mapType(pg string) (colType, error) {
 		return colType{kind: kindInt32, ch: "Int32"}, nil
 	case "bigint":
 		return colType{kind: kindInt64, ch: "Int64"}, nil
-	case "real", "double precision":
+	case "real":
+		return colType{kind: kindFloat32, ch: "Float32"}, nil
+	case "double precision":
 		return colType{kind: kindFloat64, ch: "Float64"}, nil
 	case "numeric":
 		if p, s, ok := numericTypmod(pg); ok {
@@ -149,8 +174,8 @@ func mapType(pg string) (colType, error) {
 	case "date":
 		return colType{kind: kindDate, ch: "Date"}, nil
 	case "timestamp with time zone", "timestamp without time zone", "timestamp":
-		// ClickHouse 18.16 has no DateTime64: second precision is stored.
-		// The exact source text is not kept; see schema/clickhouse.md.
+		// ClickHouse 18.16 has no DateTime64: the whole seconds here, the
+		// microseconds in the column's MicrosColumn (layout adds it).
 		return colType{kind: kindDateTime, ch: "DateTime('UTC')"}, nil
 	case "uuid":
 		return colType{kind: kindUUID, ch: "UUID"}, nil
@@ -214,6 +239,8 @@ func (c colType) convert(s string) (any, error) {
 		return parseInt64(s)
 	case kindFloat64:
 		return parseFloat64(s)
+	case kindFloat32:
+		return parseFloat32(s)
 	case kindDecimal:
 		return c.parseDecimal(s)
 	case kindBool:
@@ -223,13 +250,15 @@ func (c colType) convert(s string) (any, error) {
 		}
 		return v, nil
 	case kindDate:
-		return parseDate(s)
+		return parseDateCH(s)
 	case kindDateTime:
-		v, err := parseDateTime(s)
+		v, err := parseDateTimeCH(s)
 		if err != nil {
 			return nil, err
 		}
 		return v, nil
+	case kindMicros:
+		return parseMicros(s)
 	}
 	return nil, fmt.Errorf("internal: unknown kind %d", c.kind)
 }
@@ -249,6 +278,13 @@ func parseInt32(s string) (int32, error) {
 func parseInt64(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
 
 func parseFloat64(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
+
+// parseFloat32 reads a real: PostgreSQL prints the shortest text that reads
+// back as the same float4, so this is exact.
+func parseFloat32(s string) (float32, error) {
+	v, err := strconv.ParseFloat(s, 32)
+	return float32(v), err
+}
 
 // parseDecimal reads a numeric's text and refuses a value the column's
 // Decimal(prec, scale) cannot hold (more fractional digits than scale that
@@ -284,6 +320,42 @@ func parseBool(s string) (uint8, error) {
 
 func parseDate(s string) (time.Time, error) { return time.Parse("2006-01-02", s) }
 
+// The ranges of ClickHouse's Date (UInt16 days) and DateTime (UInt32
+// seconds) since 1970-01-01 UTC; the driver does not refuse a value outside
+// them, it wraps it.
+var (
+	minDate     = time.Unix(0, 0).UTC()
+	maxDate     = minDate.AddDate(0, 0, math.MaxUint16)
+	maxDateTime = time.Unix(math.MaxUint32, 0).UTC()
+)
+
+// parseDateCH is parseDate within Date's range.
+func parseDateCH(s string) (time.Time, error) {
+	t, err := parseDate(s)
+	if err == nil && (t.Before(minDate) || t.After(maxDate)) {
+		err = fmt.Errorf("%w: ClickHouse's Date holds %s to %s (choose \"String\" in column_types to keep every date)",
+			errDoesNotFit, minDate.Format("2006-01-02"), maxDate.Format("2006-01-02"))
+	}
+	return t, err
+}
+
+// parseDateTimeCH is parseDateTime within DateTime's range.
+func parseDateTimeCH(s string) (time.Time, error) {
+	t, err := parseDateTime(s)
+	if err == nil && (t.Before(minDate) || t.Truncate(time.Second).After(maxDateTime)) {
+		err = fmt.Errorf("%w: ClickHouse's DateTime holds %s to %s UTC (choose \"String\" in column_types to keep every timestamp)",
+			errDoesNotFit, minDate.Format("2006-01-02 15:04:05"), maxDateTime.Format("2006-01-02 15:04:05"))
+	}
+	return t, err
+}
+
+// parseMicros is the microseconds within the second of a timestamp's text
+// (PostgreSQL keeps microseconds).
+func parseMicros(s string) (uint32, error) {
+	t, err := parseDateTime(s)
+	return uint32(t.Nanosecond() / 1000), err
+}
+
 func parseDateTime(s string) (time.Time, error) {
 	if t, ok := isoTimestamp(s); ok {
 		return t, nil
@@ -313,10 +385,14 @@ func (c colType) zero() any {
 		return int64(0)
 	case kindFloat64:
 		return float64(0)
+	case kindFloat32:
+		return float32(0)
 	case kindDecimal:
 		return decimal.Zero
 	case kindBool:
 		return uint8(0)
+	case kindMicros:
+		return uint32(0)
 	case kindDate, kindDateTime:
 		return time.Unix(0, 0).UTC()
 	case kindUUID:
@@ -340,14 +416,19 @@ func (c colType) literal(v any) (string, error) {
 			return "toUUID(" + quoteString(s) + ")", nil
 		}
 		return quoteString(s), nil
-	case kindInt16, kindInt32, kindInt64, kindBool:
+	case kindInt16, kindInt32, kindInt64, kindBool, kindMicros:
 		switch x := v.(type) {
-		case int16, int32, int64, uint8:
+		case int16, int32, int64, uint8, uint32:
 			return fmt.Sprint(x), nil
 		}
-	case kindFloat64:
-		if f, ok := v.(float64); ok {
-			text := strconv.FormatFloat(f, 'g', -1, 64)
+	case kindFloat64, kindFloat32:
+		f, ok := v.(float64)
+		fn, bits := "toFloat64", 64
+		if f32, is32 := v.(float32); is32 {
+			f, ok, fn, bits = float64(f32), c.kind == kindFloat32, "toFloat32", 32
+		}
+		if ok {
+			text := strconv.FormatFloat(f, 'g', -1, bits)
 			switch {
 			case math.IsInf(f, 1):
 				text = "inf" // ClickHouse refuses "+Inf"
@@ -356,7 +437,7 @@ func (c colType) literal(v any) (string, error) {
 			case math.IsNaN(f):
 				text = "nan"
 			}
-			return "toFloat64(" + quoteString(text) + ")", nil
+			return fn + "(" + quoteString(text) + ")", nil
 		}
 	case kindDecimal:
 		if d, ok := v.(decimal.Decimal); ok {
@@ -388,8 +469,13 @@ func (c colType) fromCHText(s string) (any, error) {
 	case kindBool:
 		v, err := strconv.ParseUint(s, 10, 8)
 		return uint8(v), err
+	case kindMicros:
+		v, err := strconv.ParseUint(s, 10, 32)
+		return uint32(v), err
 	case kindFloat64:
 		return strconv.ParseFloat(s, 64) // "inf", "-inf", "nan" included
+	case kindFloat32:
+		return parseFloat32(s)
 	case kindDateTime:
 		t, err := time.ParseInLocation("2006-01-02 15:04:05", s, time.UTC)
 		return t, err

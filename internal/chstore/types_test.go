@@ -90,7 +90,7 @@ func TestTypeDocsMatchMapping(t *testing.T) {
 		"varchar(n)": "character varying(10)", "char(n)": "character(3)", "bit(n)": "bit(3)",
 		"bit varying(n)": "bit varying(5)", "time": "time without time zone", "timetz": "time with time zone",
 		"timestamp": "timestamp without time zone", "timestamptz": "timestamp with time zone",
-		"numeric(p,s), 1 ≤ p ≤ 38, 0 ≤ s ≤ p": "numeric(12,2)",
+		"numeric(p,s), 1 ≤ p ≤ 38, 0 ≤ s ≤ p":                                "numeric(12,2)",
 		"numeric (no declared precision), numeric(p,s) with p > 38 or s < 0": "numeric",
 		"enum": "", "domain": "", "any array": "integer[]", "anything else": "",
 	}
@@ -125,5 +125,47 @@ func TestTypeDocsMatchMapping(t *testing.T) {
 	}
 	if rows < 40 {
 		t.Errorf("checked %d types of the docs' table, want the whole table", rows)
+	}
+}
+
+// TestTimestampMicros: a timestamp column keeps its microseconds in a
+// column of their own, and a value outside DateTime's or Date's range is
+// refused (the driver would wrap it), never stored as another time.
+func TestTimestampMicros(t *testing.T) {
+	tab, err := layout("ev", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true},
+		{Name: "at", Type: "timestamp with time zone"}, {Name: "day", Type: "date"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := tab.Index(MicrosColumn("at"))
+	if us < 0 || tab.Columns[us].CHType() != "Nullable(UInt32)" {
+		t.Fatalf("no microseconds column for at: %+v", tab.Columns)
+	}
+	b := tab.NewBlock(2, time.Now())
+	if err := b.Set(0, &Row{Values: map[string]*string{"id": str("1"), "at": str("2026-11-30 12:00:00.123456+01"), "day": str("2026-11-30")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Value(0, "at").(time.Time); !got.Equal(time.Date(2026, 11, 30, 11, 0, 0, 123456000, time.UTC)) {
+		t.Errorf("at = %v", got)
+	}
+	if got := b.Value(0, MicrosColumn("at")); got != uint32(123456) {
+		t.Errorf("microseconds = %#v, want 123456", got)
+	}
+	if err := b.Set(1, &Row{Values: map[string]*string{"id": str("2"), "at": nil}}); err != nil || b.Value(1, MicrosColumn("at")) != nil {
+		t.Errorf("NULL timestamp: %v, microseconds %#v, want NULL", err, b.Value(1, MicrosColumn("at")))
+	}
+	for _, bad := range []struct{ col, text string }{
+		{"at", "1969-12-31 23:59:59.999999+00"}, {"at", "2106-02-07 06:28:16+00"}, {"at", "infinity"},
+		{"day", "1969-12-31"}, {"day", "2149-06-07"},
+	} {
+		err := b.Set(1, &Row{Values: map[string]*string{"id": str("2"), bad.col: &bad.text}})
+		var ce *ConvertError
+		if !errors.As(err, &ce) || ce.Column != bad.col {
+			t.Errorf("%s %q: %v, want refused", bad.col, bad.text, err)
+		}
+	}
+	if _, err := layout("ev", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true},
+		{Name: "at", Type: "timestamp with time zone"}, {Name: "_us_at", Type: "text"}}, nil); !errors.Is(err, ErrIncompatibleSchema) {
+		t.Errorf("a source column named like the microseconds column: %v, want refused", err)
 	}
 }
