@@ -8,7 +8,8 @@
 // from that and for which query patterns are exact.
 //
 // A replicated table has the source columns (all Nullable except the replica
-// identity key) plus these metadata columns:
+// identity key; a timestamp column followed by its MicrosColumn) plus these
+// metadata columns:
 //
 //	_shard      UInt16   source shard
 //	_version    UInt64   LSN of the change record: per row, increases in commit order

@@ -169,3 +169,32 @@ func TestTimestampMicros(t *testing.T) {
 		t.Errorf("a source column named like the microseconds column: %v, want refused", err)
 	}
 }
+
+// TestMergeAddsMicros: a table created before timestamps kept their
+// microseconds gets the microseconds column added (Nullable: older rows
+// show whole seconds), and a real stored as Float64 keeps its column.
+func TestMergeAddsMicros(t *testing.T) {
+	have := &Table{Name: "ev", IDColumn: "id", byName: map[string]int{"id": 0, "at": 1, "r": 2}, Columns: []Column{
+		{Name: "id", Key: true, typ: colType{kind: kindInt64, ch: "Int64"}},
+		{Name: "at", Nullable: true, typ: colType{kind: kindDateTime, ch: "DateTime('UTC')"}},
+		{Name: "r", Nullable: true, typ: colType{kind: kindFloat64, ch: "Float64"}},
+	}}
+	want, err := layout("ev", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true},
+		{Name: "at", Type: "timestamp with time zone"}, {Name: "r", Type: "real"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, added, err := merge(have, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(added) != 1 || added[0].Name != "_us_at" || added[0].CHType() != "Nullable(UInt32)" {
+		t.Fatalf("added %+v, want _us_at Nullable(UInt32)", added)
+	}
+	if c := merged.Columns[merged.Index("r")]; c.typ.ch != "Float64" {
+		t.Errorf("real kept as %s, want its Float64 column", c.typ.ch)
+	}
+	if c := merged.Columns[merged.Index("_us_at")]; c.source() != "at" {
+		t.Errorf("_us_at converts from %q, want at", c.source())
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/tributary/tributary/internal/envelope"
 )
 
 func TestRelationsPutGetReplace(t *testing.T) {
@@ -183,5 +185,34 @@ func TestRelationsNotUTF8(t *testing.T) {
 		if err := NewRelations(nil).Put(rel).Err(); !errors.Is(err, ErrNotUTF8) {
 			t.Errorf("Put(%q.%q): Err() = %v", rel.Namespace, rel.Name, err)
 		}
+	}
+}
+
+// TestRelationsEventColumnsFromCatalogue: a Relation's envelope columns
+// carry what the catalogue resolved: a domain's base type with its
+// modifier, and the enum mark.
+func TestRelationsEventColumnsFromCatalogue(t *testing.T) {
+	rels := NewRelations(func(oid uint32, typmod int32) (CatalogType, error) {
+		switch oid {
+		case 16600:
+			return CatalogType{Name: "numeric(12,2)"}, nil
+		case 16601:
+			return CatalogType{Name: "public.mood", Enum: true}, nil
+		}
+		return CatalogType{}, errors.New("no such type")
+	})
+	rels.PutType(&Type{OID: 16600, Namespace: "", Name: "numeric"}) // as pgoutput sends a domain
+	tbl := rels.Put(&Relation{ID: 1, Namespace: "public", Name: "t", ReplicaIdentity: IdentityDefault, Columns: []RelationColumn{
+		{Flags: ColumnKey, Name: "id", TypeOID: 20, TypeMod: -1},
+		{Name: "amount", TypeOID: 16600, TypeMod: -1},
+		{Name: "mood", TypeOID: 16601, TypeMod: -1},
+	}})
+	if err := tbl.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []envelope.Column{{Name: "id", Type: "bigint", OID: 20, Key: true},
+		{Name: "amount", Type: "numeric(12,2)", OID: 16600}, {Name: "mood", Type: "public.mood", OID: 16601, Enum: true}}
+	if !slices.Equal(tbl.EventColumns, want) {
+		t.Fatalf("EventColumns %+v, want %+v", tbl.EventColumns, want)
 	}
 }
