@@ -296,10 +296,21 @@ func (c colType) parseDecimal(s string) (decimal.Decimal, error) {
 	if err != nil {
 		return d, err
 	}
-	if int(-d.Exponent()) > c.scale && !d.Equal(d.Truncate(int32(c.scale))) {
-		return d, fmt.Errorf("%w: %s has more than %d fractional digits", errDoesNotFit, c.ch, c.scale)
+	// Digits of the coefficient, without sign: the checks below cost its
+	// length whatever the exponent ("1e999999999" is refused, not computed).
+	digits := strings.TrimPrefix(d.Coefficient().String(), "-")
+	if digits == "0" {
+		return d, nil
 	}
-	if d.Abs().Cmp(decimal.New(1, int32(c.prec-c.scale))) >= 0 {
+	exp := int(d.Exponent())
+	intDigits := len(digits) + exp
+	if exp < 0 {
+		zeros := len(digits) - len(strings.TrimRight(digits, "0"))
+		if -exp > c.scale && -exp-c.scale > zeros {
+			return d, fmt.Errorf("%w: %s has more than %d fractional digits", errDoesNotFit, c.ch, c.scale)
+		}
+	}
+	if intDigits > c.prec-c.scale {
 		return d, fmt.Errorf("%w: %s holds fewer than %d integer digits", errDoesNotFit, c.ch, c.prec-c.scale+1)
 	}
 	return d, nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/tributary/tributary/internal/envelope"
 )
 
@@ -197,4 +199,28 @@ func TestMergeAddsMicros(t *testing.T) {
 	if c := merged.Columns[merged.Index("_us_at")]; c.source() != "at" {
 		t.Errorf("_us_at converts from %q, want at", c.source())
 	}
+}
+
+// FuzzDecimalFit: a value a Decimal(P, S) column accepts is held exactly
+// (its S-digit form is the same number, within P digits); one it refuses
+// really does not fit.
+func FuzzDecimalFit(f *testing.F) {
+	for _, s := range []string{"9999.99", "0.001", "1.5000000", "-10000", "1e2", "1e-3", "NaN", "0"} {
+		f.Add(s)
+	}
+	ct := decimalType(6, 2)
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ct.parseDecimal(s)
+		if err != nil {
+			return
+		}
+		fixed := d.StringFixed(2)
+		back, perr := decimal.NewFromString(fixed)
+		if perr != nil || !back.Equal(d) {
+			t.Fatalf("%q accepted as %s, which is not the same number", s, fixed)
+		}
+		if digits := len(strings.TrimLeft(strings.Replace(strings.TrimPrefix(fixed, "-"), ".", "", 1), "0")); digits > 6 {
+			t.Fatalf("%q accepted as %s: more than 6 digits", s, fixed)
+		}
+	})
 }
