@@ -235,9 +235,10 @@ func typeColumns() []typeColumn {
 // quotes) are inserted into PostgreSQL — half before the reader starts
 // (the initial copy), half while it streams, then updated — and every
 // value the API returns for them (GET /v1/tables/{table}/rows/{id}) must
-// be the column's text from the shard (its output function, TimeZone UTC), in the JSON type
-// the docs give it: exactly, except a numeric given a Decimal in the
-// config, which is equal as a number.
+// be the column's text from the shard (its output function, TimeZone
+// UTC), in the JSON type the docs give it: exactly, except a numeric given
+// a Decimal in the config, which is equal as a number. The verifier then
+// passes on the same table.
 func TestTypesAsPostgreSQLHasThem(t *testing.T) {
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("TRIBUTARY_TYPES_SEED"); s != "" {
@@ -391,6 +392,12 @@ func TestTypesAsPostgreSQLHasThem(t *testing.T) {
 		}
 	}
 	t.Logf("%d values of %d columns compared with the shard's text, %d differ", checked, len(cols), mismatches)
+
+	// The verifier compares the same values its own way (exactly, per the
+	// type of each column, domains as their base type) and agrees.
+	if rep := p.runVerify(ctx); !rep.Passed {
+		t.Errorf("verify: %+v", rep.Differences)
+	}
 }
 
 // sameAsText reports whether the API's value (JSON decoded with UseNumber)
