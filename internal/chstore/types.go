@@ -45,7 +45,7 @@ var microsType = colType{kind: kindMicros, ch: "UInt32"}
 // within the second of timestamp column col ("_us_created_at" for
 // created_at). col itself is a DateTime, so time windows, toDate and every
 // other DateTime function work on it as before; a reader that wants the
-// exact value adds the two (query.JSONValue does).
+// exact value adds the two (as the API does, internal/query/render.go).
 func MicrosColumn(col string) string { return microsPrefix + col }
 
 // MicrosOf is the timestamp column a MicrosColumn belongs to, if name is
