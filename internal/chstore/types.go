@@ -296,8 +296,19 @@ func (c colType) parseDecimal(s string) (decimal.Decimal, error) {
 	if err != nil {
 		return d, err
 	}
-	// Digits of the coefficient, without sign: the checks below cost its
-	// length whatever the exponent ("1e999999999" is refused, not computed).
+	if intDigits, fracDigits, plain := plainDecimal(s); plain {
+		// What PostgreSQL prints: checked on the text, with no allocation.
+		if fracDigits > c.scale {
+			return d, fmt.Errorf("%w: %s has more than %d fractional digits", errDoesNotFit, c.ch, c.scale)
+		}
+		if intDigits > c.prec-c.scale {
+			return d, fmt.Errorf("%w: %s holds fewer than %d integer digits", errDoesNotFit, c.ch, c.prec-c.scale+1)
+		}
+		return d, nil
+	}
+	// Any other form NewFromString reads ("1e2"). Digits of the
+	// coefficient, without sign: the checks below cost its length whatever
+	// the exponent ("1e999999999" is refused, not computed).
 	digits := strings.TrimPrefix(d.Coefficient().String(), "-")
 	if digits == "0" {
 		return d, nil
@@ -314,6 +325,28 @@ func (c colType) parseDecimal(s string) (decimal.Decimal, error) {
 		return d, fmt.Errorf("%w: %s holds fewer than %d integer digits", errDoesNotFit, c.ch, c.prec-c.scale+1)
 	}
 	return d, nil
+}
+
+// plainDecimal reads "-123.4500" (sign, digits, at most one point) and
+// says how many integer digits it has without leading zeros and how many
+// fractional digits without trailing zeros; plain is false for any other
+// form.
+func plainDecimal(s string) (intDigits, fracDigits int, plain bool) {
+	if strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		s = s[1:]
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	if intPart == "" && frac == "" {
+		return 0, 0, false
+	}
+	for _, part := range []string{intPart, frac} {
+		for i := 0; i < len(part); i++ {
+			if part[i] < '0' || part[i] > '9' {
+				return 0, 0, false
+			}
+		}
+	}
+	return len(strings.TrimLeft(intPart, "0")), len(strings.TrimRight(frac, "0")), true
 }
 
 // errDoesNotFit: a value its column's ClickHouse type cannot hold exactly.
