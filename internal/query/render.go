@@ -44,16 +44,13 @@ type renderPlan struct {
 	// hidden[i]: column i is a microseconds column, folded into its
 	// timestamp.
 	hidden []bool
-	// float32s[i]: column i is Float32 (real).
-	float32s []bool
 	// dates[i]: column i is a Date.
 	dates []bool
 }
 
 // planRender reads the result's column names and types.
 func planRender(cols []string, types []driver.ColumnType) renderPlan {
-	p := renderPlan{micros: make([]int, len(cols)), hidden: make([]bool, len(cols)),
-		float32s: make([]bool, len(cols)), dates: make([]bool, len(cols))}
+	p := renderPlan{micros: make([]int, len(cols)), hidden: make([]bool, len(cols)), dates: make([]bool, len(cols))}
 	index := make(map[string]int, len(cols))
 	for i, c := range cols {
 		index[c] = i
@@ -65,9 +62,7 @@ func planRender(cols []string, types []driver.ColumnType) renderPlan {
 				p.micros[j], p.hidden[i] = i, true
 			}
 		}
-		db := strings.TrimSuffix(strings.TrimPrefix(types[i].DatabaseTypeName(), "Nullable("), ")")
-		p.float32s[i] = db == "Float32"
-		p.dates[i] = db == "Date"
+		p.dates[i] = strings.TrimSuffix(strings.TrimPrefix(types[i].DatabaseTypeName(), "Nullable("), ")") == "Date"
 	}
 	return p
 }
