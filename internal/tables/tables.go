@@ -14,8 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -247,7 +249,8 @@ func (c *Config) Validate() error {
 		if t.IDLayout == "" {
 			errs = append(errs, fmt.Errorf("table %s: id_layout is required", t.Name))
 		}
-		for col, typ := range t.ColumnTypes {
+		for _, col := range slices.Sorted(maps.Keys(t.ColumnTypes)) {
+			typ := t.ColumnTypes[col]
 			if !identifier.MatchString(col) {
 				errs = append(errs, fmt.Errorf("table %s: column_types: column %q is not a plain identifier", t.Name, col))
 			}
