@@ -402,8 +402,8 @@ func TestMoves(t *testing.T) {
 // state straight into ClickHouse, bypassing the pipeline.
 func (mp *movesPipeline) corruptMoveState(ctx context.Context, moveID, state string) {
 	mp.t.Helper()
-	cols := "move_id, document_id, from_workspace, to_workspace, from_shard, to_shard, state, started_at, finished_at, _shard, _version, _deleted, _commit_lsn, _commit_ts, _loaded_at"
-	sql := fmt.Sprintf("INSERT INTO `%[1]s`.`%[2]s` (%[3]s) SELECT move_id, document_id, from_workspace, to_workspace, from_shard, to_shard, ?, started_at, finished_at, _shard, _version + 1, _deleted, _commit_lsn, _commit_ts, _loaded_at FROM `%[1]s`.`%[2]s` FINAL WHERE toString(move_id) = ?",
+	cols := "move_id, document_id, from_workspace, to_workspace, from_shard, to_shard, state, started_at, _us_started_at, finished_at, _us_finished_at, _shard, _version, _deleted, _commit_lsn, _commit_ts, _loaded_at"
+	sql := fmt.Sprintf("INSERT INTO `%[1]s`.`%[2]s` (%[3]s) SELECT move_id, document_id, from_workspace, to_workspace, from_shard, to_shard, ?, started_at, _us_started_at, finished_at, _us_finished_at, _shard, _version + 1, _deleted, _commit_lsn, _commit_ts, _loaded_at FROM `%[1]s`.`%[2]s` FINAL WHERE toString(move_id) = ?",
 		mp.chDB, mp.movesTable, cols)
 	if err := mp.store.Conn().Exec(ctx, sql, state, moveID); err != nil {
 		mp.t.Fatalf("corrupt move %s: %v", moveID, err)

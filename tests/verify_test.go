@@ -73,6 +73,7 @@ type chRow struct {
 	title, body *string
 	amount      *decimal.Decimal
 	createdAt   *time.Time
+	createdUS   *uint32 // created_at's microseconds (chstore.MicrosColumn)
 	version     uint64
 	commitLSN   uint64
 	commitTS    time.Time
@@ -83,8 +84,8 @@ func (p *pipeline) readCH(ctx context.Context, id int64, shard int) chRow {
 	p.t.Helper()
 	var r chRow
 	err := p.store.Conn().QueryRow(ctx, fmt.Sprintf(
-		"SELECT workspace_id, title, body, amount, created_at, _version, _commit_lsn, _commit_ts FROM `%s`.`%s` FINAL WHERE id = ? AND _shard = ? AND _deleted = 0",
-		p.chDB, p.table()), id, uint16(shard)).Scan(&r.workspaceID, &r.title, &r.body, &r.amount, &r.createdAt, &r.version, &r.commitLSN, &r.commitTS)
+		"SELECT workspace_id, title, body, amount, created_at, _us_created_at, _version, _commit_lsn, _commit_ts FROM `%s`.`%s` FINAL WHERE id = ? AND _shard = ? AND _deleted = 0",
+		p.chDB, p.table()), id, uint16(shard)).Scan(&r.workspaceID, &r.title, &r.body, &r.amount, &r.createdAt, &r.createdUS, &r.version, &r.commitLSN, &r.commitTS)
 	if err != nil {
 		p.t.Fatalf("read ClickHouse row %d on shard %d: %v", id, shard, err)
 	}
@@ -96,7 +97,7 @@ func (p *pipeline) readCH(ctx context.Context, id int64, shard int) chRow {
 func (p *pipeline) writeCH(ctx context.Context, id int64, shard int, r chRow, deleted bool) {
 	p.t.Helper()
 	b, err := p.store.Conn().PrepareBatch(ctx, fmt.Sprintf(
-		"INSERT INTO `%s`.`%s` (id, workspace_id, title, body, amount, created_at, _shard, _version, _deleted, _commit_lsn, _commit_ts, _loaded_at)",
+		"INSERT INTO `%s`.`%s` (id, workspace_id, title, body, amount, created_at, _us_created_at, _shard, _version, _deleted, _commit_lsn, _commit_ts, _loaded_at)",
 		p.chDB, p.table()))
 	if err != nil {
 		p.t.Fatal(err)
@@ -105,7 +106,7 @@ func (p *pipeline) writeCH(ctx context.Context, id int64, shard int, r chRow, de
 	if deleted {
 		del = 1
 	}
-	if err := b.Append(id, r.workspaceID, r.title, r.body, r.amount, r.createdAt, uint16(shard), r.version, del,
+	if err := b.Append(id, r.workspaceID, r.title, r.body, r.amount, r.createdAt, r.createdUS, uint16(shard), r.version, del,
 		r.commitLSN, r.commitTS, time.Now().UTC()); err != nil {
 		p.t.Fatal(err)
 	}

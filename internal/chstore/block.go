@@ -28,6 +28,9 @@ type Block struct {
 	lsn      []uint64
 	commitTS []time.Time
 	loadedAt time.Time
+	// of is, per column, the index of the timestamp column a microseconds
+	// column is converted from (-1 for the others).
+	of []int
 }
 
 // NewBlock returns a block of n rows of t, all loaded at loadedAt.
@@ -37,7 +40,12 @@ func (t *Table) NewBlock(n int, loadedAt time.Time) *Block {
 		shard: make([]uint16, n), version: make([]uint64, n), deleted: make([]uint8, n),
 		lsn: make([]uint64, n), commitTS: make([]time.Time, n), loadedAt: loadedAt.UTC(),
 	}
+	b.of = make([]int, len(t.Columns))
 	for i, c := range t.Columns {
+		b.of[i] = -1
+		if c.of != "" {
+			b.of[i] = t.Index(c.of)
+		}
 		b.cols[i] = c.typ.newBuf(n)
 		if c.Nullable {
 			b.isNull[i] = make([]bool, n)
@@ -53,13 +61,16 @@ func (b *Block) Len() int { return len(b.shard) }
 // *ConvertError; row i is then unusable.
 func (b *Block) Set(i int, r *Row) error {
 	for ci, c := range b.t.Columns {
+		if b.of[ci] >= 0 && b.setMicros(i, ci, b.of[ci]) {
+			continue
+		}
 		if v, ok := r.Filled[c.Name]; ok {
 			if err := b.setTyped(i, ci, v); err != nil {
 				return &ConvertError{Table: b.t.Name, Column: c.Name, Value: fmt.Sprint(v), Err: err}
 			}
 			continue
 		}
-		p, present := r.Values[c.Name]
+		p, present := r.Values[c.source()]
 		if !present && c.missing != nil && !r.Deleted {
 			// The change predates the column: its row has the value
 			// PostgreSQL gives rows older than the column.
@@ -92,6 +103,27 @@ func (b *Block) Set(i int, r *Row) error {
 		b.deleted[i] = 1
 	}
 	return nil
+}
+
+// setMicros sets microseconds column ci of row i from its timestamp
+// column si, when that column comes before it (so row i's value there is
+// set): the text is parsed once. It reports whether it did.
+func (b *Block) setMicros(i, ci, si int) bool {
+	if si >= ci {
+		return false
+	}
+	if b.isNull[si] != nil && b.isNull[si][i] {
+		b.isNull[ci][i] = true
+		return true
+	}
+	ts, isTime := b.cols[si].(*typedBuf[time.Time])
+	us, isMicros := b.cols[ci].(*typedBuf[uint32])
+	if !isTime || !isMicros {
+		return false
+	}
+	us.vals[i] = uint32(ts.vals[i].Nanosecond() / 1000)
+	b.isNull[ci][i] = false
+	return true
 }
 
 // setTyped stores an already typed value (an unchanged TOAST column kept
@@ -245,14 +277,18 @@ func (c colType) newBuf(n int) colBuf {
 		return newTyped(n, c, parseInt64)
 	case kindFloat64:
 		return newTyped(n, c, parseFloat64)
+	case kindFloat32:
+		return newTyped(n, c, parseFloat32)
 	case kindDecimal:
-		return newTyped(n, c, parseDecimal)
+		return newTyped(n, c, c.parseDecimal)
 	case kindBool:
 		return newTyped(n, c, parseBool)
 	case kindDate:
-		return newTyped(n, c, parseDate)
+		return newTyped(n, c, parseDateCH)
 	case kindDateTime:
-		return newTyped(n, c, parseDateTime)
+		return newTyped(n, c, parseDateTimeCH)
+	case kindMicros:
+		return newTyped(n, c, parseMicros)
 	}
 	return newTyped(n, c, parseString) // kindString, kindUUID
 }

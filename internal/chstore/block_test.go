@@ -22,7 +22,7 @@ func blockTable(t *testing.T) *Table {
 	tab, err := layout("docs", "id", []envelope.Column{
 		{Name: "id", Type: "bigint", Key: true}, {Name: "title", Type: "text"},
 		{Name: "amount", Type: "numeric(12,2)"}, {Name: "created_at", Type: "timestamp with time zone"},
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func (t *Table) Convert(r *Row, loadedAt time.Time) ([]any, error) {
 			out = append(out, v)
 			continue
 		}
-		p, present := r.Values[c.Name]
+		p, present := r.Values[c.source()]
 		if !present && c.missing != nil && !r.Deleted {
 			out = append(out, c.missing) // as Block.Set
 			continue

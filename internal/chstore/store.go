@@ -8,7 +8,8 @@
 // from that and for which query patterns are exact.
 //
 // A replicated table has the source columns (all Nullable except the replica
-// identity key) plus these metadata columns:
+// identity key; a timestamp column followed by its MicrosColumn) plus these
+// metadata columns:
 //
 //	_shard      UInt16   source shard
 //	_version    UInt64   LSN of the change record: per row, increases in commit order
@@ -29,6 +30,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -65,6 +67,18 @@ type Store struct {
 
 	mu     sync.Mutex
 	tables map[string]*Table // by ClickHouse table name
+	// chosen are the column types the table config chooses
+	// (SetColumnTypes); read under mu.
+	chosen ColumnTypes
+}
+
+// SetColumnTypes sets the ClickHouse types the table config chooses for
+// columns (tables.Config.ColumnTypes). Tables are created and checked with
+// them from then on.
+func (s *Store) SetColumnTypes(ct ColumnTypes) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chosen = ct
 }
 
 // Open connects and checks the server answers. It creates the database if it
@@ -128,6 +142,17 @@ type Column struct {
 	// existed read, and Block.Set writes it for changes whose column list
 	// predates the column.
 	missing any
+	// of, for a MicrosColumn, is the timestamp column whose source text
+	// it is converted from; "" for a source column.
+	of string
+}
+
+// source is the source column whose text the column is converted from.
+func (c Column) source() string {
+	if c.of != "" {
+		return c.of
+	}
+	return c.Name
 }
 
 // columnDDL is the column's definition in CREATE TABLE and ADD COLUMN.
@@ -158,7 +183,7 @@ func (c Column) CHType() string {
 func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []envelope.Column) (*Table, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	want, err := layout(name, idColumn, cols)
+	want, err := layout(name, idColumn, cols, s.chosen[name])
 	if err != nil {
 		return nil, err
 	}
@@ -205,15 +230,16 @@ func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []e
 // Layout is the table a source relation maps to, as EnsureTable would
 // create it, without a server: for tests and tools that fill Blocks.
 func Layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
-	return layout(name, idColumn, cols)
+	return layout(name, idColumn, cols, nil)
 }
 
-func layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
+// layout maps cols; chosen are the table config's types for its columns.
+func layout(name, idColumn string, cols []envelope.Column, chosen map[string]string) (*Table, error) {
 	t := &Table{Name: name, IDColumn: idColumn, byName: map[string]int{}}
 	for _, c := range cols {
-		ct, err := mapType(c.Type)
+		ct, err := mapColumn(name, c, chosen[c.Name])
 		if err != nil {
-			return nil, fmt.Errorf("table %s column %s: %w", name, c.Name, err)
+			return nil, err
 		}
 		key := c.Key || c.Name == idColumn
 		col := Column{Name: c.Name, PGType: c.Type, Key: key, Nullable: !key, typ: ct}
@@ -225,6 +251,20 @@ func layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
 		}
 		t.byName[c.Name] = len(t.Columns)
 		t.Columns = append(t.Columns, col)
+		if ct.kind == kindDateTime {
+			us := Column{Name: MicrosColumn(c.Name), Nullable: true, typ: microsType, of: c.Name}
+			if col.missing != nil {
+				us.missing = uint32(col.missing.(time.Time).Nanosecond() / 1000)
+			}
+			t.byName[us.Name] = len(t.Columns)
+			t.Columns = append(t.Columns, us)
+		}
+	}
+	for _, c := range cols {
+		if of, ok := MicrosOf(c.Name); ok && t.Index(of) >= 0 && t.Columns[t.Index(of)].typ.kind == kindDateTime {
+			return nil, fmt.Errorf("%w: table %s: column %s has the name of the column that holds %s's microseconds; rename one of them",
+				ErrIncompatibleSchema, name, c.Name, of)
+		}
 	}
 	if _, ok := t.byName[idColumn]; !ok {
 		return nil, fmt.Errorf("%w: table %s has no id column %q", ErrIncompatibleSchema, name, idColumn)
@@ -249,7 +289,9 @@ func merge(have, want *Table) (*Table, []Column, error) {
 			added = append(added, c)
 			continue
 		}
-		if got := out.Columns[i]; got.typ.ch != c.typ.ch {
+		// A real stored as Float64 by an older version keeps its column:
+		// every float4 is a float8.
+		if got := out.Columns[i]; got.typ.ch != c.typ.ch && !(got.typ.kind == kindFloat64 && c.typ.kind == kindFloat32) {
 			return nil, nil, fmt.Errorf("%w: %s.%s changed from %s to %s", ErrIncompatibleSchema,
 				have.Name, c.Name, got.typ.ch, c.typ.ch)
 		}
@@ -317,8 +359,12 @@ func (s *Store) describe(ctx context.Context, name, idColumn string) (*Table, er
 		if err != nil {
 			return nil, fmt.Errorf("describe %s.%s: %w", name, cn, err)
 		}
+		col := Column{Name: cn, Key: !nullable, Nullable: nullable, typ: typ}
+		if of, ok := MicrosOf(cn); ok && inner == "UInt32" {
+			col.typ, col.of = microsType, of
+		}
 		t.byName[cn] = len(t.Columns)
-		t.Columns = append(t.Columns, Column{Name: cn, Key: !nullable, Nullable: nullable, typ: typ})
+		t.Columns = append(t.Columns, col)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("describe %s: %w", name, err)
@@ -381,29 +427,33 @@ func typeFromCH(ch string) (colType, error) {
 	norm := strings.ReplaceAll(ch, " ", "")
 	switch {
 	case norm == "Int16":
-		return colType{kindInt16, "Int16"}, nil
+		return colType{kind: kindInt16, ch: "Int16"}, nil
 	case norm == "Int32":
-		return colType{kindInt32, "Int32"}, nil
+		return colType{kind: kindInt32, ch: "Int32"}, nil
 	case norm == "Int64":
-		return colType{kindInt64, "Int64"}, nil
+		return colType{kind: kindInt64, ch: "Int64"}, nil
 	case norm == "Float64":
-		return colType{kindFloat64, "Float64"}, nil
+		return colType{kind: kindFloat64, ch: "Float64"}, nil
+	case norm == "Float32":
+		return colType{kind: kindFloat32, ch: "Float32"}, nil
 	case strings.HasPrefix(norm, "Decimal("):
-		var p, sc int
-		if _, err := fmt.Sscanf(norm, "Decimal(%d,%d)", &p, &sc); err != nil {
-			return colType{}, fmt.Errorf("decimal type %q: %w", ch, err)
+		p, sc, ok := ParseDecimalType(norm)
+		if !ok {
+			return colType{}, fmt.Errorf("decimal type %q", ch)
 		}
-		return colType{kindDecimal, fmt.Sprintf("Decimal(%d, %d)", p, sc)}, nil
+		return decimalType(p, sc), nil
 	case norm == "UInt8":
-		return colType{kindBool, "UInt8"}, nil
+		return colType{kind: kindBool, ch: "UInt8"}, nil
+	case norm == "UInt32":
+		return microsType, nil
 	case norm == "Date":
-		return colType{kindDate, "Date"}, nil
+		return colType{kind: kindDate, ch: "Date"}, nil
 	case strings.HasPrefix(norm, "DateTime"):
-		return colType{kindDateTime, "DateTime('UTC')"}, nil
+		return colType{kind: kindDateTime, ch: "DateTime('UTC')"}, nil
 	case norm == "UUID":
-		return colType{kindUUID, "UUID"}, nil
+		return colType{kind: kindUUID, ch: "UUID"}, nil
 	case norm == "String":
-		return colType{kindString, "String"}, nil
+		return colType{kind: kindString, ch: "String"}, nil
 	}
 	return colType{}, fmt.Errorf("unexpected ClickHouse type %q in a Tributary table", ch)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/tributary/tributary/internal/envelope"
 )
 
 // ErrUnmappedType is returned for a PostgreSQL type Tributary does not map to
@@ -24,81 +26,194 @@ const (
 	kindInt32
 	kindInt64
 	kindFloat64
+	kindFloat32
 	kindDecimal
 	kindBool
 	kindDate
 	kindDateTime
 	kindUUID
+	// kindMicros is the microseconds within the second of a timestamp
+	// column's value, kept in a column of its own (MicrosColumn): DateTime
+	// holds whole seconds, and 18.16 has no DateTime64.
+	kindMicros
 )
+
+// microsType is the ClickHouse side of a MicrosColumn.
+var microsType = colType{kind: kindMicros, ch: "UInt32"}
+
+// MicrosColumn is the name of the column that holds the microseconds
+// within the second of timestamp column col ("_us_created_at" for
+// created_at). col itself is a DateTime, so time windows, toDate and every
+// other DateTime function work on it as before; a reader that wants the
+// exact value adds the two (as the API does, internal/query/render.go).
+func MicrosColumn(col string) string { return microsPrefix + col }
+
+// MicrosOf is the timestamp column a MicrosColumn belongs to, if name is
+// one.
+func MicrosOf(name string) (col string, ok bool) {
+	return strings.CutPrefix(name, microsPrefix)
+}
+
+const microsPrefix = "_us_"
 
 // colType is the ClickHouse side of one mapped column.
 type colType struct {
 	kind kind
 	// ch is the ClickHouse type, without Nullable.
 	ch string
+	// prec and scale are a Decimal's: convert refuses values they cannot
+	// hold instead of letting the driver truncate them.
+	prec, scale int
+}
+
+// decimalType is Decimal(p, s).
+func decimalType(p, s int) colType {
+	return colType{kind: kindDecimal, ch: fmt.Sprintf("Decimal(%d, %d)", p, s), prec: p, scale: s}
+}
+
+// ColumnTypes are the ClickHouse types the table config chooses for
+// columns (tables.Table.ColumnTypes): by ClickHouse table, by column.
+type ColumnTypes map[string]map[string]string
+
+// mapColumn maps a source column to ClickHouse: the type the table config
+// chooses for it (override, "" for none), or mapType's. Enums are their
+// labels, as text. An unmapped type's error names the column, its type and
+// the config line that would store it.
+func mapColumn(table string, c envelope.Column, override string) (colType, error) {
+	if override != "" {
+		ct, err := chosenType(c.Type, override)
+		if err != nil {
+			return colType{}, fmt.Errorf("%w: table %s column %s (%s): column_types: %w", ErrUnmappedType, table, c.Name, c.Type, err)
+		}
+		return ct, nil
+	}
+	if c.Enum && !strings.HasSuffix(c.Type, "[]") {
+		return colType{kind: kindString, ch: "String"}, nil
+	}
+	ct, err := mapType(c.Type)
+	if err != nil {
+		return colType{}, fmt.Errorf("table %s column %s: %w; to store its PostgreSQL text as it is, set \"column_types\": {%q: \"String\"} on table %s in the table config",
+			table, c.Name, err, c.Name, table)
+	}
+	return ct, nil
+}
+
+// chosenType is the ClickHouse type a table config names for a column of
+// PostgreSQL type pg: "String" for any type (its PostgreSQL text, exactly),
+// or "Decimal(P, S)" for a numeric column (values that do not fit are
+// refused, never rounded).
+func chosenType(pg, ch string) (colType, error) {
+	if ch == "String" {
+		return colType{kind: kindString, ch: "String"}, nil
+	}
+	p, s, ok := ParseDecimalType(ch)
+	if !ok {
+		return colType{}, fmt.Errorf("%q is not a type Tributary stores (String, or Decimal(P, S) with 1 <= P <= 38, 0 <= S <= P)", ch)
+	}
+	if base, _, _ := strings.Cut(pg, "("); base != "numeric" {
+		return colType{}, fmt.Errorf("%s is for numeric columns", ch)
+	}
+	return decimalType(p, s), nil
+}
+
+// ParseDecimalType reads "Decimal(P, S)" (spaces optional) with
+// 1 <= P <= 38 and 0 <= S <= P: ClickHouse's decimals up to 128 bits, which
+// 18.16 has.
+func ParseDecimalType(ch string) (p, s int, ok bool) {
+	norm := strings.ReplaceAll(ch, " ", "")
+	rest, found := strings.CutPrefix(norm, "Decimal(")
+	if !found || !strings.HasSuffix(rest, ")") {
+		return 0, 0, false
+	}
+	ps, ss, found := strings.Cut(strings.TrimSuffix(rest, ")"), ",")
+	if !found {
+		return 0, 0, false
+	}
+	p, perr := strconv.Atoi(ps)
+	s, serr := strconv.Atoi(ss)
+	if perr != nil || serr != nil || p < 1 || p > 38 || s < 0 || s > p {
+		return 0, 0, false
+	}
+	return p, s, true
 }
 
 // mapType maps a PostgreSQL type (format_type text, as in the envelope) to
-// ClickHouse. The mapping is documented in schema/clickhouse-types.md; keep
-// the two in step.
+// ClickHouse. The mapping is documented in schema/clickhouse.md ("PostgreSQL
+// → ClickHouse types"), and a test holds the two in step.
 func mapType(pg string) (colType, error) {
-	base := pg
 	if strings.HasSuffix(pg, "[]") {
 		// Arrays travel as PostgreSQL array text ("{1,2,3}") and are stored
 		// as that text: exact, and readable; typed arrays are future work.
-		return colType{kindString, "String"}, nil
+		return colType{kind: kindString, ch: "String"}, nil
 	}
-	if i := strings.IndexByte(pg, '('); i >= 0 {
-		base = pg[:i]
+	base := withoutModifier(pg)
+	if strings.HasPrefix(base, "interval") {
+		base = "interval" // "interval day to second"
 	}
 	switch base {
 	case "smallint":
-		return colType{kindInt16, "Int16"}, nil
+		return colType{kind: kindInt16, ch: "Int16"}, nil
 	case "integer":
-		return colType{kindInt32, "Int32"}, nil
+		return colType{kind: kindInt32, ch: "Int32"}, nil
 	case "bigint":
-		return colType{kindInt64, "Int64"}, nil
-	case "real", "double precision":
-		return colType{kindFloat64, "Float64"}, nil
+		return colType{kind: kindInt64, ch: "Int64"}, nil
+	case "real":
+		return colType{kind: kindFloat32, ch: "Float32"}, nil
+	case "double precision":
+		return colType{kind: kindFloat64, ch: "Float64"}, nil
 	case "numeric":
-		p, s, err := numericTypmod(pg)
-		if err != nil {
-			return colType{}, err
+		if p, s, ok := numericTypmod(pg); ok {
+			return decimalType(p, s), nil
 		}
-		return colType{kindDecimal, fmt.Sprintf("Decimal(%d, %d)", p, s)}, nil
+		// No declared precision (or one no Decimal holds): the exact
+		// PostgreSQL text, so that every value fits and none is rounded;
+		// the table config may choose a Decimal(P, S) instead.
+		return colType{kind: kindString, ch: "String"}, nil
 	case "boolean":
-		return colType{kindBool, "UInt8"}, nil
+		return colType{kind: kindBool, ch: "UInt8"}, nil
 	case "date":
-		return colType{kindDate, "Date"}, nil
+		return colType{kind: kindDate, ch: "Date"}, nil
 	case "timestamp with time zone", "timestamp without time zone", "timestamp":
-		// ClickHouse 18.16 has no DateTime64: second precision is stored.
-		// The exact source text is not kept; see schema/clickhouse-types.md.
-		return colType{kindDateTime, "DateTime('UTC')"}, nil
+		// ClickHouse 18.16 has no DateTime64: the whole seconds here, the
+		// microseconds in the column's MicrosColumn (layout adds it).
+		return colType{kind: kindDateTime, ch: "DateTime('UTC')"}, nil
 	case "uuid":
-		return colType{kindUUID, "UUID"}, nil
-	case "text", "character varying", "character", "json", "jsonb", "bytea",
-		"inet", "cidr", "macaddr", "interval", "time without time zone",
-		"time with time zone", "money", "xml", "citext":
-		return colType{kindString, "String"}, nil
+		return colType{kind: kindUUID, ch: "UUID"}, nil
+	case "text", "character varying", "character", "bpchar", `"char"`, "name", "json", "jsonb", "bytea",
+		"inet", "cidr", "macaddr", "macaddr8", "interval", "time without time zone",
+		"time with time zone", "money", "xml", "citext", "bit", "bit varying", "tsvector", "tsquery",
+		"int4range", "int8range", "numrange", "tsrange", "tstzrange", "daterange",
+		"point", "line", "lseg", "box", "path", "polygon", "circle", "pg_lsn", "jsonpath", "oid", "xid8":
+		return colType{kind: kindString, ch: "String"}, nil
 	}
 	return colType{}, fmt.Errorf("%w: %q", ErrUnmappedType, pg)
 }
 
-// numericTypmod reads "numeric(p,s)". Unconstrained numeric has no exact
-// ClickHouse decimal type, so it is refused rather than rounded.
-func numericTypmod(pg string) (int, int, error) {
-	var p, s int
-	if _, err := fmt.Sscanf(strings.ReplaceAll(pg, " ", ""), "numeric(%d,%d)", &p, &s); err != nil {
-		if _, err2 := fmt.Sscanf(pg, "numeric(%d)", &p); err2 == nil {
-			s = 0
-		} else {
-			return 0, 0, fmt.Errorf("%w: %q (unconstrained numeric has no exact ClickHouse type; declare numeric(p,s))", ErrUnmappedType, pg)
+// withoutModifier is a format_type name without its modifier:
+// "time(3) with time zone" is "time with time zone".
+func withoutModifier(pg string) string {
+	for {
+		i := strings.IndexByte(pg, '(')
+		j := strings.IndexByte(pg, ')')
+		if i < 0 || j < i {
+			return pg
 		}
+		pg = pg[:i] + pg[j+1:]
 	}
-	if p < 1 || p > 38 || s < 0 || s > p {
-		return 0, 0, fmt.Errorf("%w: %q (precision must be 1..38)", ErrUnmappedType, pg)
+}
+
+// numericTypmod reads "numeric(p,s)" and "numeric(p)" with a precision a
+// Decimal holds (1..38) and a scale 0..p; ok is false otherwise
+// (unconstrained numeric, a larger precision, PostgreSQL 15's negative
+// scales).
+func numericTypmod(pg string) (p, s int, ok bool) {
+	if _, err := fmt.Sscanf(strings.ReplaceAll(pg, " ", ""), "numeric(%d,%d)", &p, &s); err != nil {
+		if _, err2 := fmt.Sscanf(pg, "numeric(%d)", &p); err2 != nil {
+			return 0, 0, false
+		}
+		s = 0
 	}
-	return p, s, nil
+	return p, s, p >= 1 && p <= 38 && s >= 0 && s <= p
 }
 
 // pgTimestampLayouts are the text forms PostgreSQL's output functions use
@@ -124,8 +239,10 @@ func (c colType) convert(s string) (any, error) {
 		return parseInt64(s)
 	case kindFloat64:
 		return parseFloat64(s)
+	case kindFloat32:
+		return parseFloat32(s)
 	case kindDecimal:
-		return parseDecimal(s)
+		return c.parseDecimal(s)
 	case kindBool:
 		v, err := parseBool(s)
 		if err != nil {
@@ -133,13 +250,15 @@ func (c colType) convert(s string) (any, error) {
 		}
 		return v, nil
 	case kindDate:
-		return parseDate(s)
+		return parseDateCH(s)
 	case kindDateTime:
-		v, err := parseDateTime(s)
+		v, err := parseDateTimeCH(s)
 		if err != nil {
 			return nil, err
 		}
 		return v, nil
+	case kindMicros:
+		return parseMicros(s)
 	}
 	return nil, fmt.Errorf("internal: unknown kind %d", c.kind)
 }
@@ -160,7 +279,78 @@ func parseInt64(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }
 
 func parseFloat64(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 
-func parseDecimal(s string) (decimal.Decimal, error) { return decimal.NewFromString(s) }
+// parseFloat32 reads a real: PostgreSQL prints the shortest text that reads
+// back as the same float4, so this is exact.
+func parseFloat32(s string) (float32, error) {
+	v, err := strconv.ParseFloat(s, 32)
+	return float32(v), err
+}
+
+// parseDecimal reads a numeric's text and refuses a value the column's
+// Decimal(prec, scale) cannot hold (more fractional digits than scale that
+// are not zeros, too many integer digits, NaN, ±Infinity): the driver would
+// truncate it silently. Values of a numeric(p,s) column always fit; those
+// of a numeric column given a Decimal in the table config may not.
+func (c colType) parseDecimal(s string) (decimal.Decimal, error) {
+	d, err := decimal.NewFromString(s)
+	if err != nil {
+		return d, err
+	}
+	if intDigits, fracDigits, plain := plainDecimal(s); plain {
+		// What PostgreSQL prints: checked on the text, with no allocation.
+		if fracDigits > c.scale {
+			return d, fmt.Errorf("%w: %s has more than %d fractional digits", errDoesNotFit, c.ch, c.scale)
+		}
+		if intDigits > c.prec-c.scale {
+			return d, fmt.Errorf("%w: %s holds fewer than %d integer digits", errDoesNotFit, c.ch, c.prec-c.scale+1)
+		}
+		return d, nil
+	}
+	// Any other form NewFromString reads ("1e2"). Digits of the
+	// coefficient, without sign: the checks below cost its length whatever
+	// the exponent ("1e999999999" is refused, not computed).
+	digits := strings.TrimPrefix(d.Coefficient().String(), "-")
+	if digits == "0" {
+		return d, nil
+	}
+	exp := int(d.Exponent())
+	intDigits := len(digits) + exp
+	if exp < 0 {
+		zeros := len(digits) - len(strings.TrimRight(digits, "0"))
+		if -exp > c.scale && -exp-c.scale > zeros {
+			return d, fmt.Errorf("%w: %s has more than %d fractional digits", errDoesNotFit, c.ch, c.scale)
+		}
+	}
+	if intDigits > c.prec-c.scale {
+		return d, fmt.Errorf("%w: %s holds fewer than %d integer digits", errDoesNotFit, c.ch, c.prec-c.scale+1)
+	}
+	return d, nil
+}
+
+// plainDecimal reads "-123.4500" (sign, digits, at most one point) and
+// says how many integer digits it has without leading zeros and how many
+// fractional digits without trailing zeros; plain is false for any other
+// form.
+func plainDecimal(s string) (intDigits, fracDigits int, plain bool) {
+	if strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		s = s[1:]
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	if intPart == "" && frac == "" {
+		return 0, 0, false
+	}
+	for _, part := range []string{intPart, frac} {
+		for i := 0; i < len(part); i++ {
+			if part[i] < '0' || part[i] > '9' {
+				return 0, 0, false
+			}
+		}
+	}
+	return len(strings.TrimLeft(intPart, "0")), len(strings.TrimRight(frac, "0")), true
+}
+
+// errDoesNotFit: a value its column's ClickHouse type cannot hold exactly.
+var errDoesNotFit = errors.New("value does not fit")
 
 func parseBool(s string) (uint8, error) {
 	switch s {
@@ -173,6 +363,42 @@ func parseBool(s string) (uint8, error) {
 }
 
 func parseDate(s string) (time.Time, error) { return time.Parse("2006-01-02", s) }
+
+// The ranges of ClickHouse's Date (UInt16 days) and DateTime (UInt32
+// seconds) since 1970-01-01 UTC; the driver does not refuse a value outside
+// them, it wraps it.
+var (
+	minDate     = time.Unix(0, 0).UTC()
+	maxDate     = minDate.AddDate(0, 0, math.MaxUint16)
+	maxDateTime = time.Unix(math.MaxUint32, 0).UTC()
+)
+
+// parseDateCH is parseDate within Date's range.
+func parseDateCH(s string) (time.Time, error) {
+	t, err := parseDate(s)
+	if err == nil && (t.Before(minDate) || t.After(maxDate)) {
+		err = fmt.Errorf("%w: ClickHouse's Date holds %s to %s (choose \"String\" in column_types to keep every date)",
+			errDoesNotFit, minDate.Format("2006-01-02"), maxDate.Format("2006-01-02"))
+	}
+	return t, err
+}
+
+// parseDateTimeCH is parseDateTime within DateTime's range.
+func parseDateTimeCH(s string) (time.Time, error) {
+	t, err := parseDateTime(s)
+	if err == nil && (t.Before(minDate) || t.Truncate(time.Second).After(maxDateTime)) {
+		err = fmt.Errorf("%w: ClickHouse's DateTime holds %s to %s UTC (choose \"String\" in column_types to keep every timestamp)",
+			errDoesNotFit, minDate.Format("2006-01-02 15:04:05"), maxDateTime.Format("2006-01-02 15:04:05"))
+	}
+	return t, err
+}
+
+// parseMicros is the microseconds within the second of a timestamp's text
+// (PostgreSQL keeps microseconds).
+func parseMicros(s string) (uint32, error) {
+	t, err := parseDateTime(s)
+	return uint32(t.Nanosecond() / 1000), err
+}
 
 func parseDateTime(s string) (time.Time, error) {
 	if t, ok := isoTimestamp(s); ok {
@@ -203,10 +429,14 @@ func (c colType) zero() any {
 		return int64(0)
 	case kindFloat64:
 		return float64(0)
+	case kindFloat32:
+		return float32(0)
 	case kindDecimal:
 		return decimal.Zero
 	case kindBool:
 		return uint8(0)
+	case kindMicros:
+		return uint32(0)
 	case kindDate, kindDateTime:
 		return time.Unix(0, 0).UTC()
 	case kindUUID:
@@ -230,14 +460,19 @@ func (c colType) literal(v any) (string, error) {
 			return "toUUID(" + quoteString(s) + ")", nil
 		}
 		return quoteString(s), nil
-	case kindInt16, kindInt32, kindInt64, kindBool:
+	case kindInt16, kindInt32, kindInt64, kindBool, kindMicros:
 		switch x := v.(type) {
-		case int16, int32, int64, uint8:
+		case int16, int32, int64, uint8, uint32:
 			return fmt.Sprint(x), nil
 		}
-	case kindFloat64:
-		if f, ok := v.(float64); ok {
-			text := strconv.FormatFloat(f, 'g', -1, 64)
+	case kindFloat64, kindFloat32:
+		f, ok := v.(float64)
+		fn, bits := "toFloat64", 64
+		if f32, is32 := v.(float32); is32 {
+			f, ok, fn, bits = float64(f32), c.kind == kindFloat32, "toFloat32", 32
+		}
+		if ok {
+			text := strconv.FormatFloat(f, 'g', -1, bits)
 			switch {
 			case math.IsInf(f, 1):
 				text = "inf" // ClickHouse refuses "+Inf"
@@ -246,14 +481,11 @@ func (c colType) literal(v any) (string, error) {
 			case math.IsNaN(f):
 				text = "nan"
 			}
-			return "toFloat64(" + quoteString(text) + ")", nil
+			return fn + "(" + quoteString(text) + ")", nil
 		}
 	case kindDecimal:
 		if d, ok := v.(decimal.Decimal); ok {
-			var p, sc int
-			if _, err := fmt.Sscanf(c.ch, "Decimal(%d, %d)", &p, &sc); err != nil {
-				return "", fmt.Errorf("decimal type %q: %w", c.ch, err)
-			}
+			p, sc := c.prec, c.scale
 			fn := "toDecimal128"
 			if p <= 9 {
 				fn = "toDecimal32"
@@ -281,8 +513,13 @@ func (c colType) fromCHText(s string) (any, error) {
 	case kindBool:
 		v, err := strconv.ParseUint(s, 10, 8)
 		return uint8(v), err
+	case kindMicros:
+		v, err := strconv.ParseUint(s, 10, 32)
+		return uint32(v), err
 	case kindFloat64:
 		return strconv.ParseFloat(s, 64) // "inf", "-inf", "nan" included
+	case kindFloat32:
+		return parseFloat32(s)
 	case kindDateTime:
 		t, err := time.ParseInLocation("2006-01-02 15:04:05", s, time.UTC)
 		return t, err

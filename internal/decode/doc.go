@@ -50,9 +50,11 @@
 // old) and Type messages by OID, and names column types as format_type
 // does: TypeName knows the built-in types and their arrays, with modifiers
 // ("numeric(12,2)", "character varying(40)", "timestamp(3) with time
-// zone"). User types are named from their Type message ("public.mood"), or
-// by a TypeLookup the caller provides; otherwise the column fails with an
-// *UnknownTypeError carrying the OID, so nothing is silently mislabelled.
+// zone"). Other types are resolved by a TypeLookup the caller provides —
+// the catalogue, which replaces a domain by its base type with the domain's
+// modifier and marks enums — or, without one, named from their Type message
+// ("public.mood"); otherwise the column fails with an *UnknownTypeError
+// carrying the OID, so nothing is silently mislabelled.
 //
 // # Conversion
 //

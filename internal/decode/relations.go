@@ -9,12 +9,23 @@ import (
 	"github.com/tributary/tributary/internal/envelope"
 )
 
-// TypeLookup names a column type that neither TypeName nor a Type message
-// can, the way format_type(oid, typmod) does; typically it runs
-// "SELECT format_type($1, $2)" on an ordinary (non-replication) connection.
-// It is called when a Relation is cached, never per row, at most once per
-// (oid, typmod) per Relations.
-type TypeLookup func(oid uint32, typmod int32) (string, error)
+// TypeLookup resolves a column type that TypeName cannot name, through the
+// shard's catalogue (typically pg_type and format_type on an ordinary,
+// non-replication connection). It is called when a Relation is cached, never
+// per row, at most once per (oid, typmod) per Relations.
+type TypeLookup func(oid uint32, typmod int32) (CatalogType, error)
+
+// CatalogType is a column type as the catalogue resolves it.
+type CatalogType struct {
+	// Name is what format_type prints for the type, with every domain
+	// replaced by its base type and the domain's modifier: a domain over
+	// numeric(12,2) is "numeric(12,2)", an array of a domain over text is
+	// "text[]". Constraints of a domain are the source's business: every
+	// value that reaches the stream satisfied them.
+	Name string
+	// Enum: the (base) type is an enum; its values are its labels.
+	Enum bool
+}
 
 // Relations caches the Relation and Type messages of one replication
 // session, by relation id and type OID. pgoutput sends them once per session
@@ -27,7 +38,7 @@ type Relations struct {
 	lookup TypeLookup
 	// looked caches the lookup's answers (not its errors, which may be
 	// transient).
-	looked map[typeKey]string
+	looked map[typeKey]CatalogType
 }
 
 var errEmptyLookup = errors.New("type lookup returned an empty name")
@@ -45,7 +56,7 @@ func NewRelations(lookup TypeLookup) *Relations {
 		tables: map[uint32]*Table{},
 		types:  map[uint32]Type{},
 		lookup: lookup,
-		looked: map[typeKey]string{},
+		looked: map[typeKey]CatalogType{},
 	}
 }
 
@@ -102,11 +113,11 @@ func (r *Relations) Put(rel *Relation) *Table {
 		if !utf8.ValidString(c.Name) && t.err == nil {
 			t.err = &ColumnError{Schema: t.Schema, Table: t.Name, Column: c.Name, Err: ErrNotUTF8}
 		}
-		name, err := r.TypeName(c.TypeOID, c.TypeMod)
+		ct, err := r.Type(c.TypeOID, c.TypeMod)
 		if err != nil && t.err == nil {
 			t.err = &ColumnError{Schema: t.Schema, Table: t.Name, Column: c.Name, Err: err}
 		}
-		t.EventColumns[i] = envelope.Column{Name: c.Name, Type: name, OID: c.TypeOID, Key: c.Key()}
+		t.EventColumns[i] = envelope.Column{Name: c.Name, Type: ct.Name, OID: c.TypeOID, Key: c.Key(), Enum: ct.Enum}
 		if _, dup := t.index[c.Name]; dup && t.err == nil {
 			// PostgreSQL never sends this; After could not tell them apart.
 			t.err = &ColumnError{Schema: t.Schema, Table: t.Name, Column: c.Name,
@@ -142,47 +153,57 @@ func (r *Relations) Get(id uint32) (*Table, bool) {
 	return t, ok
 }
 
-// TypeName names a column type, in this order:
+// TypeName is Type's name.
+func (r *Relations) TypeName(oid uint32, typmod int32) (string, error) {
+	ct, err := r.Type(oid, typmod)
+	return ct.Name, err
+}
+
+// Type names a column type, in this order:
 //
 //  1. a built-in type: TypeName(oid, typmod), PostgreSQL's exact spelling;
-//  2. a Type message for oid, when typmod is -1: the schema-qualified,
-//     quoted type name ("public.mood", "public._mood" for an array of it);
-//     a Type message in pg_catalog is a domain's base type ("varchar" is
-//     named "character varying": the domain's own name is not sent);
-//  3. the TypeLookup;
+//  2. the TypeLookup: the catalogue, which resolves domains to their base
+//     type with its modifier and says which types are enums;
+//  3. without a lookup, a Type message for oid, when typmod is -1: the
+//     schema-qualified, quoted type name ("public.mood", "public._mood"
+//     for an array of it); a Type message in pg_catalog is a domain's base
+//     type ("varchar" is named "character varying"). pgoutput sends a
+//     domain's base type without the domain's modifier (a domain over
+//     numeric(12,2) arrives as "numeric") and never says what an enum is,
+//     which is why the catalogue comes first;
 //
 // and fails with an *UnknownTypeError otherwise. A user type with a
 // modifier (typmod >= 0) needs the lookup: its typmodout function is unknown.
-func (r *Relations) TypeName(oid uint32, typmod int32) (string, error) {
+func (r *Relations) Type(oid uint32, typmod int32) (CatalogType, error) {
 	if name, ok := TypeName(oid, typmod); ok {
-		return name, nil
+		return CatalogType{Name: name}, nil
 	}
 	ty, haveType := r.types[oid]
-	if haveType && typmod < 0 {
-		if ty.Namespace != "" {
-			return quoteIdent(ty.Namespace) + "." + quoteIdent(ty.Name), nil
-		}
-		if b := builtinByTypname[ty.Name]; b != nil {
-			return b.name, nil
-		}
-		return quoteIdent(ty.Name), nil
-	}
 	uerr := &UnknownTypeError{OID: oid, TypeMod: typmod, Namespace: ty.Namespace, Name: ty.Name}
 	if r.lookup == nil {
-		return "", uerr
+		if !haveType || typmod >= 0 {
+			return CatalogType{}, uerr
+		}
+		if ty.Namespace != "" {
+			return CatalogType{Name: quoteIdent(ty.Namespace) + "." + quoteIdent(ty.Name)}, nil
+		}
+		if b := builtinByTypname[ty.Name]; b != nil {
+			return CatalogType{Name: b.name}, nil
+		}
+		return CatalogType{Name: quoteIdent(ty.Name)}, nil
 	}
 	key := typeKey{oid, typmod}
-	if name, ok := r.looked[key]; ok {
-		return name, nil
+	if ct, ok := r.looked[key]; ok {
+		return ct, nil
 	}
-	name, err := r.lookup(oid, typmod)
-	if err == nil && name == "" {
+	ct, err := r.lookup(oid, typmod)
+	if err == nil && ct.Name == "" {
 		err = errEmptyLookup
 	}
 	if err != nil {
 		uerr.Err = err
-		return "", uerr
+		return CatalogType{}, uerr
 	}
-	r.looked[key] = name
-	return name, nil
+	r.looked[key] = ct
+	return ct, nil
 }

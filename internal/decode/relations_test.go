@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/tributary/tributary/internal/envelope"
 )
 
 func TestRelationsPutGetReplace(t *testing.T) {
@@ -45,17 +47,21 @@ func TestRelationsTypeName(t *testing.T) {
 	var lookups []typeKey
 	lookupErr := errors.New("connection refused")
 	failing := true
-	lookup := func(oid uint32, typmod int32) (string, error) {
+	lookup := func(oid uint32, typmod int32) (CatalogType, error) {
 		lookups = append(lookups, typeKey{oid, typmod})
-		if oid == 99999 {
-			return "", nil
+		switch {
+		case oid == 99999:
+			return CatalogType{}, nil
+		case failing && oid == 16500:
+			return CatalogType{}, lookupErr
+		case oid == 16600: // a domain over numeric(12,2): the catalogue knows its modifier
+			return CatalogType{Name: "numeric(12,2)"}, nil
+		case oid == 16601:
+			return CatalogType{Name: "public.mood", Enum: true}, nil
 		}
-		if failing && oid == 16500 {
-			return "", lookupErr
-		}
-		return "ext.vector(3)", nil
+		return CatalogType{Name: "ext.vector(3)"}, nil
 	}
-	rels := NewRelations(lookup)
+	rels := NewRelations(nil)
 	rels.PutType(&Type{OID: 16390, Namespace: "public", Name: "mood"})
 	rels.PutType(&Type{OID: 16391, Namespace: "public", Name: "_mood"})
 	rels.PutType(&Type{OID: 16392, Namespace: "", Name: "varchar"}) // a domain over varchar
@@ -74,15 +80,37 @@ func TestRelationsTypeName(t *testing.T) {
 		{16392, -1, "character varying"},
 		{16393, -1, `"My Schema"."order"`},
 		{16394, -1, "aclitem"},
-		{16390, 7, "ext.vector(3)"}, // a modifier on a user type: only the lookup knows
-		{27, -1, "ext.vector(3)"},   // a built-in outside the table
 	} {
 		got, err := rels.TypeName(tc.oid, tc.typmod)
 		if err != nil || got != tc.want {
-			t.Errorf("TypeName(%d, %d) = %q, %v; want %q", tc.oid, tc.typmod, got, err, tc.want)
+			t.Errorf("without a lookup: TypeName(%d, %d) = %q, %v; want %q", tc.oid, tc.typmod, got, err, tc.want)
 		}
 	}
-	if want := []typeKey{{16390, 7}, {27, -1}}; !slices.Equal(lookups, want) {
+
+	// With a lookup, the catalogue answers for every type that is not
+	// built in, before any Type message (which names a domain's base type
+	// without its modifier, and an enum like any user type).
+	rels = NewRelations(lookup)
+	rels.PutType(&Type{OID: 16600, Namespace: "", Name: "numeric"})
+	rels.PutType(&Type{OID: 16601, Namespace: "public", Name: "mood"})
+	for _, tc := range []struct {
+		oid    uint32
+		typmod int32
+		want   CatalogType
+	}{
+		{20, -1, CatalogType{Name: "bigint"}},
+		{1015, 44, CatalogType{Name: "character varying(40)[]"}},
+		{16600, -1, CatalogType{Name: "numeric(12,2)"}},
+		{16601, -1, CatalogType{Name: "public.mood", Enum: true}},
+		{16390, 7, CatalogType{Name: "ext.vector(3)"}},
+		{27, -1, CatalogType{Name: "ext.vector(3)"}}, // a built-in outside the table
+	} {
+		got, err := rels.Type(tc.oid, tc.typmod)
+		if err != nil || got != tc.want {
+			t.Errorf("Type(%d, %d) = %+v, %v; want %+v", tc.oid, tc.typmod, got, err, tc.want)
+		}
+	}
+	if want := []typeKey{{16600, -1}, {16601, -1}, {16390, 7}, {27, -1}}; !slices.Equal(lookups, want) {
 		t.Errorf("lookups %v, want %v", lookups, want)
 	}
 	// Answers are cached.
@@ -157,5 +185,34 @@ func TestRelationsNotUTF8(t *testing.T) {
 		if err := NewRelations(nil).Put(rel).Err(); !errors.Is(err, ErrNotUTF8) {
 			t.Errorf("Put(%q.%q): Err() = %v", rel.Namespace, rel.Name, err)
 		}
+	}
+}
+
+// TestRelationsEventColumnsFromCatalogue: a Relation's envelope columns
+// carry what the catalogue resolved: a domain's base type with its
+// modifier, and the enum mark.
+func TestRelationsEventColumnsFromCatalogue(t *testing.T) {
+	rels := NewRelations(func(oid uint32, typmod int32) (CatalogType, error) {
+		switch oid {
+		case 16600:
+			return CatalogType{Name: "numeric(12,2)"}, nil
+		case 16601:
+			return CatalogType{Name: "public.mood", Enum: true}, nil
+		}
+		return CatalogType{}, errors.New("no such type")
+	})
+	rels.PutType(&Type{OID: 16600, Namespace: "", Name: "numeric"}) // as pgoutput sends a domain
+	tbl := rels.Put(&Relation{ID: 1, Namespace: "public", Name: "t", ReplicaIdentity: IdentityDefault, Columns: []RelationColumn{
+		{Flags: ColumnKey, Name: "id", TypeOID: 20, TypeMod: -1},
+		{Name: "amount", TypeOID: 16600, TypeMod: -1},
+		{Name: "mood", TypeOID: 16601, TypeMod: -1},
+	}})
+	if err := tbl.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []envelope.Column{{Name: "id", Type: "bigint", OID: 20, Key: true},
+		{Name: "amount", Type: "numeric(12,2)", OID: 16600}, {Name: "mood", Type: "public.mood", OID: 16601, Enum: true}}
+	if !slices.Equal(tbl.EventColumns, want) {
+		t.Fatalf("EventColumns %+v, want %+v", tbl.EventColumns, want)
 	}
 }

@@ -122,6 +122,9 @@ func (enc *Encoder) columns(cols []Column) []byte {
 		if c.Key {
 			b = append(b, `,"key":true`...)
 		}
+		if c.Enum {
+			b = append(b, `,"enum":true`...)
+		}
 		if c.Missing != nil {
 			b = append(b, `,"missing":`...)
 			b = appendStr(b, *c.Missing)

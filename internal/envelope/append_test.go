@@ -11,7 +11,8 @@ func sample() *Event {
 	s := func(v string) *string { return &v }
 	cols := []Column{{Name: "id", Type: "bigint", OID: 20, Key: true}, {Name: "workspace_id", Type: "bigint", OID: 20},
 		{Name: "title", Type: "text", OID: 25}, {Name: "amount", Type: "numeric(12,2)", OID: 1700},
-		{Name: "created_at", Type: "timestamp with time zone", OID: 1184}, {Name: "priority", Type: "integer", OID: 23, Missing: s("5")}}
+		{Name: "created_at", Type: "timestamp with time zone", OID: 1184}, {Name: "priority", Type: "integer", OID: 23, Missing: s("5")},
+		{Name: "mood", Type: "public.mood", OID: 16390, Enum: true}}
 	return &Event{Kind: KindChange, Shard: 0, Schema: "public", Table: "bench_reader_x_a", Op: OpInsert, ID: "734197",
 		LSN: 0x1A2B3C4D5E, CommitLSN: 0x1A2B3C4F00, Seq: 12345, XID: 771, CommitTime: time.Date(2026, 11, 30, 13, 8, 59, 123400000, time.UTC),
 		Columns: cols, After: map[string]*string{"id": s("734197"), "workspace_id": s("197"), "title": s("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca4<>&\"\\\n\u2028\xff"),

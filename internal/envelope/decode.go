@@ -510,7 +510,7 @@ func (p *parser) time(e *Event) error {
 	return e.CommitTime.UnmarshalJSON(p.b[start:p.i])
 }
 
-var columnFields = []string{"name", "type", "oid", "key", "missing"}
+var columnFields = []string{"name", "type", "oid", "key", "enum", "missing"}
 
 // columns decodes the column list, reusing the previous list when the
 // bytes are the same.
@@ -542,6 +542,8 @@ func (p *parser) columns(e *Event) error {
 				return p.integer(0, math.MaxUint32, func(v int64) { c.OID = uint32(v) })
 			case "key":
 				return p.boolean(&c.Key)
+			case "enum":
+				return p.boolean(&c.Enum)
 			case "missing":
 				if p.null() {
 					c.Missing = nil

@@ -92,6 +92,10 @@ type Column struct {
 	OID uint32 `json:"oid"`
 	// Key marks the columns of the replica identity (usually the primary key).
 	Key bool `json:"key,omitempty"`
+	// Enum marks a column of an enum type (after domains are resolved to
+	// their base type): its values are the labels, as text. Optional: a
+	// consumer that ignores it sees a user type named by Type.
+	Enum bool `json:"enum,omitempty"`
 	// Missing, when set, is the value (PostgreSQL text) this column has in
 	// rows last written before it was added: ADD COLUMN ... DEFAULT with a
 	// non-volatile default fills old rows without writing WAL (PostgreSQL's

@@ -222,6 +222,9 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	if cfg.ImageCacheBytes == 0 {
 		cfg.ImageCacheBytes = DefaultImageCacheBytes
 	}
+	if cfg.Tables != nil && store != nil {
+		store.SetColumnTypes(cfg.Tables.ColumnTypes())
+	}
 	return &Loader{
 		cfg: cfg, store: store, log: log, m: newMetrics(reg, cfg.Tables, cfg.Ring),
 		versions:    dedupe.NewVersions(cfg.DedupeKeys),

@@ -24,8 +24,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
 	"github.com/tributary/tributary/internal/chstore"
 
 	"github.com/tributary/tributary/internal/envelope"
@@ -175,6 +173,7 @@ func (q *Queries) Arrived(ctx context.Context, table, idColumn string, id any, s
 func scanCopies(rows driver.Rows, extra []string) ([]Copy, [][]any, error) {
 	cols := rows.Columns()
 	types := rows.ColumnTypes()
+	plan := planRender(cols, types)
 	var out []Copy
 	var extras [][]any
 	for rows.Next() {
@@ -191,6 +190,9 @@ func scanCopies(rows driver.Rows, extra []string) ([]Copy, [][]any, error) {
 			ex = make([]any, len(extra))
 		}
 		for i, name := range cols {
+			if plan.hidden[i] {
+				continue
+			}
 			v := reflect.ValueOf(dest[i]).Elem().Interface()
 			if k := slices.Index(extra, name); k >= 0 {
 				ex[k] = v
@@ -207,7 +209,7 @@ func scanCopies(rows driver.Rows, extra []string) ([]Copy, [][]any, error) {
 				c.CommitTS = v.(time.Time).UTC()
 			case "_deleted", "_loaded_at":
 			default:
-				c.Row[name] = JSONValue(v)
+				c.Row[name] = plan.value(i, dest)
 				c.colOrder = append(c.colOrder, name)
 			}
 		}
@@ -215,32 +217,6 @@ func scanCopies(rows driver.Rows, extra []string) ([]Copy, [][]any, error) {
 		extras = append(extras, ex)
 	}
 	return out, extras, rows.Err()
-}
-
-// JSONValue turns a scanned ClickHouse value into what the API writes:
-// 64-bit integers and decimals as strings (exact in every JSON reader),
-// times as RFC 3339 UTC, NULL as null.
-func JSONValue(v any) any {
-	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Pointer {
-		if rv.IsNil() {
-			return nil
-		}
-		return JSONValue(rv.Elem().Interface())
-	}
-	switch x := v.(type) {
-	case int64:
-		return fmt.Sprint(x)
-	case uint64:
-		return fmt.Sprint(x)
-	case decimal.Decimal:
-		return x.String()
-	case time.Time:
-		return x.UTC().Format(time.RFC3339)
-	case uuid.UUID:
-		return x.String()
-	}
-	return v
 }
 
 // ShardFreshness is how current one shard's data in ClickHouse is.

@@ -43,22 +43,64 @@ func (r *Reader) toEvent(m decode.Message) (*envelope.Event, *tables.Table, erro
 	return ev, t, nil
 }
 
-// typeLookup names user-defined column types with format_type on a
-// short-lived connection of its own (the stream goroutine must not share
-// the monitor's). It runs once per (oid, typmod) per session.
-func (r *Reader) typeLookup(oid uint32, typmod int32) (string, error) {
+// typeLookup resolves column types that are not built in (domains, enums,
+// extension types) through the shard's catalogue, on a short-lived
+// connection of its own (the stream goroutine must not share the
+// monitor's). It runs once per (oid, typmod) per session.
+func (r *Reader) typeLookup(oid uint32, typmod int32) (decode.CatalogType, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, r.cfg.DSN)
 	if err != nil {
-		return "", fmt.Errorf("type lookup: %w", err)
+		return decode.CatalogType{}, fmt.Errorf("type lookup: %w", err)
 	}
 	defer conn.Close(ctx)
-	var name string
-	if err := conn.QueryRow(ctx, "SELECT format_type($1::oid, $2)", oid, typmod).Scan(&name); err != nil {
-		return "", fmt.Errorf("type lookup %d: %w", oid, err)
+	return catalogType(ctx, conn, oid, typmod)
+}
+
+// catalogTypeSQL resolves a type the way the loader can map it: an array
+// stands for its element type; a domain is replaced by its base type with
+// the domain's modifier (typtypmod), repeatedly for a domain over a domain;
+// and the result says whether that base type is an enum.
+const catalogTypeSQL = `
+WITH RECURSIVE top AS (
+    SELECT CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN t.typelem ELSE t.oid END AS oid,
+           t.typcategory = 'A' AND t.typelem <> 0 AS is_array
+    FROM pg_type t WHERE t.oid = $1::oid
+), d(oid, typmod, depth) AS (
+    SELECT top.oid, $2::int4, 0 FROM top
+    UNION ALL
+    SELECT t.typbasetype, t.typtypmod, d.depth + 1
+    FROM d JOIN pg_type t ON t.oid = d.oid
+    WHERE t.typtype = 'd' AND d.depth < 64
+)
+SELECT format_type(d.oid, d.typmod) || CASE WHEN top.is_array THEN '[]' ELSE '' END,
+       t.typtype = 'e'
+FROM d JOIN pg_type t ON t.oid = d.oid CROSS JOIN top
+ORDER BY d.depth DESC LIMIT 1`
+
+// catalogType runs catalogTypeSQL.
+func catalogType(ctx context.Context, conn querier, oid uint32, typmod int32) (decode.CatalogType, error) {
+	rows, err := conn.Query(ctx, catalogTypeSQL, oid, typmod)
+	if err != nil {
+		return decode.CatalogType{}, fmt.Errorf("type lookup %d: %w", oid, err)
 	}
-	return name, nil
+	defer rows.Close()
+	var ct decode.CatalogType
+	found := false
+	for rows.Next() {
+		if err := rows.Scan(&ct.Name, &ct.Enum); err != nil {
+			return decode.CatalogType{}, fmt.Errorf("type lookup %d: %w", oid, err)
+		}
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return decode.CatalogType{}, fmt.Errorf("type lookup %d: %w", oid, err)
+	}
+	if !found {
+		return decode.CatalogType{}, fmt.Errorf("type lookup %d: no such type in pg_type", oid)
+	}
+	return ct, nil
 }
 
 // missingValues asks the shard's catalog which columns of a configured

@@ -72,6 +72,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tributary/tributary/internal/decode"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -85,10 +86,12 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// snapshotColumns reads a table's columns as the envelope describes them.
+// snapshotColumns reads a table's columns as the envelope describes them,
+// with their types named as the stream names them (decode.Relations.Type):
+// built-in types by format_type, the others resolved through the catalogue.
 func snapshotColumns(ctx context.Context, conn querier, t tables.Table) ([]envelope.Column, error) {
 	rows, err := conn.Query(ctx, `
-		SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid::int8,
+		SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid::int8, a.atttypmod,
 		       COALESCE(a.attnum = ANY(i.indkey), false)
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
@@ -101,10 +104,12 @@ func snapshotColumns(ctx context.Context, conn querier, t tables.Table) ([]envel
 	}
 	defer rows.Close()
 	var cols []envelope.Column
+	var mods []int32
 	for rows.Next() {
 		var c envelope.Column
 		var oid int64
-		if err := rows.Scan(&c.Name, &c.Type, &oid, &c.Key); err != nil {
+		var typmod int32
+		if err := rows.Scan(&c.Name, &c.Type, &oid, &typmod, &c.Key); err != nil {
 			return nil, fmt.Errorf("columns of %s: %w", t.Name, err)
 		}
 		c.OID = uint32(oid)
@@ -112,8 +117,23 @@ func snapshotColumns(ctx context.Context, conn querier, t tables.Table) ([]envel
 			continue // not in the publication's column list (replicate.go)
 		}
 		cols = append(cols, c)
+		mods = append(mods, typmod)
 	}
-	return cols, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", t.Name, err)
+	}
+	rows.Close()
+	for i := range cols {
+		if _, builtin := decode.TypeName(cols[i].OID, mods[i]); builtin {
+			continue
+		}
+		ct, err := catalogType(ctx, conn, cols[i].OID, mods[i])
+		if err != nil {
+			return nil, fmt.Errorf("columns of %s: column %s: %w", t.Name, cols[i].Name, err)
+		}
+		cols[i].Type, cols[i].Enum = ct.Name, ct.Enum
+	}
+	return cols, nil
 }
 
 // createAndSnapshot creates the slot, waits until every transaction it

@@ -13,7 +13,9 @@ package tables
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/tributary/tributary/internal/ids"
@@ -50,6 +52,28 @@ type Table struct {
 	// publication's WHERE), and a row that stops satisfying it is deleted
 	// downstream (replicate.go).
 	RowFilter string `json:"row_filter,omitempty"`
+	// ColumnTypes chooses the ClickHouse type of columns, by column name,
+	// where the default mapping (schema/clickhouse.md) is not wanted or
+	// there is none: "String" stores any column's PostgreSQL text exactly;
+	// "Decimal(P, S)" (1 <= P <= 38, 0 <= S <= P) stores a numeric column
+	// as a decimal, refusing (dead-lettering) values it cannot hold exactly.
+	ColumnTypes map[string]string `json:"column_types,omitempty"`
+}
+
+// chosenType is what ColumnTypes accepts; internal/chstore checks the
+// bounds and that a Decimal is for a numeric column.
+var chosenType = regexp.MustCompile(`^(String|Decimal\( *[0-9]{1,2} *, *[0-9]{1,2} *\))$`)
+
+// ColumnTypes returns every table's ColumnTypes by table name (the
+// ClickHouse table), for the loader's store.
+func (c *Config) ColumnTypes() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, t := range c.Tables {
+		if len(t.ColumnTypes) > 0 {
+			out[t.Name] = t.ColumnTypes
+		}
+	}
+	return out
 }
 
 // Config is the whole table configuration file.
@@ -213,6 +237,15 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("table %s: id_layout: %w", t.Name, err))
 		}
 		errs = append(errs, t.validateReplicated()...)
+		for _, col := range slices.Sorted(maps.Keys(t.ColumnTypes)) {
+			typ := t.ColumnTypes[col]
+			if !identifier.MatchString(col) {
+				errs = append(errs, fmt.Errorf("table %s: column_types: column %q is not a plain identifier", t.Name, col))
+			}
+			if !chosenType.MatchString(typ) {
+				errs = append(errs, fmt.Errorf(`table %s: column_types: %s: %q is not "String" or "Decimal(P, S)"`, t.Name, col, typ))
+			}
+		}
 		if t.Search != nil {
 			if err := t.Search.validate(t.Name); err != nil {
 				errs = append(errs, err)

@@ -21,7 +21,7 @@ const rowAnswer = `{
   "copies": [
     {"shard": 0, "version": "0/28AF568", "commit_lsn": "0/28AF600", "commit_ts": "2026-11-30T13:38:54Z",
      "row": {"id": "771571243957616640", "workspace_id": "7", "title": "hello", "body": null,
-             "amount": "12.5", "n": 3, "created_at": "2026-11-30T13:38:54Z"}},
+             "amount": "12.50", "n": 3, "created_at": "2026-11-30T13:38:54.123456Z"}},
     {"shard": 2, "version": "0/1AB86E0", "commit_lsn": "0/1AB8700", "commit_ts": "2026-11-30T13:38:49Z",
      "row": {"id": "771571243957616640", "workspace_id": "7", "title": "copy", "body": "b",
              "amount": "1", "n": 4, "created_at": "2026-11-30T13:38:49Z"}}

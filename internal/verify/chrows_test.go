@@ -22,7 +22,8 @@ func TestIntIDType(t *testing.T) {
 
 // TestAsAPIJSON: a row read from ClickHouse ends up as the verifier reads
 // the API's answers: 64-bit integers and decimals as strings, smaller
-// integers as JSON numbers, times in RFC 3339 UTC, NULL as nil.
+// integers as JSON numbers, decimals with their scale (PostgreSQL's text
+// of numeric(p,2) 12.50), times in RFC 3339 UTC, NULL as nil.
 func TestAsAPIJSON(t *testing.T) {
 	var nilText *string
 	in := map[string]any{}
@@ -36,7 +37,7 @@ func TestAsAPIJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"id": "734197815705617408", "small": json.Number("-7"), "amount": "12.5",
+	want := map[string]any{"id": "734197815705617408", "small": json.Number("-7"), "amount": "12.50",
 		"at": "2026-01-02T02:04:05Z", "body": nil, "title": "t"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %#v\nwant %#v", got, want)

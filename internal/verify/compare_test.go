@@ -27,7 +27,7 @@ func docJSON(t *testing.T, title string, body, amount string, override map[strin
 	t.Helper()
 	fields := map[string]string{
 		"id": `"771571243957616640"`, "workspace_id": `"7"`, "title": title, "body": body, "amount": amount,
-		"created_at": `"2026-11-30T13:38:54Z"`,
+		"created_at": `"2026-11-30T13:38:54.123456Z"`,
 	}
 	for k, v := range override {
 		if v == "" {
@@ -53,7 +53,7 @@ type want struct {
 func TestCompareID(t *testing.T) {
 	big := strings.Repeat("toast me ", 2000)
 	good := func(t *testing.T) map[string]any {
-		return docJSON(t, `"hello"`, `"`+big+`"`, `"12.5"`, nil)
+		return docJSON(t, `"hello"`, `"`+big+`"`, `"12.50"`, nil)
 	}
 	src := doc("hello", &big, str("12.50"))
 	for _, c := range []struct {
@@ -83,7 +83,7 @@ func TestCompareID(t *testing.T) {
 			name:   "column only the API has is ignored",
 			source: map[int]*sourceRow{0: src},
 			copies: func(t *testing.T) []apiCopy {
-				return []apiCopy{{Shard: 0, Row: docJSON(t, `"hello"`, `"`+big+`"`, `"12.5"`, map[string]string{"dropped": `null`})}}
+				return []apiCopy{{Shard: 0, Row: docJSON(t, `"hello"`, `"`+big+`"`, `"12.50"`, map[string]string{"dropped": `null`})}}
 			},
 		},
 		{
@@ -126,7 +126,7 @@ func TestCompareID(t *testing.T) {
 			name:   "wrong title",
 			source: map[int]*sourceRow{0: src},
 			copies: func(t *testing.T) []apiCopy {
-				return []apiCopy{{Shard: 0, Row: docJSON(t, `"corrupted"`, `"`+big+`"`, `"12.5"`, nil)}}
+				return []apiCopy{{Shard: 0, Row: docJSON(t, `"corrupted"`, `"`+big+`"`, `"12.50"`, nil)}}
 			},
 			want: []want{{KindWrongValue, 0, "title"}},
 		},
@@ -142,7 +142,7 @@ func TestCompareID(t *testing.T) {
 			name:   "column missing from the API row",
 			source: map[int]*sourceRow{0: src},
 			copies: func(t *testing.T) []apiCopy {
-				return []apiCopy{{Shard: 0, Row: docJSON(t, `"hello"`, `"`+big+`"`, `"12.5"`, map[string]string{"created_at": ""})}}
+				return []apiCopy{{Shard: 0, Row: docJSON(t, `"hello"`, `"`+big+`"`, `"12.50"`, map[string]string{"created_at": ""})}}
 			},
 			want: []want{{KindWrongValue, 0, "created_at"}},
 		},

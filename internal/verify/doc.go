@@ -62,25 +62,30 @@
 // # Normalization
 //
 // Source values are read as PostgreSQL text (what pgoutput sends the
-// reader), in a session with DateStyle ISO and TimeZone UTC. The API's JSON
-// values are what internal/query writes. The two are compared per column
-// by the ClickHouse type the loader maps the PostgreSQL type to
-// (schema/clickhouse.md); the mapping here is written independently of the
-// loader's, on purpose:
+// reader: each type's output function). The API's JSON values are what
+// internal/query writes: each value's PostgreSQL text in the JSON type that
+// carries it (schema/clickhouse.md, "Values as PostgreSQL has them"). The
+// two are compared exactly, per column, by the ClickHouse type the loader
+// maps the PostgreSQL type to (a domain as its base type); the mapping here
+// is written independently of the loader's, on purpose:
 //
-//   - smallint, integer, bigint: the same integer. The API writes Int16 and
-//     Int32 as JSON numbers and Int64 as a decimal string.
-//   - numeric(p,s): the same exact decimal value; the API writes a string
-//     without trailing zeros, so "12.50" equals "12.5".
-//   - real, double precision: the same float64 after parsing both texts.
-//   - boolean: t/f against the API's 1/0 (ClickHouse UInt8).
-//   - date: the same calendar day; the API writes midnight UTC in RFC 3339.
-//   - timestamp, timestamptz: the same instant at second precision in UTC:
-//     ClickHouse 18.16 has no DateTime64, so the source is truncated (not
-//     rounded) to the second, as the loader's conversion does.
+//   - smallint, integer: the same digits, as a JSON number; bigint: the
+//     same digits, as a string.
+//   - numeric(p,s): the same text, with its s fractional digits ("12.50",
+//     never "12.5").
+//   - numeric without a Decimal-sized declaration: the same text (stored as
+//     String), or, for a Decimal chosen in the table config, the same value.
+//   - real, double precision: the same digits as a JSON number (PostgreSQL's
+//     shortest form); NaN, Infinity and -Infinity as those strings.
+//   - boolean: t/f against JSON true/false.
+//   - date: the same "YYYY-MM-DD".
+//   - timestamp, timestamptz: the same instant in RFC 3339 UTC with the
+//     same fractional digits ("2026-11-30T12:00:00.25Z"): the loader keeps
+//     the microseconds beside the DateTime's seconds.
 //   - uuid: case-insensitive.
-//   - everything else (text, varchar, json, jsonb, bytea, arrays, interval,
-//     ...): the PostgreSQL text byte for byte, since that is what is stored.
+//   - everything else (text, char(n), varchar, json, jsonb, bytea, arrays,
+//     enums, interval, ...): the PostgreSQL text byte for byte, since that
+//     is what is stored.
 //   - NULL equals only JSON null; an empty string is not NULL.
 //
 // The JSON type is part of the API's contract and is checked as well: a
@@ -90,6 +95,7 @@
 // Columns the API returns that the source table no longer has (a dropped
 // column stays in ClickHouse) are ignored; a source column absent from the
 // API's row is a difference. A source value that cannot be represented in
-// its ClickHouse type (a BC date, 'infinity', a NaN numeric) cannot be
+// its ClickHouse type (a date before 1970, 'infinity', a NaN in a
+// numeric(p,s)) cannot be
 // equal to anything the API returns and is reported with the reason.
 package verify

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -14,22 +15,28 @@ import (
 
 // valueKind is how values of one column are compared. It follows the
 // ClickHouse type the loader stores the PostgreSQL type as, because that
-// type decides what the API can print.
+// type decides what the API can print. The API prints every value as its
+// PostgreSQL text in the JSON type that carries it (internal/query,
+// render.go), so comparisons are exact: a source value is turned into the
+// one JSON value the API must answer, and nothing is normalised beyond
+// what the rendering itself defines (timestamps in UTC, booleans as
+// true/false).
 type valueKind int
 
 const (
 	kindText      valueKind = iota // String: the PostgreSQL text, byte for byte
 	kindInt                        // Int16, Int32: a JSON number
 	kindBigint                     // Int64: a decimal string (exact in every JSON reader)
-	kindFloat                      // Float64: a JSON number
-	kindDecimal                    // Decimal(p,s): a decimal string
-	kindBool                       // UInt8: the JSON number 0 or 1
-	kindDate                       // Date: RFC 3339 string, midnight UTC
-	kindTimestamp                  // DateTime('UTC'): RFC 3339 string, seconds
+	kindFloat                      // Float32, Float64: a JSON number with PostgreSQL's digits; NaN, ±Infinity as strings
+	kindDecimal                    // numeric(p,s) as Decimal(p,s): the text, with its s fractional digits
+	kindNumeric                    // other numeric: the text (String), or equal as a number (a Decimal chosen in the config)
+	kindBool                       // UInt8: true or false
+	kindDate                       // Date: "YYYY-MM-DD"
+	kindTimestamp                  // DateTime('UTC') and its microseconds: RFC 3339 UTC, PostgreSQL's fractional digits
 	kindUUID                       // UUID: a string
 )
 
-var kindNames = [...]string{"text", "integer", "bigint", "float", "decimal", "boolean", "date", "timestamp", "uuid"}
+var kindNames = [...]string{"text", "integer", "bigint", "float", "decimal", "numeric", "boolean", "date", "timestamp", "uuid"}
 
 func (k valueKind) String() string {
 	if int(k) < len(kindNames) {
@@ -38,14 +45,15 @@ func (k valueKind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// kindOf maps a PostgreSQL type, as format_type() prints it, to the way its
-// values are compared. Types the loader refuses compare as text: a row of
-// such a table never reaches the API, which the comparison then reports.
+// kindOf maps a PostgreSQL type, as format_type() prints it (a domain
+// resolved to its base type), to the way its values are compared. Types
+// the loader refuses compare as text: a row of such a table never reaches
+// the API, which the comparison then reports.
 func kindOf(pgType string) valueKind {
 	if strings.HasSuffix(pgType, "[]") {
 		return kindText // arrays are stored as their PostgreSQL text
 	}
-	base, _, _ := strings.Cut(pgType, "(") // "numeric(12,2)", "timestamp(3) with time zone"
+	base, mod, _ := strings.Cut(pgType, "(") // "numeric(12,2)", "timestamp(3) with time zone"
 	switch strings.TrimSpace(base) {
 	case "smallint", "integer":
 		return kindInt
@@ -54,7 +62,14 @@ func kindOf(pgType string) valueKind {
 	case "real", "double precision":
 		return kindFloat
 	case "numeric":
-		return kindDecimal
+		var p, sc int
+		if _, err := fmt.Sscanf(mod, "%d,%d)", &p, &sc); err == nil && p >= 1 && p <= 38 && sc >= 0 && sc <= p {
+			return kindDecimal
+		}
+		if _, err := fmt.Sscanf(mod, "%d)", &p); err == nil && p >= 1 && p <= 38 {
+			return kindDecimal
+		}
+		return kindNumeric
 	case "boolean":
 		return kindBool
 	case "date":
@@ -81,92 +96,79 @@ var pgTimestampLayouts = []string{
 	"2006-01-02 15:04:05.999999999",
 }
 
-// sourceCanon returns the comparable form of a PostgreSQL text value of a
-// column of kind k.
-func sourceCanon(k valueKind, text string) (string, error) {
+// The ranges of ClickHouse's Date and DateTime; the loader refuses values
+// outside them.
+var (
+	minStored   = time.Unix(0, 0).UTC()
+	maxDate     = minStored.AddDate(0, 0, math.MaxUint16)
+	maxDateTime = time.Unix(math.MaxUint32, 999999999).UTC()
+)
+
+// sourceCanon returns the JSON value (string, json.Number or bool) the API
+// must answer for a PostgreSQL text value of a column of kind k.
+func sourceCanon(k valueKind, text string) (any, error) {
 	switch k {
-	case kindText:
+	case kindText, kindNumeric:
 		return text, nil
-	case kindInt, kindBigint:
+	case kindInt:
+		n, err := canonInt(text)
+		return json.Number(n), err
+	case kindBigint:
 		return canonInt(text)
 	case kindFloat:
-		return canonFloat(text)
+		switch text {
+		case "NaN", "Infinity", "-Infinity":
+			return text, nil
+		}
+		if _, err := strconv.ParseFloat(text, 64); err != nil {
+			return nil, fmt.Errorf("float %q: %w", text, err)
+		}
+		return json.Number(text), nil
 	case kindDecimal:
-		return canonDecimal(text)
+		if _, err := decimal.NewFromString(text); err != nil {
+			return nil, fmt.Errorf("numeric %q: %w", text, errUnrepresentable) // NaN
+		}
+		return text, nil
 	case kindBool:
 		switch text {
 		case "t":
-			return "1", nil
+			return true, nil
 		case "f":
-			return "0", nil
+			return false, nil
 		}
-		return "", fmt.Errorf("boolean %q is neither t nor f", text)
+		return nil, fmt.Errorf("boolean %q is neither t nor f", text)
 	case kindDate:
 		t, err := time.Parse("2006-01-02", text)
-		if err != nil {
-			return "", fmt.Errorf("date %q: %w", text, errUnrepresentable)
+		if err != nil || t.Before(minStored) || t.After(maxDate) {
+			return nil, fmt.Errorf("date %q: %w", text, errUnrepresentable)
 		}
-		return t.Format("2006-01-02"), nil
+		return text, nil
 	case kindTimestamp:
 		for _, l := range pgTimestampLayouts {
 			if t, err := time.Parse(l, text); err == nil {
-				// ClickHouse DateTime holds seconds; the loader truncates.
-				return t.UTC().Truncate(time.Second).Format(time.RFC3339), nil
+				if t.Before(minStored) || t.After(maxDateTime) {
+					break
+				}
+				return t.UTC().Format(time.RFC3339Nano), nil
 			}
 		}
-		return "", fmt.Errorf("timestamp %q: %w", text, errUnrepresentable)
+		return nil, fmt.Errorf("timestamp %q: %w", text, errUnrepresentable)
 	case kindUUID:
 		return strings.ToLower(text), nil
 	}
-	return "", fmt.Errorf("internal: unknown kind %d", k)
+	return nil, fmt.Errorf("internal: unknown kind %d", k)
 }
 
-// apiCanon returns the comparable form of a JSON value the API returned
-// (decoded with UseNumber) for a column of kind k. The JSON type is part of
-// the API's contract (internal/query.JSONValue) and is checked too: a bigint
-// or a decimal as a JSON number would lose digits in most JSON readers.
-func apiCanon(k valueKind, v any) (string, error) {
-	switch k {
-	case kindInt, kindFloat, kindBool:
-		n, ok := v.(json.Number)
-		if !ok {
-			return "", fmt.Errorf("want a JSON number for a %s column, got %s", k, jsonType(v))
-		}
-		switch k {
-		case kindInt:
-			return canonInt(n.String())
-		case kindFloat:
-			return canonFloat(n.String())
-		}
-		if n != "0" && n != "1" {
-			return "", fmt.Errorf("boolean %s is neither 0 nor 1", n)
-		}
-		return n.String(), nil
+// jsonKind names the JSON type a column of kind k is answered in, for
+// value (what sourceCanon gave).
+func jsonKind(want any) string {
+	switch want.(type) {
+	case json.Number:
+		return "a JSON number"
+	case bool:
+		return "a JSON boolean"
 	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("want a JSON string for a %s column, got %s", k, jsonType(v))
-	}
-	switch k {
-	case kindText:
-		return s, nil
-	case kindUUID:
-		return strings.ToLower(s), nil
-	case kindBigint:
-		return canonInt(s)
-	case kindDecimal:
-		return canonDecimal(s)
-	case kindDate, kindTimestamp:
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			return "", fmt.Errorf("%s %q: %w", k, s, err)
-		}
-		if k == kindDate {
-			return t.UTC().Format("2006-01-02"), nil
-		}
-		return t.UTC().Format(time.RFC3339), nil
-	}
-	return "", fmt.Errorf("internal: unknown kind %d", k)
+	return "a JSON string"
 }
 
 // jsonType names the JSON type of a value decoded with UseNumber.
@@ -194,14 +196,6 @@ func canonInt(s string) (string, error) {
 		return "", fmt.Errorf("integer %q: %w", s, err)
 	}
 	return strconv.FormatInt(n, 10), nil
-}
-
-func canonFloat(s string) (string, error) {
-	f, err := strconv.ParseFloat(s, 64) // also "NaN", "Infinity", "-Infinity"
-	if err != nil {
-		return "", fmt.Errorf("float %q: %w", s, err)
-	}
-	return strconv.FormatFloat(f, 'g', -1, 64), nil
 }
 
 // canonDecimal writes an exact decimal as coefficient "e" exponent with no
@@ -242,9 +236,19 @@ func equalValue(k valueKind, src *string, api any) (equal bool, note string) {
 	if err != nil {
 		return false, "source value: " + err.Error()
 	}
-	got, err := apiCanon(k, api)
-	if err != nil {
-		return false, "API value: " + err.Error()
+	if jsonType(api) != jsonType(want) && (k != kindFloat || jsonType(api) != "a string") {
+		return false, fmt.Sprintf("API value: want %s for a %s column, got %s", jsonKind(want), k, jsonType(api))
 	}
-	return want == got, ""
+	if api == want {
+		return true, ""
+	}
+	if k == kindNumeric {
+		// A numeric given a Decimal(P, S) in the table config shows S
+		// digits, not the text's own: equal as numbers.
+		a, aok := api.(string)
+		x, err1 := canonDecimal(*src)
+		y, err2 := canonDecimal(a)
+		return aok && err1 == nil && err2 == nil && x == y, ""
+	}
+	return false, ""
 }

@@ -80,7 +80,15 @@ func (s *shardSource) table(ctx context.Context, t *tables.Table) (*sourceTable,
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	st := &sourceTable{ident: pgx.Identifier{t.Schema, t.Name}.Sanitize(), filter: rowFilter(t), idCol: -1}
-	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+	// A domain's values are its base type's (the loader maps it so):
+	// compare them as that type, with the domain's modifier.
+	rows, err := s.pool.Query(ctx, `SELECT a.attname, (
+		    WITH RECURSIVE d(oid, typmod, depth) AS (
+		        SELECT a.atttypid, a.atttypmod, 0
+		        UNION ALL
+		        SELECT t.typbasetype, t.typtypmod, d.depth + 1 FROM d JOIN pg_type t ON t.oid = d.oid
+		        WHERE t.typtype = 'd' AND d.depth < 64)
+		    SELECT format_type(oid, typmod) FROM d ORDER BY depth DESC LIMIT 1)
 		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, st.ident)
 	if err != nil {
