@@ -119,11 +119,13 @@ type Config struct {
 	RingReloadInterval time.Duration
 	// PreaggBlockBits sizes the revenue table's id blocks for the
 	// pre-aggregates (0: preagg.DefaultBlockBits). Every loader marks
-	// blocks; RevenueAggregator makes this one recompute them (run exactly
-	// one).
+	// blocks; RevenueAggregator makes this one a candidate to recompute
+	// them: of the candidates, the owner of partition 0 of the revenue
+	// topic does (preagg.go), so any number may be started.
 	PreaggBlockBits   int
 	RevenueAggregator bool
-	// PreaggInterval is how often the aggregator runs a round (default 1 s).
+	// PreaggInterval is how often the aggregator runs a round (0:
+	// preagg.DefaultInterval).
 	PreaggInterval time.Duration
 	// MisplacedInterval is how often misplaced rows are counted.
 	MisplacedInterval time.Duration
@@ -170,11 +172,11 @@ type Loader struct {
 	toastCols   map[string][]string
 	evictedSeen uint64
 	place       placement
-	marks       *preagg.Marks      // the revenue table's, or nil
-	stopped     map[string]error   // table -> why it is stopped
-	agg         *preagg.Aggregator // nil unless RevenueAggregator
-	keeper      *compact.Keeper    // nil unless CompactInterval > 0
-	moveIdx     moveIndexes        // the move log's index (byid_index.go)
+	marks       *preagg.Marks    // the revenue table's, or nil
+	stopped     map[string]error // table -> why it is stopped
+	elect       *election        // nil unless RevenueAggregator (preagg.go)
+	keeper      *compact.Keeper  // nil unless CompactInterval > 0
+	moveIdx     moveIndexes      // the move log's index (byid_index.go)
 	// counted are, by table, the open anomalies whose detection this
 	// loader counted (anomalies.go; the evaluation goroutine's).
 	counted map[string]map[countedKey]bool
@@ -223,7 +225,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		stopped:     map[string]error{},
 		counted:     map[string]map[countedKey]bool{},
 		marks:       newMarks(cfg),
-		agg:         newAggregator(cfg, store, log, reg),
+		elect:       newElection(newAggregator(cfg, store, log, reg), cfg),
 		keeper:      newKeeper(cfg, store, log, reg),
 	}
 }
@@ -281,6 +283,7 @@ func (l *Loader) Run(ctx context.Context) error {
 			// revoked may have been applied after the revoke's forget).
 			l.forget.Store(true)
 			l.log.Info("partitions assigned", slog.Any("partitions", m))
+			l.elect.assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			// Everything applied was committed before the rebalance was
@@ -288,10 +291,12 @@ func (l *Loader) Run(ctx context.Context) error {
 			// advance (before the next batch, on Run's goroutine).
 			l.forget.Store(true)
 			l.log.Info("partitions revoked", slog.Any("partitions", m))
+			l.elect.revoked(m)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			l.forget.Store(true)
 			l.log.Warn("partitions lost", slog.Any("partitions", m))
+			l.elect.revoked(m)
 		}),
 		// A rebalance waits for AllowRebalance, which Run calls only with
 		// no batch applied but uncommitted: this says one is waiting.
@@ -327,10 +332,8 @@ func (l *Loader) Run(ctx context.Context) error {
 	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
 	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
 	go func() { defer monitors.Done(); l.watchMisplaced(mctx) }()
-	if l.agg != nil {
-		monitors.Add(1)
-		go func() { defer monitors.Done(); l.agg.Run(mctx) }()
-	}
+	l.elect.begin(mctx)
+	defer l.elect.stop()
 	if l.keeper != nil {
 		monitors.Add(1)
 		go func() { defer monitors.Done(); l.keeper.Run(mctx) }()
