@@ -51,41 +51,49 @@ func TestRevenueAggregatorElected(t *testing.T) {
 	p.preagg = true
 	p.waitRevenueFresh(ctx, p.revenueWALPositions(ctx))
 
-	// Sampled over a few seconds (rebalances settle after both joined):
-	// never two, and one once the group is stable.
-	var leader string
-	for i := 0; i < 30; i++ {
-		l := leaders("l1", "l2")
-		if len(l) > 1 {
+	rounds := func(n string) float64 {
+		sum := 0.0
+		for _, o := range []string{"incremental", "full", "idle", "waiting"} {
+			v, _ := metricOf(t, regs[n], "tributary_preagg_rounds_total", map[string]string{"outcome": o})
+			sum += v
+		}
+		return sum
+	}
+	// Once the group has settled on a leader, sampled for a few seconds:
+	// never two, the same one, and only it runs rounds.
+	deadline := time.Now().Add(60 * time.Second)
+	for len(leaders("l1", "l2")) != 1 {
+		if l := leaders("l1", "l2"); len(l) > 1 {
 			t.Fatalf("two aggregators at once: %v", l)
 		}
-		if len(l) == 1 {
-			leader = l[0]
+		if time.Now().After(deadline) {
+			t.Fatalf("no single aggregator after a minute: %v", leaders("l1", "l2"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if leader == "" {
-		t.Fatal("no loader runs the aggregator")
-	}
-	for _, n := range []string{"l1", "l2"} {
-		rounds := 0.0
-		for _, o := range []string{"incremental", "full", "idle", "waiting"} {
-			v, _ := metricOf(t, regs[n], "tributary_preagg_rounds_total", map[string]string{"outcome": o})
-			rounds += v
-		}
-		if (n == leader) != (rounds > 0) {
-			t.Errorf("loader %s ran %v rounds (leader: %s)", n, rounds, leader)
-		}
-	}
-	p.compareRevenue(ctx, cfg, revFrom, revTo, []string{"day"}, nil, nil, nil)
-
-	// The leader stops: the other one takes partition 0 and the aggregator.
+	leader := leaders("l1", "l2")[0]
 	other := "l1"
 	if leader == "l1" {
 		other = "l2"
 	}
+	r0 := map[string]float64{leader: rounds(leader), other: rounds(other)}
+	for i := 0; i < 20; i++ {
+		if l := leaders("l1", "l2"); !slices.Equal(l, []string{leader}) {
+			t.Fatalf("aggregators %v, want only %s", l, leader)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if d := rounds(leader) - r0[leader]; d == 0 {
+		t.Errorf("leader %s ran no round in 4 s", leader)
+	}
+	if d := rounds(other) - r0[other]; d != 0 {
+		t.Errorf("%s, not the leader, ran %v rounds", other, d)
+	}
+	p.compareRevenue(ctx, cfg, revFrom, revTo, []string{"day"}, nil, nil, nil)
+
+	// The leader stops: the other one takes partition 0 and the aggregator.
 	ctxs[leader]()
-	deadline := time.Now().Add(90 * time.Second)
+	deadline = time.Now().Add(90 * time.Second)
 	for !slices.Equal(leaders(other), []string{other}) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never took over the aggregator after %s stopped", other, leader)

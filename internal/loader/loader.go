@@ -258,6 +258,9 @@ func newKeeper(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheu
 func (l *Loader) Run(ctx context.Context) error {
 	l.logCapabilities(ctx)
 	l.ensureMoveIndexAtStart(ctx) // byid_index.go
+	// Before the client: partitions may be assigned as soon as it exists.
+	l.elect.begin(ctx)
+	defer l.elect.stop()
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(l.cfg.Brokers...),
 		kgo.ConsumerGroup(l.cfg.Group),
@@ -332,8 +335,6 @@ func (l *Loader) Run(ctx context.Context) error {
 	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
 	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
 	go func() { defer monitors.Done(); l.watchMisplaced(mctx) }()
-	l.elect.begin(mctx)
-	defer l.elect.stop()
 	if l.keeper != nil {
 		monitors.Add(1)
 		go func() { defer monitors.Done(); l.keeper.Run(mctx) }()
