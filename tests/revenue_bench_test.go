@@ -26,7 +26,9 @@ import (
 // order inserts and updates on two shards for TRIBUTARY_BENCH_BURST
 // (default 10s), with the loader's revenue aggregator at
 // TRIBUTARY_BENCH_AGG_INTERVAL (default 5s, the loader's default; 0: off),
-// over 2,000 orders per shard plus TRIBUTARY_BENCH_ROWS more in bulk;
+// over 2,000 orders per shard plus TRIBUTARY_BENCH_ROWS more in bulk (a
+// burst of at most TRIBUTARY_BENCH_TXNS transactions per shard, for equal
+// work when comparing CPU);
 // after the burst stops it polls GET /v1/revenue (whole days, by day and
 // currency) every 250 ms and prints the seconds until the freshness covers
 // the burst and until the answer equals the scatter-gather over the
@@ -147,7 +149,8 @@ func (p *pipeline) revenueBurst(ctx context.Context, d time.Duration, ids map[in
 				defer conn.Close(ctx)
 				rng := rand.New(rand.NewPCG(uint64(s), 9))
 				deadline := time.Now().Add(d)
-				for time.Now().Before(deadline) {
+				txns, _ := strconv.Atoi(os.Getenv("TRIBUTARY_BENCH_TXNS")) // 0: as many as d allows
+				for i := 0; time.Now().Before(deadline) && (txns == 0 || i < txns); i++ {
 					tx, err := conn.Begin(ctx)
 					if err != nil {
 						return err
