@@ -47,6 +47,8 @@ type pipeline struct {
 	// preagg: the loader runs the revenue aggregator, so whole-day revenue
 	// requests must be answered from the pre-aggregates.
 	preagg bool
+	// revAfter, when set, is sent as after= with compareRevenue's requests.
+	revAfter []string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

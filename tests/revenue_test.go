@@ -380,6 +380,9 @@ func (p *pipeline) compareRevenue(ctx context.Context, cfg *tables.Revenue, from
 	for _, s := range statuses {
 		params.Add("status", s)
 	}
+	for _, a := range p.revAfter {
+		params.Add("after", a)
+	}
 	status, body := p.getRevenue(ctx, params, "")
 	if status != http.StatusOK {
 		t.Fatalf("revenue %v: %d %s", params, status, body)

@@ -16,6 +16,7 @@ import (
 	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/loader"
+	"github.com/tributary/tributary/internal/preagg"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
@@ -79,8 +80,8 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&c.DedupeKeys, "dedupe-keys", "TRIBUTARY_LOADER_DEDUPE_KEYS", 1<<20, "rows whose newest written version is remembered, to skip redeliveries (memory: ~100 B each)")
 	fs.Int(&c.ImageCache, "image-cache-bytes", "TRIBUTARY_LOADER_IMAGE_CACHE_BYTES", loader.DefaultImageCacheBytes, "memory for the newest written values of columns that arrive as unchanged TOAST, so most such updates need no read of ClickHouse (0: off)")
 	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "published ring map JSON (e.g. deploy/local/ringmap.json); with it, rows of tables with a shard_key are checked for the shard that owns them (misplaced rows). The file is read again every 5 s: a newer version, or a newly staged \"next\" map, is applied without a restart; an older map is refused and the one in force stays")
-	fs.Duration(&c.AggregateEvery, "revenue-aggregate-interval", "TRIBUTARY_REVENUE_AGGREGATE_INTERVAL", 0, "run the revenue pre-aggregator in this loader, a round this often (0: off). Run it in exactly one loader; every loader marks the blocks it changes. GET /v1/revenue then answers day-aligned reports from the pre-aggregates (schema/clickhouse.md)")
-	fs.Int(&c.BlockBits, "revenue-block-bits", "TRIBUTARY_REVENUE_BLOCK_BITS", 49, "pre-aggregate id blocks are 2^bits ids (seed000 ids: 49 = 18.6 h of creation time); the same on every loader")
+	fs.Duration(&c.AggregateEvery, "revenue-aggregate-interval", "TRIBUTARY_REVENUE_AGGREGATE_INTERVAL", preagg.DefaultInterval, "a round of the revenue pre-aggregator this often (0: this loader never runs it). Any number of loaders may have it on: the one owning partition 0 of the revenue topic runs it; every loader marks the blocks it changes. GET /v1/revenue then answers day-aligned reports from the pre-aggregates plus a live read of the blocks changed since their last round (schema/clickhouse.md)")
+	fs.Int(&c.BlockBits, "revenue-block-bits", "TRIBUTARY_REVENUE_BLOCK_BITS", preagg.DefaultBlockBits, "pre-aggregate id blocks are 2^bits ids (seed000 ids: 49 = 18.6 h of creation time; uuids: of their first 64 bits, so for UUIDv7 42 = 18.6 h); the same on every loader")
 	fs.Duration(&c.CompactEvery, "compact-interval", "TRIBUTARY_LOADER_COMPACT_INTERVAL", compact.DefaultInterval, "how often the replicated tables' ClickHouse parts are looked at: a table with more than --compact-max-parts active parts, no merge running and at most --compact-max-bytes on disk is merged whole (OPTIMIZE FINAL; answers unchanged), because a by-id read opens every part that covers the id (0: off; several loaders doing it are harmless)")
 	fs.Int(&c.CompactParts, "compact-max-parts", "TRIBUTARY_LOADER_COMPACT_MAX_PARTS", compact.DefaultMaxParts, "merge a table whole once it has more active parts than this")
 	fs.Int(&c.CompactBytes, "compact-max-bytes", "TRIBUTARY_LOADER_COMPACT_MAX_BYTES", compact.DefaultMaxBytes, "never merge whole a table larger than this on disk (a merge rewrites it: ~11 s per 2 GB on 2 cores); larger tables are left to ClickHouse's merges and counted in tributary_loader_compactions_total{result=\"too_large\"}")

@@ -13,15 +13,14 @@ import (
 	"github.com/tributary/tributary/internal/query"
 )
 
-// maxPreaggLag is how far behind the table the pre-aggregates may be and
-// still answer: beyond it (an aggregator stopped or slow), the live query
-// does.
-const maxPreaggLag = 30 * time.Second
+// maxDirtyBlocks bounds the live delta: with more blocks changed since
+// the aggregator's last round (an aggregator stopped or far behind), the
+// live query answers instead.
+const maxDirtyBlocks = 2000
 
 // preaggTTL is how long a read of the pre-aggregates' state is reused.
-// Rounds run every second or more, and an older state only makes the
-// answer's freshness more conservative: the blocks it reads are at least as
-// new as the state says.
+// An older state only widens the live delta: the blocks marked after it
+// are read from the table whatever the state, so answers stay exact.
 const preaggTTL = 250 * time.Millisecond
 
 // preaggCache holds the last read of one table's pre-aggregate state and
@@ -55,12 +54,15 @@ func (c *preaggCache) get(ctx context.Context, q *query.Queries, table string) (
 	return st, ring, nil
 }
 
-// preaggFreshness returns the pre-aggregates' freshness when they can
-// answer req — an eligible request without after=, pre-aggregates computed
-// under the ring version in force, covering every shard of live and at
-// most maxPreaggLag behind it — or nil.
-func (s *Server) preaggFreshness(r *http.Request, table string, req query.RevenueRequest, live []query.ShardFreshness) []query.ShardFreshness {
-	if !query.PreaggEligible(req) || r.URL.Query().Has("after") || len(live) == 0 {
+// preaggRead says how the pre-aggregates answer req, or nil when they
+// cannot: req must be eligible, the state computed under the ring version
+// in force and a known block layout, cover every shard of live, and the
+// blocks marked since it (read now, after live was read: every row up to
+// live's watermarks has its mark visible) must be few enough to read
+// live. The answer is then exact at live's watermarks, like the live
+// query's.
+func (s *Server) preaggRead(r *http.Request, table, idColumn string, req query.RevenueRequest, live []query.ShardFreshness) *query.PreaggRead {
+	if !query.PreaggEligible(req) || len(live) == 0 {
 		return nil
 	}
 	st, ring, err := s.preagg.get(r.Context(), s.q, table)
@@ -68,18 +70,25 @@ func (s *Server) preaggFreshness(r *http.Request, table string, req query.Revenu
 		s.log.Warn("pre-aggregate state unreadable; answering live", slog.Any("err", err))
 		return nil
 	}
-	if st == nil || ring != st.RingVersion {
-		return nil // none yet, or computed under other ownership (a cutover not caught up with)
+	if st == nil || ring != st.RingVersion || st.Kind == "" || st.Bits <= 0 {
+		return nil // none yet, computed under other ownership (a cutover not caught up with), or an unknown layout
 	}
-	byShard := map[int]query.ShardFreshness{}
+	byShard := map[int]bool{}
 	for _, f := range st.Freshness {
-		byShard[f.Shard] = f
+		byShard[f.Shard] = true
 	}
 	for _, f := range live {
-		p, ok := byShard[f.Shard]
-		if !ok || !f.Complete || f.CommitTS.Sub(p.CommitTS) > maxPreaggLag {
+		if !byShard[f.Shard] || !f.Complete {
 			return nil
 		}
 	}
-	return st.Freshness
+	dirty, all, err := s.q.PreaggDirty(r.Context(), table, st, maxDirtyBlocks)
+	if err != nil {
+		s.log.Warn("revenue marks unreadable; answering live", slog.Any("err", err))
+		return nil
+	}
+	if all {
+		return nil
+	}
+	return &query.PreaggRead{IDColumn: idColumn, Kind: st.Kind, Bits: st.Bits, Dirty: dirty}
 }

@@ -309,8 +309,8 @@ func (s *Server) revenue(w http.ResponseWriter, r *http.Request) error {
 	}
 	p.req.ShardKey = t.ShardKey
 	source := "live"
-	if pre := s.preaggFreshness(r, cfg.Table, p.req, fresh); pre != nil {
-		fresh, p.req.Preaggregated, source = pre, true, "preaggregate"
+	if pre := s.preaggRead(r, cfg.Table, t.IDColumn, p.req, fresh); pre != nil {
+		p.req.Preagg, source = pre, "preaggregate"
 	}
 	rep, err := s.q.Revenue(r.Context(), cfg, p.req)
 	switch {
@@ -344,8 +344,9 @@ type revenueResponse struct {
 	CountStatuses  []string      `json:"count_statuses,omitempty"`
 	RefundStatuses []string      `json:"refund_statuses,omitempty"`
 	Definition     string        `json:"definition"`
-	// Source is "preaggregate" when the exact pre-aggregates answered (their
-	// freshness is the one given), "live" for the query over the table.
+	// Source is "preaggregate" when the exact pre-aggregates answered (with
+	// the blocks changed since their last round read from the table),
+	// "live" for the query over the table. Either is exact at Freshness.
 	Source    string                 `json:"source"`
 	Rows      revenueRows            `json:"rows"`
 	Totals    []revenueTotal         `json:"totals"`

@@ -124,11 +124,13 @@ type Config struct {
 	RingReloadInterval time.Duration
 	// PreaggBlockBits sizes the revenue table's id blocks for the
 	// pre-aggregates (0: preagg.DefaultBlockBits). Every loader marks
-	// blocks; RevenueAggregator makes this one recompute them (run exactly
-	// one).
+	// blocks; RevenueAggregator makes this one a candidate to recompute
+	// them: of the candidates, the owner of partition 0 of the revenue
+	// topic does (preagg.go), so any number may be started.
 	PreaggBlockBits   int
 	RevenueAggregator bool
-	// PreaggInterval is how often the aggregator runs a round (default 1 s).
+	// PreaggInterval is how often the aggregator runs a round (0:
+	// preagg.DefaultInterval).
 	PreaggInterval time.Duration
 	// MisplacedInterval is how often misplaced rows are counted.
 	MisplacedInterval time.Duration
@@ -175,12 +177,12 @@ type Loader struct {
 	toastCols   map[string][]string
 	evictedSeen uint64
 	place       placement
-	marks       *preagg.Marks      // the revenue table's, or nil
-	stopped     map[string]error   // table -> why it is stopped
-	stops       *stopRecords       // the same, as recorded in ClickHouse (stopped.go)
-	agg         *preagg.Aggregator // nil unless RevenueAggregator
-	keeper      *compact.Keeper    // nil unless CompactInterval > 0
-	moveIdx     moveIndexes        // the move log's index (byid_index.go)
+	marks       *preagg.Marks    // the revenue table's, or nil
+	stopped     map[string]error // table -> why it is stopped
+	stops       *stopRecords     // the same, as recorded in ClickHouse (stopped.go)
+	elect       *election        // nil unless RevenueAggregator (preagg.go)
+	keeper      *compact.Keeper  // nil unless CompactInterval > 0
+	moveIdx     moveIndexes      // the move log's index (byid_index.go)
 	// counted are, by table, the open anomalies whose detection this
 	// loader counted (anomalies.go; the evaluation goroutine's).
 	counted map[string]map[countedKey]bool
@@ -237,7 +239,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		counted:     map[string]map[countedKey]bool{},
 		anomalyLog:  anomalyLog{log: log},
 		marks:       newMarks(cfg),
-		agg:         newAggregator(cfg, store, log, reg),
+		elect:       newElection(newAggregator(cfg, store, log, reg), cfg),
 		keeper:      newKeeper(cfg, store, log, reg),
 	}
 }
@@ -270,6 +272,9 @@ func newKeeper(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheu
 func (l *Loader) Run(ctx context.Context) error {
 	l.logCapabilities(ctx)
 	l.ensureMoveIndexAtStart(ctx) // byid_index.go
+	// Before the client: partitions may be assigned as soon as it exists.
+	l.elect.begin(ctx)
+	defer l.elect.stop()
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(l.cfg.Brokers...),
 		kgo.ConsumerGroup(l.cfg.Group),
@@ -295,6 +300,7 @@ func (l *Loader) Run(ctx context.Context) error {
 			// revoked may have been applied after the revoke's forget).
 			l.forget.Store(true)
 			l.log.Info("partitions assigned", slog.Any("partitions", m))
+			l.elect.assigned(m)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			// Everything applied was committed before the rebalance was
@@ -302,10 +308,12 @@ func (l *Loader) Run(ctx context.Context) error {
 			// advance (before the next batch, on Run's goroutine).
 			l.forget.Store(true)
 			l.log.Info("partitions revoked", slog.Any("partitions", m))
+			l.elect.revoked(m)
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			l.forget.Store(true)
 			l.log.Warn("partitions lost", slog.Any("partitions", m))
+			l.elect.revoked(m)
 		}),
 		// A rebalance waits for AllowRebalance, which Run calls only with
 		// no batch applied but uncommitted: this says one is waiting.
@@ -342,10 +350,6 @@ func (l *Loader) Run(ctx context.Context) error {
 	go func() { defer monitors.Done(); watchStopped(mctx, l.stops, l.store, chstore.StopRenew, l.log) }()
 	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
 	go func() { defer monitors.Done(); l.watchMisplaced(mctx) }()
-	if l.agg != nil {
-		monitors.Add(1)
-		go func() { defer monitors.Done(); l.agg.Run(mctx) }()
-	}
 	if l.keeper != nil {
 		monitors.Add(1)
 		go func() { defer monitors.Done(); l.keeper.Run(mctx) }()

@@ -3,6 +3,8 @@ package loader
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,7 +16,19 @@ import (
 
 // Revenue pre-aggregates (internal/preagg): every loader marks the id
 // blocks its batches change in the revenue table, before it inserts them;
-// the one loader started with RevenueAggregator recomputes them.
+// among the loaders started with RevenueAggregator, the one that owns
+// partition 0 of the revenue table's topic recomputes them.
+//
+// Why partition 0, not a lease in ClickHouse: Kafka's group coordinator
+// already gives each partition one owner per generation, and the loader
+// hands partitions over only after everything it applied is committed;
+// the aggregator stops (its round ends) inside the revoke, before the
+// partition can be assigned elsewhere, so two never overlap while both
+// loaders reach Kafka. ClickHouse has no compare-and-set to build a lease
+// on (an insert-and-read-back lease needs clocks and waits to break ties).
+// The one gap is a loader cut off from Kafka but not from ClickHouse: it
+// runs rounds until franz-go declares its partitions lost (about the
+// session timeout), which may overlap the new owner's first rounds.
 
 // newMarks returns the marks collector of the revenue table, if any.
 func newMarks(cfg Config) *preagg.Marks {
@@ -55,7 +69,78 @@ func (l *Loader) writeMarks(ctx context.Context, table string) error {
 	return l.marks.Write(ctx, l.store.Conn(), l.store.Database())
 }
 
-// newAggregator builds the revenue aggregator when this loader runs it.
+// election runs the aggregator while this loader owns partition 0 of the
+// revenue topic. Its methods are called from franz-go's callbacks and
+// from Run's defer.
+type election struct {
+	agg   *preagg.Aggregator
+	topic string
+
+	mu     sync.Mutex
+	parent context.Context //nolint:containedctx // the loader's Run context, which the rounds end with
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// newElection returns the election of agg's table (nil without agg).
+func newElection(agg *preagg.Aggregator, cfg Config) *election {
+	if agg == nil {
+		return nil
+	}
+	t, _ := cfg.Tables.ByName(cfg.Tables.Revenue.Table)
+	return &election{agg: agg, topic: t.Topic}
+}
+
+// begin sets the context rounds run under (Run's, before any callback).
+func (e *election) begin(ctx context.Context) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.parent = ctx
+	e.mu.Unlock()
+}
+
+// assigned starts the aggregator when m holds partition 0 of the topic.
+func (e *election) assigned(m map[string][]int32) {
+	if e == nil || !slices.Contains(m[e.topic], 0) {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cancel != nil || e.parent == nil || e.parent.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(e.parent)
+	done := make(chan struct{})
+	e.cancel, e.done = cancel, done
+	go func() { defer close(done); e.agg.Run(ctx) }()
+}
+
+// revoked stops the aggregator, and waits for its round to end, when m
+// holds partition 0 of the topic (revoked or lost).
+func (e *election) revoked(m map[string][]int32) {
+	if e != nil && slices.Contains(m[e.topic], 0) {
+		e.stop()
+	}
+}
+
+// stop stops the aggregator if it runs and waits for it.
+func (e *election) stop() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	<-e.done
+	e.cancel, e.done = nil, nil
+}
+
+// newAggregator builds the revenue aggregator when this loader may run it.
 func newAggregator(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *preagg.Aggregator {
 	rev := cfg.Tables.Revenue
 	if !cfg.RevenueAggregator || rev == nil {

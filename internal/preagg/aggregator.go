@@ -2,6 +2,7 @@ package preagg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -31,8 +32,10 @@ type Config struct {
 	Interval  time.Duration
 }
 
-// Aggregator recomputes dirty blocks in rounds. Run exactly one per
-// deployment: two would each record their own freshness.
+// Aggregator recomputes dirty blocks in rounds. Exactly one may run per
+// table at a time (the loaders elect it): two would interleave their reads
+// and writes of blocks and state. Run may be called again after it
+// returned (a loader elected again).
 type Aggregator struct {
 	cfg  Config
 	conn driver.Conn
@@ -40,17 +43,20 @@ type Aggregator struct {
 	q    *query.Queries
 	log  *slog.Logger
 
-	// blocksReady: the blocks table exists (created once, on the first
-	// round with data).
+	// Owned by the goroutine in Run. kind is the id kind, found on the
+	// first round the table exists; blocksReady: the blocks table exists
+	// (created once, on the first round with data).
+	kind        query.PreaggIDKind
 	blocksReady bool
 
 	rounds     *prometheus.CounterVec
 	recomputed prometheus.Counter
 	lag        prometheus.Gauge
+	leader     prometheus.Gauge
 }
 
 // roundOutcomes are the outcome labels of tributary_preagg_rounds_total.
-var roundOutcomes = []string{"incremental", "full", "idle", "waiting", "error"}
+var roundOutcomes = []string{"incremental", "full", "idle", "waiting", "refused", "error"}
 
 // New builds an aggregator over the store's connection.
 func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg prometheus.Registerer) *Aggregator {
@@ -58,18 +64,20 @@ func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg promethe
 		cfg.BlockBits = DefaultBlockBits
 	}
 	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
+		cfg.Interval = DefaultInterval
 	}
 	a := &Aggregator{cfg: cfg, conn: conn, db: db, q: query.New(conn, db), log: log,
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_preagg_rounds_total",
-			Help: "Revenue pre-aggregate rounds by outcome: incremental, full (first round, ring map change, truncate), idle (nothing new), waiting (a shard without a complete watermark yet), error."},
+			Help: "Revenue pre-aggregate rounds by outcome: incremental, full (first round, ring map or block layout change, truncate), idle (nothing new), waiting (no table or no complete watermark yet), refused (an id type without blocks: once, then the aggregator stops), error."},
 			[]string{"outcome"}),
 		recomputed: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_preagg_blocks_recomputed_total",
 			Help: "Id blocks of the revenue table recomputed from the table."}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_preagg_lag_seconds",
 			Help: "How far the pre-aggregates' freshness is behind the revenue table's, at the last round (source commit time)."}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_preagg_leader",
+			Help: "1 while this loader is the elected revenue pre-aggregator (it owns partition 0 of the revenue topic), else 0."}),
 	}
-	reg.MustRegister(a.rounds, a.recomputed, a.lag)
+	reg.MustRegister(a.rounds, a.recomputed, a.lag, a.leader)
 	// At 0 from the start, so that the first failed round is an increase
 	// an alert sees (a series born at 1 has no earlier sample).
 	for _, o := range roundOutcomes {
@@ -79,8 +87,11 @@ func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg promethe
 }
 
 // Run runs rounds every Interval until ctx ends. Errors are logged and
-// counted; the next round retries.
+// counted; the next round retries. An id column it cannot handle is
+// refused once: Run logs why and returns, and the API answers live.
 func (a *Aggregator) Run(ctx context.Context) {
+	a.leader.Set(1)
+	defer a.leader.Set(0)
 	t := time.NewTicker(a.cfg.Interval)
 	defer t.Stop()
 	ready := false
@@ -92,6 +103,12 @@ func (a *Aggregator) Run(ctx context.Context) {
 		}
 		if ready {
 			outcome, err = a.Round(ctx)
+		}
+		if errors.Is(err, query.ErrPreaggUnsupportedID) {
+			a.rounds.WithLabelValues("refused").Inc()
+			a.log.Warn("revenue pre-aggregates off: the id column cannot be cut into blocks; GET /v1/revenue answers from the live query",
+				slog.String("table", a.cfg.Revenue.Table), slog.String("id_column", a.cfg.IDColumn), slog.Any("err", err))
+			return
 		}
 		if err != nil && ctx.Err() == nil {
 			a.log.Warn("revenue pre-aggregate round failed", slog.Any("err", err))
@@ -114,6 +131,13 @@ type shardPos struct {
 // Round runs one round and says what it did.
 func (a *Aggregator) Round(ctx context.Context) (string, error) {
 	table := a.cfg.Revenue.Table
+	if a.kind == "" {
+		kind, ok, err := a.idKind(ctx)
+		if err != nil || !ok {
+			return "waiting", err
+		}
+		a.kind = kind
+	}
 	fresh, err := a.q.Freshness(ctx, []string{a.cfg.Topic})
 	if err != nil {
 		return "error", err
@@ -137,7 +161,7 @@ func (a *Aggregator) Round(ctx context.Context) (string, error) {
 		return "error", err
 	}
 	prev := map[uint16]uint64{}
-	full := st == nil || st.RingVersion != ring
+	full := st == nil || st.RingVersion != ring || st.Kind != a.kind || st.Bits != a.cfg.BlockBits
 	if st != nil {
 		for _, f := range st.Freshness {
 			prev[uint16(f.Shard)] = uint64(f.LSN())
@@ -171,6 +195,30 @@ func (a *Aggregator) Round(ctx context.Context) (string, error) {
 	}
 	a.lag.Set(lagOf(fresh, w))
 	return outcome, nil
+}
+
+// idKind reads the id column's type; ok is false while the table does not
+// exist yet, and the error wraps query.ErrPreaggUnsupportedID for a type
+// without blocks.
+func (a *Aggregator) idKind(ctx context.Context) (kind query.PreaggIDKind, ok bool, err error) {
+	rows, err := a.conn.Query(ctx, "SELECT type FROM system.columns WHERE database = ? AND table = ? AND name = ?",
+		a.db, a.cfg.Revenue.Table, a.cfg.IDColumn)
+	if err != nil {
+		return "", false, fmt.Errorf("id column type of %s: %w", a.cfg.Revenue.Table, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return "", false, rows.Err()
+	}
+	var typ string
+	if err := rows.Scan(&typ); err != nil {
+		return "", false, fmt.Errorf("id column type of %s: %w", a.cfg.Revenue.Table, err)
+	}
+	kind, err = query.PreaggIDKindOf(typ)
+	if err != nil {
+		return "", false, fmt.Errorf("%s.%s: %w", a.cfg.Revenue.Table, a.cfg.IDColumn, err)
+	}
+	return kind, true, nil
 }
 
 // advanced says whether some shard's watermark moved since the last round.
@@ -287,7 +335,7 @@ func (b *blockSums) add(day time.Time, shard uint16, cur string, kept, refunds d
 // block found and each of also (emptied blocks get empty arrays).
 func (a *Aggregator) recomputeBlocks(ctx context.Context, blocks, also []int64) error {
 	computed := uint64(time.Now().UnixNano()) // before the read: a later round's write wins
-	sql, args := query.PreaggRecompute(a.db, a.cfg.Revenue, a.cfg.IDColumn, a.cfg.ShardKey, a.cfg.BlockBits, blocks)
+	sql, args := query.PreaggRecompute(a.db, a.cfg.Revenue, a.kind, a.cfg.IDColumn, a.cfg.ShardKey, a.cfg.BlockBits, blocks)
 	rows, err := a.conn.Query(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("recompute revenue blocks: %w", err)
@@ -392,7 +440,7 @@ func (a *Aggregator) storedBlocks(ctx context.Context) ([]int64, error) {
 
 // writeState records w as the pre-aggregates' freshness.
 func (a *Aggregator) writeState(ctx context.Context, w map[uint16]shardPos, ring int64) error {
-	b, err := a.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (source_table, shard, lsn, commit_ts, ring_version, computed)",
+	b, err := a.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (source_table, shard, lsn, commit_ts, ring_version, computed, id_kind, block_bits)",
 		chstore.Quote(a.db), query.PreaggStateTable))
 	if err != nil {
 		return fmt.Errorf("prepare pre-aggregate state: %w", err)
@@ -400,7 +448,7 @@ func (a *Aggregator) writeState(ctx context.Context, w map[uint16]shardPos, ring
 	defer b.Abort() //nolint:errcheck // no-op after Send
 	computed := uint64(time.Now().UnixNano())
 	for s, p := range w {
-		if err := b.Append(a.cfg.Revenue.Table, s, p.lsn, p.ts.UTC(), ring, computed); err != nil {
+		if err := b.Append(a.cfg.Revenue.Table, s, p.lsn, p.ts.UTC(), ring, computed, string(a.kind), uint8(a.cfg.BlockBits)); err != nil {
 			return fmt.Errorf("append pre-aggregate state: %w", err)
 		}
 	}

@@ -14,13 +14,40 @@
 // change at or below W is in a recomputed block; because a block is
 // recomputed whole, recomputing twice, late, or after a crash changes
 // nothing. The first round, a change of the ring map (ownership decides
-// which rows count), or an all-blocks mark recomputes every block.
+// which rows count) or of the block layout (id kind, block bits), or an
+// all-blocks mark recomputes every block.
+//
+// The API combines the pre-aggregates with an exact live delta
+// (internal/query/preagg.go): the blocks marked after the state's
+// watermarks are read from the table, the others from their rows here, so
+// an answer is as fresh as the table whatever the aggregator's lag.
+//
+// Ids map to blocks by their kind (query.PreaggIDKind): integers by their
+// value, uuids by their first 64 bits (for UUIDv7, creation time). Any
+// other id column type is refused once, at start: no pre-aggregates, and
+// the API answers from the live query.
+//
+// One aggregator per table, elected among the loaders: the owner of
+// partition 0 of the revenue table's topic runs it (internal/loader,
+// preagg.go; why in schema/clickhouse.md).
+//
+// Metrics (the loader's registry):
+//
+//	tributary_preagg_rounds_total{outcome}   rounds by outcome
+//	tributary_preagg_blocks_recomputed_total blocks recomputed from the table
+//	tributary_preagg_lag_seconds             the state's lag behind the table
+//	tributary_preagg_leader                  1 while this loader runs the aggregator
 package preagg
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
@@ -35,20 +62,63 @@ const AllBlocks int64 = -1
 // 18.6 hours of creation time.
 const DefaultBlockBits = 49
 
+// DefaultInterval is how often the elected aggregator runs a round.
+const DefaultInterval = 5 * time.Second
+
 // EnsureMarks creates the marks and state tables.
 func EnsureMarks(ctx context.Context, conn driver.Conn, db string) error {
 	for _, ddl := range []string{
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, shard UInt16, commit_lsn UInt64, block Int64)
 			ENGINE = MergeTree ORDER BY (source_table, shard, commit_lsn)`, chstore.Quote(db), query.PreaggMarksTable),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, shard UInt16, lsn UInt64,
-			commit_ts DateTime('UTC'), ring_version Int64, computed UInt64)
+			commit_ts DateTime('UTC'), ring_version Int64, computed UInt64, id_kind String, block_bits UInt8)
 			ENGINE = ReplacingMergeTree(computed) ORDER BY (source_table, shard)`, chstore.Quote(db), query.PreaggStateTable),
 	} {
 		if err := conn.Exec(ctx, ddl); err != nil {
 			return fmt.Errorf("create pre-aggregate tables: %w", err)
 		}
 	}
+	return addStateLayout(ctx, conn, db)
+}
+
+// addStateLayout adds the block layout columns to a state table created
+// before they existed (18.16 has no ADD COLUMN IF NOT EXISTS). Its rows
+// read as kind "" and 0 bits: a layout no reader trusts, so the next round
+// recomputes every block.
+func addStateLayout(ctx context.Context, conn driver.Conn, db string) error {
+	for _, col := range []string{"id_kind String", "block_bits UInt8"} {
+		name, _, _ := strings.Cut(col, " ")
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
+			db, query.PreaggStateTable, name).Scan(&n); err != nil {
+			return fmt.Errorf("pre-aggregate state columns: %w", err)
+		}
+		if n > 0 {
+			continue
+		}
+		err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s", chstore.Quote(db), query.PreaggStateTable, col))
+		if err != nil && !strings.Contains(err.Error(), "already exists") { // another loader added it meanwhile
+			return fmt.Errorf("add pre-aggregate state column %s: %w", name, err)
+		}
+	}
 	return nil
+}
+
+// BlockOf is the block of an id in its text form: a decimal integer by its
+// value, a uuid by its first 64 bits, shifted right by bits (the same
+// function as query.PreaggBlockExpr in ClickHouse). ok is false for an id
+// of neither kind.
+func BlockOf(id string, bits int) (block int64, ok bool) {
+	if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+		return n >> bits, true
+	}
+	if n, err := strconv.ParseUint(id, 10, 64); err == nil {
+		return int64(n >> bits), true
+	}
+	if u, err := uuid.Parse(id); err == nil && len(id) == 36 {
+		return int64(binary.BigEndian.Uint64(u[:8]) >> bits), true
+	}
+	return 0, false
 }
 
 // Marks collects the blocks one batch changes, to be written before the
@@ -73,17 +143,17 @@ func NewMarks(table string, bits int) *Marks {
 // Table is the revenue table the marks are for.
 func (m *Marks) Table() string { return m.table }
 
-// Add marks the block of id (decimal text) on shard, changed in a
-// transaction committed at commitLSN. An id that is not an integer marks
-// every block. Snapshot rows (commit LSN 0) need no mark: the first round,
+// Add marks the block of id (text) on shard, changed in a transaction
+// committed at commitLSN. An id that is neither an integer nor a uuid
+// marks every block. Snapshot rows (commit LSN 0) need no mark: the first round,
 // or the snapshot end's all-blocks mark, covers them.
 func (m *Marks) Add(shard int, id string, commitLSN uint64) {
 	if commitLSN == 0 {
 		return
 	}
-	block := AllBlocks
-	if n, err := strconv.ParseInt(id, 10, 64); err == nil {
-		block = n >> m.bits
+	block, ok := BlockOf(id, m.bits)
+	if !ok {
+		block = AllBlocks
 	}
 	m.add(markKey{uint16(shard), block}, commitLSN)
 }

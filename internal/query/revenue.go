@@ -97,9 +97,10 @@ type RevenueRequest struct {
 	Statuses   []string
 	// MaxRows bounds the number of groups (0: DefaultMaxRevenueRows).
 	MaxRows int
-	// Preaggregated reads the pre-aggregates instead of the table (the
-	// caller checked PreaggEligible and that a state exists).
-	Preaggregated bool
+	// Preagg, when set, reads the pre-aggregates for every block but its
+	// dirty ones, which are read from the table, and adds the two (the
+	// caller checked PreaggEligible and the state's layout).
+	Preagg *PreaggRead
 	// ShardKey is the table's shard-key column when rows are placed by a
 	// ring map: each row then counts only from the owner of its key
 	// (chstore.OwnedWhere), so a planned arc move's copies and the
@@ -152,10 +153,16 @@ func (q *Queries) Revenue(ctx context.Context, cfg *tables.Revenue, req RevenueR
 	if req.From.Nanosecond() != 0 || req.To.Nanosecond() != 0 {
 		return nil, ErrSubSecondBound
 	}
-	plan := planRevenue(q.db, cfg, req)
-	if req.Preaggregated {
-		plan = planPreagg(q.db, cfg, req)
+	var plans []revenuePlan
+	if req.Preagg == nil {
+		plans = append(plans, planRevenue(q.db, cfg, req, nil))
+	} else {
+		plans = append(plans, planPreagg(q.db, cfg, req, req.Preagg.Dirty))
+		if len(req.Preagg.Dirty) > 0 {
+			plans = append(plans, planRevenue(q.db, cfg, req, req.Preagg))
+		}
 	}
+	plan := plans[0]
 	rep := &RevenueReport{GroupBy: plan.groupBy, CountStatuses: plan.count, RefundStatuses: plan.refund}
 	if plan.empty {
 		return rep, nil
@@ -163,46 +170,43 @@ func (q *Queries) Revenue(ctx context.Context, cfg *tables.Revenue, req RevenueR
 	// Belt and braces: the connection already disables PREWHERE moves, but
 	// this query's exactness must not depend on how it was opened.
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
-	rows, err := q.conn.Query(ctx, plan.sql, plan.args...)
-	if err != nil {
-		if isUnknownTable(err) {
-			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, cfg.Table)
-		}
-		return nil, fmt.Errorf("revenue query on %s: %w", cfg.Table, err)
-	}
-	defer rows.Close()
-	types := rows.ColumnTypes()
-	if len(types) != len(plan.keys)+3 {
-		return nil, fmt.Errorf("revenue query on %s: %d result columns, want %d", cfg.Table, len(types), len(plan.keys)+3)
-	}
-	amountType := types[len(plan.keys)].DatabaseTypeName()
-	scale, ok := decimalScale(amountType)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s.%s sums to %s", ErrInexactAmount, cfg.Table, cfg.AmountColumn, amountType)
-	}
-	rep.Scale = scale
-
 	maxRows := req.MaxRows
 	if maxRows <= 0 {
 		maxRows = DefaultMaxRevenueRows
 	}
-	totals := map[string]*RevenueTotal{}
-	for rows.Next() {
-		if len(rep.Rows) == maxRows {
-			return nil, fmt.Errorf("%w: more than %d", ErrTooManyRows, maxRows)
-		}
-		row, err := scanRevenueRow(rows, plan)
+	byKey := map[string]int{} // group key -> index in rep.Rows, when rows of several plans are added
+	for i, plan := range plans {
+		rows, scale, err := q.runRevenuePlan(ctx, cfg, plan, maxRows)
 		if err != nil {
-			return nil, fmt.Errorf("scan revenue of %s: %w", cfg.Table, err)
+			return nil, err
 		}
-		if plan.dropEmpty && row.Invoices == 0 {
-			continue // an aggregate without GROUP BY answers one row even over nothing
+		if i == 0 || len(rows) > 0 {
+			rep.Scale = scale
 		}
-		if cfg.CurrencyColumn == "" {
-			row.Currency = cfg.Currency
-			row.Key[slices.Index(plan.groupBy, GroupCurrency)] = cfg.Currency
+		for _, row := range rows {
+			if len(plans) == 1 {
+				rep.Rows = append(rep.Rows, row)
+				continue
+			}
+			k := fmt.Sprintf("%#v", row.Key)
+			j, ok := byKey[k]
+			if !ok {
+				byKey[k] = len(rep.Rows)
+				rep.Rows = append(rep.Rows, row)
+				continue
+			}
+			r := &rep.Rows[j]
+			r.Gross, r.Refunds, r.Net, r.Invoices = r.Gross.Add(row.Gross), r.Refunds.Add(row.Refunds), r.Net.Add(row.Net), r.Invoices+row.Invoices
 		}
-		rep.Rows = append(rep.Rows, row)
+	}
+	if len(rep.Rows) > maxRows {
+		return nil, fmt.Errorf("%w: more than %d", ErrTooManyRows, maxRows)
+	}
+	if len(plans) > 1 {
+		sort.SliceStable(rep.Rows, func(i, j int) bool { return keyLess(rep.Rows[i].Key, rep.Rows[j].Key) })
+	}
+	totals := map[string]*RevenueTotal{}
+	for _, row := range rep.Rows {
 		t := totals[row.Currency]
 		if t == nil {
 			t = &RevenueTotal{Currency: row.Currency}
@@ -213,14 +217,83 @@ func (q *Queries) Revenue(ctx context.Context, cfg *tables.Revenue, req RevenueR
 		t.Net = t.Net.Add(row.Net)
 		t.Invoices += row.Invoices
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("revenue query on %s: %w", cfg.Table, err)
-	}
 	for _, t := range totals {
 		rep.Totals = append(rep.Totals, *t)
 	}
 	sort.Slice(rep.Totals, func(i, j int) bool { return rep.Totals[i].Currency < rep.Totals[j].Currency })
 	return rep, nil
+}
+
+// runRevenuePlan runs one plan and returns its rows (at most maxRows) and
+// the amounts' scale.
+func (q *Queries) runRevenuePlan(ctx context.Context, cfg *tables.Revenue, plan revenuePlan, maxRows int) ([]RevenueRow, int32, error) {
+	rows, err := q.conn.Query(ctx, plan.sql, plan.args...)
+	if err != nil {
+		if isUnknownTable(err) {
+			return nil, 0, fmt.Errorf("%w: %s", ErrUnknownTable, cfg.Table)
+		}
+		return nil, 0, fmt.Errorf("revenue query on %s: %w", cfg.Table, err)
+	}
+	defer rows.Close()
+	types := rows.ColumnTypes()
+	if len(types) != len(plan.keys)+3 {
+		return nil, 0, fmt.Errorf("revenue query on %s: %d result columns, want %d", cfg.Table, len(types), len(plan.keys)+3)
+	}
+	amountType := types[len(plan.keys)].DatabaseTypeName()
+	scale, ok := decimalScale(amountType)
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: %s.%s sums to %s", ErrInexactAmount, cfg.Table, cfg.AmountColumn, amountType)
+	}
+	var out []RevenueRow
+	for rows.Next() {
+		if len(out) == maxRows {
+			return nil, 0, fmt.Errorf("%w: more than %d", ErrTooManyRows, maxRows)
+		}
+		row, err := scanRevenueRow(rows, plan)
+		if err != nil {
+			return nil, 0, fmt.Errorf("scan revenue of %s: %w", cfg.Table, err)
+		}
+		if plan.dropEmpty && row.Invoices == 0 {
+			continue // an aggregate without GROUP BY answers one row even over nothing
+		}
+		if cfg.CurrencyColumn == "" {
+			row.Currency = cfg.Currency
+			row.Key[slices.Index(plan.groupBy, GroupCurrency)] = cfg.Currency
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("revenue query on %s: %w", cfg.Table, err)
+	}
+	return out, scale, nil
+}
+
+// keyLess orders group keys as ClickHouse's ORDER BY does: element by
+// element, dates (ISO text) and currencies as strings, shards as numbers,
+// NULL last.
+func keyLess(a, b []any) bool {
+	for i := range a {
+		x, y := a[i], b[i]
+		switch {
+		case x == nil && y == nil:
+			continue
+		case x == nil:
+			return false
+		case y == nil:
+			return true
+		}
+		switch xv := x.(type) {
+		case int:
+			if yv, _ := y.(int); xv != yv {
+				return xv < yv
+			}
+		case string:
+			if yv, _ := y.(string); xv != yv {
+				return xv < yv
+			}
+		}
+	}
+	return false
 }
 
 // revenuePlan is the SQL for one request and how to read its rows.
@@ -246,7 +319,9 @@ const aliasPrefix = "__revenue_"
 
 // planRevenue builds the query. Identifiers come from the validated
 // configuration only; every request value is a bound parameter.
-func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan {
+// With only set, it counts the rows of only's dirty blocks (the live delta
+// added to the pre-aggregates).
+func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest, only *PreaggRead) revenuePlan {
 	p := revenuePlan{groupBy: slices.Clone(req.GroupBy)}
 	if !slices.Contains(p.groupBy, GroupCurrency) {
 		p.groupBy = append(p.groupBy, GroupCurrency)
@@ -314,6 +389,11 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest) revenuePlan
 	if req.ShardKey != "" {
 		where = append(where, chstore.OwnedWhere(db, req.ShardKey))
 		whereArgs = append(whereArgs, chstore.PlacementArgs(cfg.Table, 2)...)
+	}
+	if only != nil {
+		w, a := preaggBlocksWhere(only.Kind, only.IDColumn, only.Bits, only.Dirty)
+		where = append(where, w)
+		whereArgs = append(whereArgs, a...)
 	}
 	sel = append(sel, sums...)
 

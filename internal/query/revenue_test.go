@@ -107,7 +107,7 @@ func TestPlanRevenue(t *testing.T) {
 		dropEmpty: true,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			p := planRevenue("tributary", c.cfg, c.req)
+			p := planRevenue("tributary", c.cfg, c.req, nil)
 			if p.empty != c.empty {
 				t.Fatalf("empty = %v, want %v", p.empty, c.empty)
 			}
@@ -178,7 +178,7 @@ func checkExactSQL(t *testing.T, p revenuePlan) {
 func TestPlanRevenueHostileStatus(t *testing.T) {
 	cfg := *invoicesCfg
 	cfg.CountStatuses = []string{"paid') OR 1=1 --"}
-	p := planRevenue("db", &cfg, RevenueRequest{From: time.Unix(0, 0), To: time.Unix(10, 0), Workspaces: []string{"x' OR '1"}})
+	p := planRevenue("db", &cfg, RevenueRequest{From: time.Unix(0, 0), To: time.Unix(10, 0), Workspaces: []string{"x' OR '1"}}, nil)
 	if strings.Contains(p.sql, "OR 1=1") || strings.Contains(p.sql, "x' OR") {
 		t.Fatalf("user or config value in SQL text:\n%s", p.sql)
 	}
@@ -230,7 +230,7 @@ func (f fakeRow) Scan(dest ...any) error {
 }
 
 func TestScanRevenueRow(t *testing.T) {
-	p := planRevenue("db", invoicesCfg, RevenueRequest{GroupBy: []Group{GroupShard, GroupDay, GroupWorkspace}})
+	p := planRevenue("db", invoicesCfg, RevenueRequest{GroupBy: []Group{GroupShard, GroupDay, GroupWorkspace}}, nil)
 	ws, eur := "42", "EUR"
 	kept, refunds := decimal.RequireFromString("9999999999.99"), decimal.RequireFromString("0.01")
 	row, err := scanRevenueRow(fakeRow{uint16(3), time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), &ws, &eur, &kept, &refunds, uint64(5)}, p)
@@ -257,7 +257,7 @@ func TestScanRevenueRow(t *testing.T) {
 // TestAliasesCannotCaptureColumns: the result aliases must not be plain
 // identifiers a table could use for a column by accident.
 func TestAliasesCannotCaptureColumns(t *testing.T) {
-	p := planRevenue("db", invoicesCfg, RevenueRequest{GroupBy: []Group{GroupDay}})
+	p := planRevenue("db", invoicesCfg, RevenueRequest{GroupBy: []Group{GroupDay}}, nil)
 	for _, m := range regexp.MustCompile(`AS (\w+)`).FindAllStringSubmatch(p.sql, -1) {
 		if !strings.HasPrefix(m[1], aliasPrefix) {
 			t.Errorf("alias %q without prefix", m[1])
