@@ -87,10 +87,14 @@ kafka_up() {
 	fi
 	kafka_write_config
 	# Format once. A cluster id is 16 random bytes in URL-safe base64, which
-	# we make here rather than start a JVM for `StorageTool random-uuid`.
+	# we make here rather than start a JVM for `StorageTool random-uuid`;
+	# like Kafka's own, it never starts with '-', which the tool's argument
+	# parser would take for an option (the format then fails).
 	if [[ ! -f $KAFKA_DIR/data/meta.properties ]]; then
-		local cid
-		cid=$(openssl rand 16 | base64 | tr '+/' '-_' | tr -d '=')
+		local cid=-
+		while [[ $cid == -* ]]; do
+			cid=$(openssl rand 16 | base64 | tr '+/' '-_' | tr -d '=')
+		done
 		kafka_tool kafka.tools.StorageTool format --standalone -t "$cid" \
 			-c "$KAFKA_DIR/server.properties" >"$KAFKA_DIR/logs/format.log" 2>&1 ||
 			die "kafka: storage format failed (log: $KAFKA_DIR/logs/format.log)"
