@@ -151,7 +151,7 @@ func parseInstant(v url.Values, name string) (time.Time, error) {
 	if t.Nanosecond() != 0 {
 		// Stored times are truncated to seconds: only whole-second bounds
 		// select exactly the rows the source would.
-		return time.Time{}, badRevenue("bad_"+name, "%s %q has a fraction of a second; times are stored at second precision", name, s)
+		return time.Time{}, badRevenue("bad_"+name, "%s %q has a fraction of a second; revenue windows are given in whole seconds", name, s)
 	}
 	if t.Before(minRevenueTime) || t.After(maxRevenueTime) {
 		return time.Time{}, badRevenue("bad_"+name, "%s %q is outside 1970-01-01 .. 2106-01-01", name, s)
