@@ -22,7 +22,7 @@ import (
 	"github.com/tributary/tributary/internal/ring"
 )
 
-// TestArcMoveRevenueExact is seed 003's rollout with writes running: a
+// TestArcMoveRevenueExact is the arc-move rollout of docs/moves.md with writes running: a
 // shard is added by moving arcs of the ring to it. Revenue through the API
 // equals the scatter-gather ground truth computed per the ring map in force
 // at every step — each row counted once, from the owner of its account,
@@ -239,7 +239,7 @@ func TestArcMoveRevenueExact(t *testing.T) {
 	if v := metric("tributary_ring_map_version", nil); v != 2 {
 		t.Fatalf("ring version %v after a stale file, want 2", v)
 	}
-	// A stale router (seed 003's 2 a.m. pod) writes a moved account's
+	// A stale router (a pod routing by the old map after cutover) writes a moved account's
 	// order to its old owner: listed, not counted.
 	stale := moving[0]
 	p.insertRevenueOrders(ctx, v1.OwnerInt64(stale), []revOrder{{account: stale, total: "123.45", currency: "EUR", state: "paid",

@@ -318,7 +318,7 @@ func (k *ownKafka) logTail() string {
 	return b.String()
 }
 
-// Kafka outage tests (issue 7): the pipeline runs against its own broker,
+// Kafka outage tests: the pipeline runs against its own broker,
 // which goes away for about 30 s while two shards keep taking writes. The
 // shared broker is never touched.
 

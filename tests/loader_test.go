@@ -25,7 +25,7 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-// Loader tests (issue 3): the loader against the real Kafka and ClickHouse,
+// Loader tests: the loader against the real Kafka and ClickHouse,
 // fed both by real readers and by records this file produces directly into
 // the table's topic (poison, out-of-order, redelivered and incompatible
 // records that a healthy reader never writes).

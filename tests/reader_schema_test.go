@@ -13,7 +13,7 @@ import (
 	"github.com/tributary/tributary/internal/envelope"
 )
 
-// Reader schema tests (issue 7): ALTER TABLE through the reader, end to
+// Reader schema tests: ALTER TABLE through the reader, end to
 // end, while two shards keep taking writes.
 
 // schemaStep is one ALTER on one shard: changes whose own WAL record lies

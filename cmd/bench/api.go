@@ -1,6 +1,6 @@
 package main
 
-// The API benchmark (issue 6): documents by id and revenue reports under
+// The API benchmark: documents by id and revenue reports under
 // concurrent HTTP load, over tables of --docs documents and --invoices
 // invoices loaded straight into ClickHouse (not through Kafka: the loader
 // has its own benchmark), with every answer checked against the data the

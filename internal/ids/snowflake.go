@@ -44,11 +44,11 @@ type Parts struct {
 
 // Preset Snowflake layouts; see schema/ids.md for their sources.
 var presets = map[string]SnowflakeConfig{
-	// Tributary's tributary.next_id() (seed 000). Seed 000 names 41 time
-	// bits, but with 13+10 more bits the 41st is the bigint sign bit, so the
+	// Tributary's tributary.next_id() (schema/ids.md). Its source names 41
+	// time bits, but with 13+10 more bits the 41st is the bigint sign bit, so the
 	// usable field is 40 bits: ids stay positive until 2058-11-03.
 	"seed000": {Name: "seed000", EpochMS: 1704067200000, TimeBits: 40, NodeBits: 13, SeqBits: 10},
-	// QuickCart order ids (seed 003): epoch 2026-01-01, 10 worker, 12 seq bits.
+	// QuickCart order ids: epoch 2026-01-01, 10 worker, 12 seq bits.
 	"quickcart": {Name: "quickcart", EpochMS: 1767225600000, TimeBits: 41, NodeBits: 10, SeqBits: 12},
 	// Twitter Snowflake: epoch 2010-11-04T01:42:54.657Z, 5 datacenter + 5
 	// worker bits, 12 sequence bits.

@@ -1,6 +1,6 @@
 // Package loadgen writes realistic demo traffic to the shards: documents
 // created, retitled, re-bodied (large, TOASTed), deleted and moved to a
-// workspace on another shard with the saga of seed 000 (saga.go; some moves
+// workspace on another shard with the move saga of docs/moves.md (saga.go; some moves
 // left half-done or lost on purpose); invoices issued, paid and refunded;
 // optionally notes in a legacy table with per-shard serial ids. Workspaces are placed on shards by the ring
 // map, and a few workspaces are hot. It records, for a sample of writes,
@@ -416,7 +416,7 @@ func (g *Generator) one(ctx context.Context, rnd *rand.Rand) error {
 		return fmt.Errorf("shard %d %s: %w", shard, table, err)
 	}
 	g.Stats.Rows.Add(1)
-	if rnd.IntN(100) == 0 { // sample 1%: position after commit (seed 003)
+	if rnd.IntN(100) == 0 { // sample 1%: position after commit
 		var lsn string
 		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err == nil {
 			g.sample(Write{Shard: shard, Table: table, ID: id, LSN: lsn})

@@ -55,7 +55,7 @@ func tiny(t *testing.T, extra ...Point) *Map {
 	return m
 }
 
-// TestTinyRing is seed 003's worked example on a 0..99 ring: A=20, B=50, C=80.
+// TestTinyRing is a worked example on a 0..99 ring: A=20, B=50, C=80.
 func TestTinyRing(t *testing.T) {
 	m := tiny(t)
 	owned := map[int]int{}
