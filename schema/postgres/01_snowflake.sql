@@ -4,7 +4,7 @@
 -- stack inserts this shard's row:
 --   INSERT INTO tributary.shard_config (shard_id, shard_count) VALUES ($1, $2);
 --
--- Id layout (seed 000), most significant bit first:
+-- Id layout (seed000, schema/ids.md), most significant bit first:
 --   1 bit   zero: ids are positive bigints
 --   40 bits milliseconds since 2024-01-01T00:00:00Z. Seed 000 calls this a
 --           41-bit field, but 41+13+10 = 64 bits, so its top bit is the

@@ -53,7 +53,7 @@ CREATE INDEX IF NOT EXISTS invoices_workspace_issued_idx
 CREATE INDEX IF NOT EXISTS invoices_issued_status_idx
     ON invoices (issued_at, status);
 
--- The move saga's log (seed 000's move_document; internal/loadgen/saga.go):
+-- The move saga's log (docs/moves.md; internal/loadgen/saga.go):
 -- moving a document to another workspace that lives on another shard
 -- records the move here on the source shard (started), copies the row to
 -- the target shard if absent (copied), then deletes it at the source and
@@ -88,7 +88,7 @@ CREATE INDEX IF NOT EXISTS document_moves_unfinished_idx
     ON document_moves (started_at)
     WHERE state IN ('started', 'copied');
 
--- A legacy table with per-shard serial ids (seed 000's root cause): every
+-- A legacy table with per-shard serial ids (colliding across shards): every
 -- shard counts 1, 2, 3... on its own, so the same id names different rows
 -- on different shards. Replicated with id_layout "serial": identity is
 -- (shard, id), and ids used on several shards are reported as
