@@ -201,55 +201,7 @@ func TestPartitionedTableRefusals(t *testing.T) {
 
 // comparePayments compares the shard's payments with ClickHouse's live rows.
 func (p *pipeline) comparePayments(ctx context.Context, tbl string) string {
-	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[0])
-	if err != nil {
-		return err.Error()
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	want := map[string]string{}
-	rows, err := conn.Query(ctx, `SELECT id::text, region || ' ' || to_char(paid_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' ' || amount::text FROM `+pgx.Identifier{tbl}.Sanitize())
-	if err != nil {
-		return err.Error()
-	}
-	for rows.Next() {
-		var id, v string
-		if err := rows.Scan(&id, &v); err != nil {
-			return err.Error()
-		}
-		want[id] = v
-	}
-	if err := rows.Err(); err != nil {
-		return err.Error()
-	}
-	got := map[string]string{}
-	crows, err := p.store.Conn().Query(ctx, fmt.Sprintf(
-		"SELECT toString(id), concat(region, ' ', toString(paid_at), ' ', toString(amount)) FROM `%s`.`%s` FINAL WHERE _deleted = 0", p.chDB, tbl))
-	if err != nil {
-		return err.Error()
-	}
-	defer crows.Close()
-	for crows.Next() {
-		var id, v string
-		if err := crows.Scan(&id, &v); err != nil {
-			return err.Error()
-		}
-		got[id] = v
-	}
-	var diffs []string
-	for id, w := range want {
-		if g, ok := got[id]; !ok {
-			diffs = append(diffs, "missing "+id)
-		} else if g != w {
-			diffs = append(diffs, fmt.Sprintf("%s: %q, want %q", id, g, w))
-		}
-	}
-	for id := range got {
-		if _, ok := want[id]; !ok {
-			diffs = append(diffs, "extra "+id)
-		}
-	}
-	if len(diffs) > 0 {
-		return fmt.Sprintf("%d differences, e.g. %v", len(diffs), diffs[:min(len(diffs), 5)])
-	}
-	return ""
+	return p.compareKeyed(ctx,
+		`SELECT id::text, region || ' ' || to_char(paid_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' ' || amount::text FROM `+pgx.Identifier{tbl}.Sanitize(),
+		fmt.Sprintf("SELECT toString(id), concat(region, ' ', toString(paid_at), ' ', toString(amount)) FROM `%s`.`%s` FINAL WHERE _deleted = 0", p.chDB, tbl))
 }

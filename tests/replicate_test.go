@@ -174,14 +174,22 @@ func TestReplicateRefusesBrokenWrites(t *testing.T) {
 // compareContacts compares the shard's unarchived contacts (without email)
 // with ClickHouse's live rows.
 func (p *pipeline) compareContacts(ctx context.Context, tbl string) string {
+	return p.compareKeyed(ctx,
+		`SELECT id::text, status || ' ' || coalesce(note, '') || ' ' || amount::text FROM `+pgx.Identifier{tbl}.Sanitize()+` WHERE status <> 'archived'`,
+		fmt.Sprintf("SELECT toString(id), concat(status, ' ', ifNull(note, ''), ' ', toString(amount)) FROM `%s`.`%s` FINAL WHERE _deleted = 0", p.chDB, tbl))
+}
+
+// compareKeyed compares (id, value) rows read from shard 0 by pgSQL with
+// those read from ClickHouse by chSQL: "" when equal, else a summary of
+// the differences.
+func (p *pipeline) compareKeyed(ctx context.Context, pgSQL, chSQL string) string {
 	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[0])
 	if err != nil {
 		return err.Error()
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	want := map[string]string{}
-	rows, err := conn.Query(ctx, `SELECT id::text, status || ' ' || coalesce(note, '') || ' ' || amount::text FROM `+
-		pgx.Identifier{tbl}.Sanitize()+` WHERE status <> 'archived'`)
+	rows, err := conn.Query(ctx, pgSQL)
 	if err != nil {
 		return err.Error()
 	}
@@ -196,8 +204,7 @@ func (p *pipeline) compareContacts(ctx context.Context, tbl string) string {
 		return err.Error()
 	}
 	got := map[string]string{}
-	crows, err := p.store.Conn().Query(ctx, fmt.Sprintf(
-		"SELECT toString(id), concat(status, ' ', ifNull(note, ''), ' ', toString(amount)) FROM `%s`.`%s` FINAL WHERE _deleted = 0", p.chDB, tbl))
+	crows, err := p.store.Conn().Query(ctx, chSQL)
 	if err != nil {
 		return err.Error()
 	}
