@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -211,25 +212,14 @@ func revGenOrders(rng *rand.Rand, n int) []revOrder {
 // insertRevenueOrders writes orders on a shard in one transaction and returns the ids.
 func (p *pipeline) insertRevenueOrders(ctx context.Context, shard int, orders []revOrder) []int64 {
 	p.t.Helper()
-	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[shard])
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	ids := make([]int64, len(orders))
-	sql := fmt.Sprintf(`INSERT INTO %s (account_id, total, currency_code, state, placed_at)
-		VALUES ($1, $2::numeric, $3, $4, $5) RETURNING id`, pgx.Identifier{p.table()}.Sanitize())
-	for i, o := range orders {
-		if err := tx.QueryRow(ctx, sql, o.account, o.total, o.currency, o.state, o.placed).Scan(&ids[i]); err != nil {
-			p.t.Fatalf("insert on shard %d: %v", shard, err)
+	texts := p.insertRevenueOrdersText(ctx, shard, orders)
+	ids := make([]int64, len(texts))
+	for i, s := range texts {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			p.t.Fatalf("id %q of shard %d: %v", s, shard, err)
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		p.t.Fatal(err)
+		ids[i] = id
 	}
 	return ids
 }
