@@ -1,0 +1,73 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/reader"
+)
+
+// TestReaderRefusesPartOfKey: a table keyed (tenant_id, line_no) whose
+// config names line_no alone as its id column is refused by the reader at
+// start, before it publishes or streams anything, with the key and the fix
+// in the message. Streamed, the rows of different tenants that share a
+// line number would become one row in ClickHouse (as they did, before the
+// check: the loader's sort key is the id column and the shard).
+func TestReaderRefusesPartOfKey(t *testing.T) {
+	const shard = 1
+	p := setupPipelineWith(t, []int{shard}, nil, true, "lines_",
+		`{"topic_prefix":"e2e_%[1]s.","tables":[{"name":%[2]q,"id_column":"line_no","id_layout":"serial"}]}`,
+		`CREATE TABLE %s (tenant_id bigint NOT NULL, line_no bigint NOT NULL, item text, PRIMARY KEY (tenant_id, line_no))`)
+	tbl := p.table()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Two tenants with the same line numbers: 6 rows, 3 line numbers.
+	p.exec(ctx, shard, fmt.Sprintf(`INSERT INTO %q (tenant_id, line_no, item) SELECT t, l, 'item ' || t || '/' || l
+		FROM generate_series(1, 2) t, generate_series(1, 3) l`, tbl))
+
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	p.startLoader(runCtx, "l1")
+	r := reader.New(p.readerConfig(shard), p.log, prometheus.NewRegistry())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+
+	// Refused, or (without the check) copied and streamed: whichever
+	// comes first.
+	var err error
+	for refused := false; !refused; {
+		select {
+		case err = <-done:
+			refused = true
+		case <-ctx.Done():
+			t.Fatalf("the reader neither refused %s nor streamed it: %v", tbl, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+			if n := p.chLive(ctx); n > 0 {
+				stop()
+				<-done
+				t.Fatalf("the reader streamed %s instead of refusing it: ClickHouse holds %d live rows (so far) of the shard's 6", tbl, n)
+			}
+		}
+	}
+	if !errors.Is(err, reader.ErrReplicaIdentity) {
+		t.Fatalf("reader: %v, want ErrReplicaIdentity", err)
+	}
+	want := fmt.Sprintf("table %s: id_column: column line_no is part of the key (tenant_id, line_no) (the primary key %s_pkey): "+
+		"rows that share line_no but differ in the rest of the key would become one row in ClickHouse; a row is identified by one column: ", tbl, tbl)
+	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "REPLICA IDENTITY USING INDEX") {
+		t.Fatalf("reader: %v\nwant it to contain %q and the fix", err, want)
+	}
+	// Refused before streaming: no slot, no publication, nothing in Kafka.
+	if n := p.countSource(ctx, shard, fmt.Sprintf("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'e2e_%s_%d'", p.suffix, shard)); n != 0 {
+		t.Fatalf("the reader created its slot (%d) before refusing", n)
+	}
+	if n := p.countSource(ctx, shard, fmt.Sprintf("SELECT count(*) FROM pg_publication WHERE pubname = 'e2e_%s'", p.suffix)); n != 0 {
+		t.Fatalf("the reader created its publication (%d) before refusing", n)
+	}
+}
