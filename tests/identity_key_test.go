@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tributary/tributary/internal/identity"
 	"github.com/tributary/tributary/internal/reader"
 )
 
@@ -69,5 +72,63 @@ func TestReaderRefusesPartOfKey(t *testing.T) {
 	}
 	if n := p.countSource(ctx, shard, fmt.Sprintf("SELECT count(*) FROM pg_publication WHERE pubname = 'e2e_%s'", p.suffix)); n != 0 {
 		t.Fatalf("the reader created its publication (%d) before refusing", n)
+	}
+}
+
+// TestIdentityOfPartitionedTables: PostgreSQL makes a partitioned table's
+// primary key include its partition key and its sub-partitions' keys, so
+// the identity read from a real shard names those columns, and an id
+// column that is the key's only other column is the whole key. A column
+// that is only part of the key besides the partition key is refused.
+func TestIdentityOfPartitionedTables(t *testing.T) {
+	st := loadStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, st.ShardDSNs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	pay, lines := "idpay_"+randSuffix(), "idlines_"+randSuffix()
+	for _, stmt := range []string{
+		`CREATE TABLE %[1]s (id bigint NOT NULL, region text NOT NULL, paid_at timestamptz NOT NULL,
+			PRIMARY KEY (id, paid_at, region)) PARTITION BY RANGE (paid_at)`,
+		`CREATE TABLE %[1]s_01 PARTITION OF %[1]s FOR VALUES FROM ('2026-01-01') TO ('2026-02-01') PARTITION BY LIST (region)`,
+		`CREATE TABLE %[1]s_01_eu PARTITION OF %[1]s_01 FOR VALUES IN ('eu')`,
+		`CREATE TABLE %[1]s_02 PARTITION OF %[1]s FOR VALUES FROM ('2026-02-01') TO ('2026-03-01') PARTITION BY HASH (id)`,
+		`CREATE TABLE %[1]s_02_h0 PARTITION OF %[1]s_02 FOR VALUES WITH (modulus 1, remainder 0)`,
+		`CREATE TABLE %[2]s (tenant_id bigint, line_no bigint, at date, PRIMARY KEY (tenant_id, line_no, at)) PARTITION BY RANGE (at)`,
+	} {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(stmt, pay, lines)); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		if c, err := pgx.Connect(cctx, st.ShardDSNs[0]); err == nil {
+			c.Exec(cctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s", pay, lines)) //nolint:errcheck
+			c.Close(cctx)
+		}
+	})
+
+	k, err := identity.Read(ctx, conn, "public", pay, "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(k.Columns, []string{"id", "paid_at", "region"}) || !slices.Equal(k.PartitionColumns, []string{"id", "paid_at", "region"}) {
+		t.Fatalf("%s: key %v, partition columns %v; want (id, paid_at, region) for both", pay, k.Columns, k.PartitionColumns)
+	}
+	if err := k.Check(); err != nil {
+		t.Fatalf("%s by id: %v, want accepted", pay, err)
+	}
+
+	k, err = identity.Read(ctx, conn, "public", lines, "line_no")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("column line_no is part of the key (tenant_id, line_no, at) (the primary key %s_pkey, beyond the partition key columns at): ", lines)
+	if err := k.Check(); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("%s by line_no: %v\nwant an error starting %q", lines, err, want)
 	}
 }

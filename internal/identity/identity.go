@@ -9,15 +9,18 @@
 // replaces by it, the loader's versions and duplicate check key by it), so
 // that column must be the whole identity. An id column that is only part of
 // a composite key would merge the rows that share it — silently — and is
-// refused. A table without a key under REPLICA IDENTITY FULL is allowed: the
-// config's id column is then the operator's claim, and only its
-// nullability can be checked.
+// refused. A partitioned table's keys must include its partition key
+// columns, so there the id column together with partition key columns is
+// its whole key. A table without a key under REPLICA IDENTITY FULL is
+// allowed: the config's id column is then the operator's claim, and only
+// its nullability can be checked.
 package identity
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -37,6 +40,12 @@ type Key struct {
 	Primary bool
 	// Columns are Index's columns in index order; empty without Index.
 	Columns []string
+	// PartitionColumns, of a partitioned table, are the columns of its
+	// partition key and of every sub-partitioned table's under it:
+	// PostgreSQL makes every unique key of a partitioned table include
+	// them, so an id column can be a partitioned table's whole key only
+	// together with them.
+	PartitionColumns []string
 	// IDColumn is the configured id column; IDExists and IDNullable say
 	// whether the table has it and whether it may hold NULL.
 	IDColumn   string
@@ -54,7 +63,14 @@ func Read(ctx context.Context, conn *pgx.Conn, schema, name, idColumn string) (K
 	var ident string
 	err := conn.QueryRow(ctx, `
 		SELECT c.relreplident::text, COALESCE(ix.name, ''), COALESCE(ix.indisprimary, false), COALESCE(ix.cols, '{}'),
-		       a.attnum IS NOT NULL, COALESCE(NOT a.attnotnull, false)
+		       a.attnum IS NOT NULL, COALESCE(NOT a.attnotnull, false),
+		       CASE WHEN c.relkind = 'p' THEN ARRAY(
+		           SELECT DISTINCT pa.attname::text
+		           FROM pg_partition_tree(c.oid) pt
+		           JOIN pg_partitioned_table p ON p.partrelid = pt.relid
+		           JOIN LATERAL unnest(p.partattrs::int2[]) k(attnum) ON true
+		           JOIN pg_attribute pa ON pa.attrelid = pt.relid AND pa.attnum = k.attnum
+		           ORDER BY 1) ELSE '{}' END
 		FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $3 AND a.attnum > 0 AND NOT a.attisdropped
@@ -69,7 +85,7 @@ func Read(ctx context.Context, conn *pgx.Conn, schema, name, idColumn string) (K
 		      AND CASE WHEN c.relreplident = 'i' THEN i.indisreplident ELSE i.indisprimary END
 		    LIMIT 1) ix ON true
 		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`,
-		schema, name, idColumn).Scan(&ident, &k.Index, &k.Primary, &k.Columns, &k.IDExists, &k.IDNullable)
+		schema, name, idColumn).Scan(&ident, &k.Index, &k.Primary, &k.Columns, &k.IDExists, &k.IDNullable, &k.PartitionColumns)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, fmt.Errorf("%w: %s", ErrNoTable, k.table())
 	}
@@ -110,7 +126,7 @@ func (k Key) Check() error {
 				k.IDColumn, q, pgx.Identifier{k.IDColumn}.Sanitize())}
 		}
 		return nil
-	case len(k.Columns) == 1 && k.Columns[0] == k.IDColumn:
+	case k.wholeKey():
 		return nil
 	}
 	what := "the replica identity index " + k.Index
@@ -118,6 +134,9 @@ func (k Key) Check() error {
 		what = "the primary key " + k.Index
 	}
 	key := "(" + strings.Join(k.Columns, ", ") + ")"
+	if len(k.PartitionColumns) > 0 {
+		what += ", beyond the partition key columns " + strings.Join(k.PartitionColumns, ", ")
+	}
 	fix := fmt.Sprintf("a row is identified by one column: give the table a NOT NULL column that is unique on its own, CREATE UNIQUE INDEX on it, ALTER TABLE %s REPLICA IDENTITY USING INDEX that index, and name the column in id_column", q)
 	for _, c := range k.Columns {
 		if c == k.IDColumn {
@@ -127,6 +146,23 @@ func (k Key) Check() error {
 	}
 	return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s is not the key %s (%s), so deletes would not say which row went; %s",
 		k.IDColumn, key, what, fix)}
+}
+
+// wholeKey says whether the id column is the whole key: the key's one
+// column or, of a partitioned table, its one column besides partition key
+// columns. The latter is the operator's claim that ids are unique across
+// partitions, which PostgreSQL cannot enforce on a partitioned table; a
+// row that moves to another partition keeps its id and stays one row.
+func (k Key) wholeKey() bool {
+	if !slices.Contains(k.Columns, k.IDColumn) {
+		return false
+	}
+	for _, c := range k.Columns {
+		if c != k.IDColumn && !slices.Contains(k.PartitionColumns, c) {
+			return false
+		}
+	}
+	return true
 }
 
 // table is the schema-qualified name, for messages.

@@ -38,6 +38,15 @@ func TestCheck(t *testing.T) {
 		{"part of a composite replica identity index", with(func(k *Key) {
 			k.Replident, k.Index, k.Columns, k.IDColumn = 'i', "ux", []string{"tenant_id", "line_no"}, "line_no"
 		}), "id_column", "column line_no is part of the key (tenant_id, line_no) (the replica identity index ux)"},
+		{"partitioned: id and the partition key columns", with(func(k *Key) {
+			k.Replident, k.Index, k.Primary, k.Columns, k.PartitionColumns = 'd', "pk", true, []string{"id", "paid_at", "region"}, []string{"id", "paid_at", "region"}
+		}), "", ""},
+		{"partitioned: id not in the key", with(func(k *Key) {
+			k.Replident, k.Index, k.Primary, k.Columns, k.PartitionColumns = 'd', "pk", true, []string{"uid", "paid_at"}, []string{"paid_at"}
+		}), "id_column", "column id is not the key (uid, paid_at) (the primary key pk, beyond the partition key columns paid_at)"},
+		{"partitioned: part of the key beyond the partition key", with(func(k *Key) {
+			k.Replident, k.Index, k.Primary, k.Columns, k.PartitionColumns, k.IDColumn = 'd', "pk", true, []string{"tenant_id", "line_no", "at"}, []string{"at"}, "line_no"
+		}), "id_column", "column line_no is part of the key (tenant_id, line_no, at) (the primary key pk, beyond the partition key columns at): rows that share line_no"},
 		{"outside the key", with(func(k *Key) {
 			k.Replident, k.Index, k.Primary, k.Columns, k.IDColumn = 'd', "pk", true, []string{"uid"}, "id"
 		}), "id_column",
