@@ -61,7 +61,7 @@ func TestReaderRefusesPartOfKey(t *testing.T) {
 	if !errors.Is(err, reader.ErrReplicaIdentity) {
 		t.Fatalf("reader: %v, want ErrReplicaIdentity", err)
 	}
-	want := fmt.Sprintf("table %s: id_column: column line_no is part of the key (tenant_id, line_no) (the primary key %s_pkey): "+
+	want := fmt.Sprintf("table %s: id_column: column line_no is part of the key (tenant_id, line_no) (the primary key %s_pkey) and not unique on its own: "+
 		"rows that share line_no but differ in the rest of the key would become one row in ClickHouse; a row is identified by one column: ", tbl, tbl)
 	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "REPLICA IDENTITY USING INDEX") {
 		t.Fatalf("reader: %v\nwant it to contain %q and the fix", err, want)
@@ -77,9 +77,12 @@ func TestReaderRefusesPartOfKey(t *testing.T) {
 
 // TestIdentityOfPartitionedTables: PostgreSQL makes a partitioned table's
 // primary key include its partition key and its sub-partitions' keys, so
-// the identity read from a real shard names those columns, and an id
-// column that is the key's only other column is the whole key. A column
-// that is only part of the key besides the partition key is refused.
+// the identity read from a real shard names those columns (for the root
+// and for a partition), and an id column that is the key's only other
+// column is the whole key. A column that is only part of the key besides
+// the partition key is refused. An id with a unique index of its own is
+// accepted inside a wider replica identity index (as a row filter needs),
+// and refused there without one.
 func TestIdentityOfPartitionedTables(t *testing.T) {
 	st := loadStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -89,7 +92,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	pay, lines := "idpay_"+randSuffix(), "idlines_"+randSuffix()
+	pay, lines, wide := "idpay_"+randSuffix(), "idlines_"+randSuffix(), "idwide_"+randSuffix()
 	for _, stmt := range []string{
 		`CREATE TABLE %[1]s (id bigint NOT NULL, region text NOT NULL, paid_at timestamptz NOT NULL,
 			PRIMARY KEY (id, paid_at, region)) PARTITION BY RANGE (paid_at)`,
@@ -98,8 +101,10 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		`CREATE TABLE %[1]s_02 PARTITION OF %[1]s FOR VALUES FROM ('2026-02-01') TO ('2026-03-01') PARTITION BY HASH (id)`,
 		`CREATE TABLE %[1]s_02_h0 PARTITION OF %[1]s_02 FOR VALUES WITH (modulus 1, remainder 0)`,
 		`CREATE TABLE %[2]s (tenant_id bigint, line_no bigint, at date, PRIMARY KEY (tenant_id, line_no, at)) PARTITION BY RANGE (at)`,
+		`CREATE TABLE %[3]s (id bigint NOT NULL, status text NOT NULL, CONSTRAINT %[3]s_ident UNIQUE (id, status))`,
+		`ALTER TABLE %[3]s REPLICA IDENTITY USING INDEX %[3]s_ident`,
 	} {
-		if _, err := conn.Exec(ctx, fmt.Sprintf(stmt, pay, lines)); err != nil {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(stmt, pay, lines, wide)); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
@@ -107,7 +112,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer ccancel()
 		if c, err := pgx.Connect(cctx, st.ShardDSNs[0]); err == nil {
-			c.Exec(cctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s", pay, lines)) //nolint:errcheck
+			c.Exec(cctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s", pay, lines, wide)) //nolint:errcheck
 			c.Close(cctx)
 		}
 	})
@@ -122,13 +127,35 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 	if err := k.Check(); err != nil {
 		t.Fatalf("%s by id: %v, want accepted", pay, err)
 	}
+	k, err = identity.Read(ctx, conn, "public", pay+"_01_eu", "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(k.PartitionColumns, []string{"id", "paid_at", "region"}) || k.Check() != nil {
+		t.Fatalf("partition %s_01_eu: partition columns %v, check %v; want (id, paid_at, region) and accepted", pay, k.PartitionColumns, k.Check())
+	}
 
 	k, err = identity.Read(ctx, conn, "public", lines, "line_no")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("column line_no is part of the key (tenant_id, line_no, at) (the primary key %s_pkey, beyond the partition key columns at): ", lines)
+	want := fmt.Sprintf("column line_no is part of the key (tenant_id, line_no, at) (the primary key %s_pkey, beyond the partition key columns at) and not unique on its own: ", lines)
 	if err := k.Check(); err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("%s by line_no: %v\nwant an error starting %q", lines, err, want)
+	}
+
+	k, err = identity.Read(ctx, conn, "public", wide, "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf("column id is part of the key (id, status) (the replica identity index %s_ident) and not unique on its own: ", wide)
+	if err := k.Check(); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("%s by id, without a unique index on id: %v\nwant an error starting %q", wide, err, want)
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", wide)); err != nil {
+		t.Fatal(err)
+	}
+	if k, err = identity.Read(ctx, conn, "public", wide, "id"); err != nil || !k.IDUnique || k.Check() != nil {
+		t.Fatalf("%s by id, with a primary key on id: %+v, %v; want unique and accepted", wide, k, err)
 	}
 }

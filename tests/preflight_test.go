@@ -150,7 +150,7 @@ func TestPreflight(t *testing.T) {
 		fmt.Sprintf("shard 1: table pf_nosuch_%s: table public.pf_nosuch_%[1]s does not exist on this shard", suffix),
 		fmt.Sprintf("shard 1: table %s: revenue.amount_column: column title is text; this setting needs one of: numeric", docs),
 		fmt.Sprintf("shard 1: table %s: id_layout: 20 of 20 sampled ids do not decode as uuidv7", docs),
-		fmt.Sprintf("shard 1: table %s: id_column: column line_no is part of the key (tenant_id, line_no) (the primary key %[1]s_pkey): rows that share line_no but differ in the rest of the key would become one row in ClickHouse; a row is identified by one column: ", lines),
+		fmt.Sprintf("shard 1: table %s: id_column: column line_no is part of the key (tenant_id, line_no) (the primary key %[1]s_pkey) and not unique on its own: rows that share line_no but differ in the rest of the key would become one row in ClickHouse; a row is identified by one column: ", lines),
 		fmt.Sprintf("shard 1: table %s: id_column: column id may be NULL, and a row without an id cannot be told apart from another (ALTER TABLE \"public\".%[1]q ALTER COLUMN \"id\" SET NOT NULL)", loose),
 	})
 

@@ -7,9 +7,9 @@
 // USING INDEX, else its primary key: all of its columns. The pipeline
 // identifies a row by the configured id column alone (ClickHouse sorts and
 // replaces by it, the loader's versions and duplicate check key by it), so
-// that column must be the whole identity. An id column that is only part of
-// a composite key would merge the rows that share it — silently — and is
-// refused. A partitioned table's keys must include its partition key
+// that column must be the whole identity, or a column of it with a unique
+// index of its own. An id column that is only part of a composite key would
+// merge the rows that share it — silently — and is refused. A partitioned table's keys must include its partition key
 // columns, so there the id column together with partition key columns is
 // its whole key. A table without a key under REPLICA IDENTITY FULL is
 // allowed: the config's id column is then the operator's claim, and only
@@ -40,17 +40,20 @@ type Key struct {
 	Primary bool
 	// Columns are Index's columns in index order; empty without Index.
 	Columns []string
-	// PartitionColumns, of a partitioned table, are the columns of its
-	// partition key and of every sub-partitioned table's under it:
+	// PartitionColumns, of a partitioned table or a partition, are the
+	// columns of the partition keys of every partitioned table of its tree:
 	// PostgreSQL makes every unique key of a partitioned table include
 	// them, so an id column can be a partitioned table's whole key only
 	// together with them.
 	PartitionColumns []string
 	// IDColumn is the configured id column; IDExists and IDNullable say
-	// whether the table has it and whether it may hold NULL.
+	// whether the table has it and whether it may hold NULL, IDUnique
+	// whether a unique index (not partial, not on an expression) has it
+	// as its only key column.
 	IDColumn   string
 	IDExists   bool
 	IDNullable bool
+	IDUnique   bool
 }
 
 // ErrNoTable is returned by Read for a table the shard does not have.
@@ -64,9 +67,11 @@ func Read(ctx context.Context, conn *pgx.Conn, schema, name, idColumn string) (K
 	err := conn.QueryRow(ctx, `
 		SELECT c.relreplident::text, COALESCE(ix.name, ''), COALESCE(ix.indisprimary, false), COALESCE(ix.cols, '{}'),
 		       a.attnum IS NOT NULL, COALESCE(NOT a.attnotnull, false),
-		       CASE WHEN c.relkind = 'p' THEN ARRAY(
+		       EXISTS (SELECT 1 FROM pg_index u WHERE u.indrelid = c.oid AND u.indisunique AND u.indpred IS NULL
+		               AND u.indnkeyatts = 1 AND u.indkey[0] = a.attnum),
+		       CASE WHEN c.relkind = 'p' OR c.relispartition THEN ARRAY(
 		           SELECT DISTINCT pa.attname::text
-		           FROM pg_partition_tree(c.oid) pt
+		           FROM pg_partition_tree(pg_partition_root(c.oid)) pt
 		           JOIN pg_partitioned_table p ON p.partrelid = pt.relid
 		           JOIN LATERAL unnest(p.partattrs::int2[]) k(attnum) ON true
 		           JOIN pg_attribute pa ON pa.attrelid = pt.relid AND pa.attnum = k.attnum
@@ -85,7 +90,7 @@ func Read(ctx context.Context, conn *pgx.Conn, schema, name, idColumn string) (K
 		      AND CASE WHEN c.relreplident = 'i' THEN i.indisreplident ELSE i.indisprimary END
 		    LIMIT 1) ix ON true
 		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`,
-		schema, name, idColumn).Scan(&ident, &k.Index, &k.Primary, &k.Columns, &k.IDExists, &k.IDNullable, &k.PartitionColumns)
+		schema, name, idColumn).Scan(&ident, &k.Index, &k.Primary, &k.Columns, &k.IDExists, &k.IDNullable, &k.IDUnique, &k.PartitionColumns)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, fmt.Errorf("%w: %s", ErrNoTable, k.table())
 	}
@@ -110,7 +115,11 @@ type Problem struct {
 func (p *Problem) Error() string { return p.Reason }
 
 // Check says whether the pipeline can identify k's rows by its id column:
-// nil, or a *Problem naming the fix.
+// nil, or a *Problem naming the fix. The id column must be carried by
+// deletes (be in the replica identity, or the identity is FULL), never be
+// NULL, and be unique on its own: the whole key, or a column with a unique
+// index of its own (say the primary key, beside a wider replica identity
+// index that a row filter needs).
 func (k Key) Check() error {
 	q := pgx.Identifier{k.Schema, k.Name}.Sanitize()
 	switch {
@@ -118,34 +127,36 @@ func (k Key) Check() error {
 		return &Problem{Reason: fmt.Sprintf("no usable replica identity: once published, UPDATE and DELETE on it fail at the source (add a primary key, or ALTER TABLE %s REPLICA IDENTITY FULL)", q)}
 	case !k.IDExists:
 		return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s does not exist in %s", k.IDColumn, k.table())}
+	case k.IDNullable:
+		return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s may be NULL, and a row without an id cannot be told apart from another (ALTER TABLE %s ALTER COLUMN %s SET NOT NULL)",
+			k.IDColumn, q, pgx.Identifier{k.IDColumn}.Sanitize())}
 	case k.Index == "":
 		// REPLICA IDENTITY FULL without a key: the id column is the
-		// operator's claim; a NULL id would name no row.
-		if k.IDNullable {
-			return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s may be NULL, and a row without an id cannot be told apart from another (ALTER TABLE %s ALTER COLUMN %s SET NOT NULL)",
-				k.IDColumn, q, pgx.Identifier{k.IDColumn}.Sanitize())}
-		}
-		return nil
-	case k.wholeKey():
+		// operator's claim.
 		return nil
 	}
 	what := "the replica identity index " + k.Index
 	if k.Primary {
 		what = "the primary key " + k.Index
 	}
-	key := "(" + strings.Join(k.Columns, ", ") + ")"
 	if len(k.PartitionColumns) > 0 {
 		what += ", beyond the partition key columns " + strings.Join(k.PartitionColumns, ", ")
 	}
+	key := "(" + strings.Join(k.Columns, ", ") + ")"
 	fix := fmt.Sprintf("a row is identified by one column: give the table a NOT NULL column that is unique on its own, CREATE UNIQUE INDEX on it, ALTER TABLE %s REPLICA IDENTITY USING INDEX that index, and name the column in id_column", q)
-	for _, c := range k.Columns {
-		if c == k.IDColumn {
-			return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s is part of the key %s (%s): rows that share %s but differ in the rest of the key would become one row in ClickHouse; %s",
-				k.IDColumn, key, what, k.IDColumn, fix)}
-		}
+	inKey := slices.Contains(k.Columns, k.IDColumn)
+	switch {
+	case !inKey && k.Replident != 'f':
+		return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s is not in the replica identity %s (%s), so deletes would not say which row went; %s",
+			k.IDColumn, key, what, fix)}
+	case k.wholeKey() || k.IDUnique:
+		return nil
+	case inKey:
+		return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s is part of the key %s (%s) and not unique on its own: rows that share %s but differ in the rest of the key would become one row in ClickHouse; %s",
+			k.IDColumn, key, what, k.IDColumn, fix)}
 	}
-	return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s is not the key %s (%s), so deletes would not say which row went; %s",
-		k.IDColumn, key, what, fix)}
+	return &Problem{Field: "id_column", Reason: fmt.Sprintf("column %s is not the key %s (%s) and not unique on its own: rows that share %s would become one row in ClickHouse; %s",
+		k.IDColumn, key, what, k.IDColumn, fix)}
 }
 
 // wholeKey says whether the id column is the whole key: the key's one

@@ -31,7 +31,7 @@ func TestCheck(t *testing.T) {
 		{"id column missing", with(func(k *Key) { k.Replident, k.IDExists = 'f', false }), "id_column", "column id does not exist in public.order_lines"},
 		{"part of a composite primary key", with(func(k *Key) {
 			k.Replident, k.Index, k.Primary, k.Columns, k.IDColumn = 'd', "order_lines_pkey", true, []string{"tenant_id", "line_no"}, "line_no"
-		}), "id_column", "column line_no is part of the key (tenant_id, line_no) (the primary key order_lines_pkey): rows that share line_no but differ in the rest of the key would become one row in ClickHouse; a row is identified by one column: "},
+		}), "id_column", "column line_no is part of the key (tenant_id, line_no) (the primary key order_lines_pkey) and not unique on its own: rows that share line_no but differ in the rest of the key would become one row in ClickHouse; a row is identified by one column: "},
 		{"part of a composite key under full", with(func(k *Key) {
 			k.Replident, k.Index, k.Primary, k.Columns, k.IDColumn = 'f', "order_lines_pkey", true, []string{"tenant_id", "line_no"}, "tenant_id"
 		}), "id_column", "column tenant_id is part of the key (tenant_id, line_no) (the primary key order_lines_pkey)"},
@@ -43,14 +43,28 @@ func TestCheck(t *testing.T) {
 		}), "", ""},
 		{"partitioned: id not in the key", with(func(k *Key) {
 			k.Replident, k.Index, k.Primary, k.Columns, k.PartitionColumns = 'd', "pk", true, []string{"uid", "paid_at"}, []string{"paid_at"}
-		}), "id_column", "column id is not the key (uid, paid_at) (the primary key pk, beyond the partition key columns paid_at)"},
+		}), "id_column", "column id is not in the replica identity (uid, paid_at) (the primary key pk, beyond the partition key columns paid_at), so deletes would not say which row went"},
 		{"partitioned: part of the key beyond the partition key", with(func(k *Key) {
 			k.Replident, k.Index, k.Primary, k.Columns, k.PartitionColumns, k.IDColumn = 'd', "pk", true, []string{"tenant_id", "line_no", "at"}, []string{"at"}, "line_no"
-		}), "id_column", "column line_no is part of the key (tenant_id, line_no, at) (the primary key pk, beyond the partition key columns at): rows that share line_no"},
+		}), "id_column", "column line_no is part of the key (tenant_id, line_no, at) (the primary key pk, beyond the partition key columns at) and not unique on its own: rows that share line_no"},
 		{"outside the key", with(func(k *Key) {
 			k.Replident, k.Index, k.Primary, k.Columns, k.IDColumn = 'd', "pk", true, []string{"uid"}, "id"
 		}), "id_column",
-			"column id is not the key (uid) (the primary key pk), so deletes would not say which row went"},
+			"column id is not in the replica identity (uid) (the primary key pk), so deletes would not say which row went"},
+		{"unique on its own inside a wider replica identity index", with(func(k *Key) {
+			k.Replident, k.Index, k.Columns, k.IDUnique = 'i', "ident", []string{"id", "status"}, true
+		}), "", ""},
+		{"part of a wider replica identity index, not unique", with(func(k *Key) { k.Replident, k.Index, k.Columns = 'i', "ident", []string{"id", "status"} }), "id_column",
+			"column id is part of the key (id, status) (the replica identity index ident) and not unique on its own"},
+		{"full, outside a composite key, not unique", with(func(k *Key) {
+			k.Replident, k.Index, k.Primary, k.Columns = 'f', "pk", true, []string{"tenant_id", "line_no"}
+		}), "id_column", "column id is not the key (tenant_id, line_no) (the primary key pk) and not unique on its own: rows that share id would become one row in ClickHouse"},
+		{"full, outside a composite key, unique", with(func(k *Key) {
+			k.Replident, k.Index, k.Primary, k.Columns, k.IDUnique = 'f', "pk", true, []string{"tenant_id", "line_no"}, true
+		}), "", ""},
+		{"unique but nullable", with(func(k *Key) {
+			k.Replident, k.Index, k.Primary, k.Columns, k.IDUnique, k.IDNullable = 'f', "pk", true, []string{"tenant_id", "line_no"}, true, true
+		}), "id_column", "column id may be NULL"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
