@@ -40,8 +40,9 @@ func runPreflight(ctx context.Context, t *testing.T, bin string, env []string, a
 // told exactly what it lacks on the test's own tables. A deliberately
 // broken config gets one line per problem — a missing column, a layout
 // that does not decode the ids, a revenue amount that is not numeric(p,s),
-// an unmapped column type, a table without replica identity, a missing
-// table — and the same shards numbered 1 and 2 are told their ids name
+// an unmapped column type, a table without replica identity, an id
+// column that is only part of a composite key, a nullable id column of a
+// keyless table, a missing table — and the same shards numbered 1 and 2 are told their ids name
 // shards 0 and 1. Exit status 1 with problems, 0 without, 2 for a bad
 // fleet file, before anything connects.
 func TestPreflight(t *testing.T) {
@@ -53,6 +54,7 @@ func TestPreflight(t *testing.T) {
 	defer cancel()
 	suffix := randSuffix()
 	docs, keyless, odd := "pf_docs_"+suffix, "pf_keyless_"+suffix, "pf_odd_"+suffix
+	lines, loose := "pf_lines_"+suffix, "pf_loose_"+suffix
 	execOn := func(shard int, sql string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -75,10 +77,13 @@ func TestPreflight(t *testing.T) {
 		// A composite type: the one kind of column the loader maps to nothing.
 		execOn(s, fmt.Sprintf(`CREATE TYPE %s_pair AS (a int, b int)`, odd))
 		execOn(s, fmt.Sprintf(`CREATE TABLE %[1]s (id bigint PRIMARY KEY DEFAULT tributary.next_id(), raw %[1]s_pair)`, odd))
+		execOn(s, fmt.Sprintf(`CREATE TABLE %s (tenant_id bigint, line_no bigint, item text, PRIMARY KEY (tenant_id, line_no))`, lines))
+		execOn(s, fmt.Sprintf(`CREATE TABLE %s (id bigint DEFAULT tributary.next_id(), note text)`, loose))
+		execOn(s, fmt.Sprintf(`ALTER TABLE %s REPLICA IDENTITY FULL`, loose))
 	}
 	t.Cleanup(func() {
 		for s := 0; s < 2; s++ {
-			execOn(s, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s", docs, keyless, odd))
+			execOn(s, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s, %s, %s", docs, keyless, odd, lines, loose))
 			execOn(s, fmt.Sprintf("DROP TYPE IF EXISTS %s_pair", odd))
 		}
 	})
@@ -134,9 +139,11 @@ func TestPreflight(t *testing.T) {
 		{"name": %q, "id_column": "id", "id_layout": "uuidv7", "shard_key": "workspace"},
 		{"name": %q, "id_column": "id", "id_layout": "seed000"},
 		{"name": %q, "id_column": "id", "id_layout": "seed000"},
-		{"name": "pf_nosuch_%s", "id_column": "id", "id_layout": "serial"}],
+		{"name": "pf_nosuch_%s", "id_column": "id", "id_layout": "serial"},
+		{"name": %q, "id_column": "line_no", "id_layout": "serial"},
+		{"name": %q, "id_column": "id", "id_layout": "seed000"}],
 		"revenue": {"table": %[1]q, "amount_column": "title", "currency_column": "currency", "time_column": "created_at"}}`,
-		docs, keyless, odd, suffix))
+		docs, keyless, odd, suffix, lines, loose))
 	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", superFleet, "--tables", broken, "--shard", "1", "--publication", pub)
 	wantLines(t, "broken config", code, out, errOut, []string{
 		fmt.Sprintf(`shard 1: table %s: shard_key: column "workspace" does not exist in public.%[1]s`, docs),
@@ -146,6 +153,8 @@ func TestPreflight(t *testing.T) {
 		fmt.Sprintf("shard 1: table pf_nosuch_%s: table public.pf_nosuch_%[1]s does not exist on this shard", suffix),
 		fmt.Sprintf("shard 1: table %s: revenue.amount_column: column title is text; this setting needs one of: numeric", docs),
 		fmt.Sprintf("shard 1: table %s: id_layout: 20 of 20 sampled ids do not decode as uuidv7", docs),
+		fmt.Sprintf("shard 1: table %s: id_column: column line_no is part of the key (tenant_id, line_no) (the primary key %[1]s_pkey) and not unique on its own: rows that share line_no but differ in the rest of the key would become one row in ClickHouse; a row is identified by one column: ", lines),
+		fmt.Sprintf("shard 1: table %s: id_column: column id may be NULL, and a row without an id cannot be told apart from another (ALTER TABLE \"public\".%[1]q ALTER COLUMN \"id\" SET NOT NULL)", loose),
 	})
 
 	// Numbered from 1: the ids say 0 and 1.

@@ -16,11 +16,11 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-// contactsDDL: a table whose replica identity is a unique index on (id,
+// contactsDDL: a table keyed by id whose replica identity is a unique index on (id,
 // status), so a row filter on status and a column list without email both
 // keep UPDATE and DELETE working at the source.
 var contactsDDL = []string{
-	`CREATE TABLE %[1]s (id bigint NOT NULL, status text NOT NULL, email text, note text, amount numeric(12,2),
+	`CREATE TABLE %[1]s (id bigint PRIMARY KEY, status text NOT NULL, email text, note text, amount numeric(12,2),
 		CONSTRAINT %[1]s_ident UNIQUE (id, status))`,
 	`ALTER TABLE %[1]s REPLICA IDENTITY USING INDEX %[1]s_ident`,
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/identity"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -65,16 +66,15 @@ type column struct {
 }
 
 // table checks t: it exists, the role may read it, its columns map, its
-// replica identity carries the id. ok is false when it does not exist.
+// id column is its whole identity. ok is false when it does not exist.
 func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) {
 	tab := &table{name: t.Schema + "." + t.Name, columns: map[string]column{}}
-	var ident string
 	var schemaUsage bool
 	err := c.conn.QueryRow(ctx, `
-		SELECT c.oid, c.relreplident::text, has_schema_privilege(n.oid, 'USAGE'), has_table_privilege(c.oid, 'SELECT')
+		SELECT c.oid, has_schema_privilege(n.oid, 'USAGE'), has_table_privilege(c.oid, 'SELECT')
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, t.Schema, t.Name).
-		Scan(&tab.oid, &ident, &schemaUsage, &tab.readable)
+		Scan(&tab.oid, &schemaUsage, &tab.readable)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.add(t.Name, "", "table %s does not exist on this shard (check schema and name in the table config)", tab.name)
 		return nil, false
@@ -122,30 +122,26 @@ func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) 
 	if t.ShardKey != "" {
 		c.requireColumn(t.Name, tab, "shard_key", t.ShardKey, nil)
 	}
-	c.replicaIdentity(ctx, t, tab, ident)
+	c.replicaIdentity(ctx, t)
 	return tab, true
 }
 
-// replicaIdentity checks, as the reader does at start, that updates and
-// deletes will carry the id column.
-func (c *shardCheck) replicaIdentity(ctx context.Context, t *tables.Table, tab *table, ident string) {
-	var hasPK, idInIdentity bool
-	err := c.conn.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = $1 AND i.indisprimary),
-		       EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = $1 AND a.attnum = ANY(i.indkey)
-		               WHERE i.indrelid = $1 AND a.attname = $2
-		                 AND (($3 = 'd' AND i.indisprimary) OR ($3 = 'i' AND i.indisreplident)))
-		         OR $3 = 'f'`, tab.oid, t.IDColumn, ident).Scan(&hasPK, &idInIdentity)
+// replicaIdentity checks, as the reader does at start, that the id column
+// is the table's whole identity (see internal/identity).
+func (c *shardCheck) replicaIdentity(ctx context.Context, t *tables.Table) {
+	key, err := identity.Read(ctx, c.conn, t.Schema, t.Name, t.IDColumn)
 	if err != nil {
 		c.add(t.Name, "", "read the replica identity: %v", err)
 		return
 	}
-	q := pgx.Identifier{t.Schema, t.Name}.Sanitize()
-	switch {
-	case ident == "n" || (ident == "d" && !hasPK):
-		c.add(t.Name, "", "no usable replica identity: once published, UPDATE and DELETE on it fail at the source (add a primary key, or ALTER TABLE %s REPLICA IDENTITY FULL)", q)
-	case !idInIdentity:
-		c.add(t.Name, "id_column", "column %s is not part of the replica identity, so deletes would not say which row went (make it the primary key, or ALTER TABLE %s REPLICA IDENTITY FULL)", t.IDColumn, q)
+	var p *identity.Problem
+	switch err := key.Check(); {
+	case errors.As(err, &p) && p.Field == "id_column" && !key.IDExists:
+		// requireColumn has said so already.
+	case errors.As(err, &p):
+		c.add(t.Name, p.Field, "%s", p.Reason)
+	case err != nil:
+		c.add(t.Name, "", "%v", err)
 	}
 }
 

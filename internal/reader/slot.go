@@ -13,47 +13,40 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/identity"
 	"github.com/tributary/tributary/internal/tables"
 )
 
 // ErrReplicaIdentity is returned at start-up for a configured table whose
-// deletes and key-changing updates could not be replicated.
-var ErrReplicaIdentity = errors.New("table has no usable replica identity")
+// rows the pipeline could not identify: deletes and key-changing updates
+// would not say which row went, or rows would merge (see checkTables).
+var ErrReplicaIdentity = errors.New("unusable table identity")
 
-// checkTables verifies each configured table exists and has a replica
-// identity that carries the id column: a primary key (DEFAULT), a chosen
-// unique index (INDEX) or FULL. NOTHING, or DEFAULT without a primary key,
-// is refused: PostgreSQL would even reject UPDATE/DELETE on such a table
-// once it is published.
+// checkTables verifies each configured table exists and that its id
+// column is its whole identity (see internal/identity): the primary key
+// or replica identity index, all of it, or any non-null column of a
+// keyless table under REPLICA IDENTITY FULL. NOTHING, or DEFAULT without a
+// primary key, is refused: PostgreSQL would even reject UPDATE/DELETE on
+// such a table once it is published. An id column that is only part of a
+// composite key is refused too: rows sharing it would become one row.
+// It runs before anything is published or streamed.
 func checkTables(ctx context.Context, conn *pgx.Conn, cfg *tables.Config) error {
 	var errs []error
 	for _, t := range cfg.Tables {
-		var ident string
-		var hasPK, idInIdentity bool
-		err := conn.QueryRow(ctx, `
-			SELECT c.relreplident::text,
-			       EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary),
-			       EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)
-			               WHERE i.indrelid = c.oid AND a.attname = $3
-			                 AND ((c.relreplident = 'd' AND i.indisprimary) OR (c.relreplident = 'i' AND i.indisreplident)))
-			         OR c.relreplident = 'f'
-			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`,
-			t.Schema, t.Name, t.IDColumn).Scan(&ident, &hasPK, &idInIdentity)
-		if errors.Is(err, pgx.ErrNoRows) {
+		key, err := identity.Read(ctx, conn, t.Schema, t.Name, t.IDColumn)
+		if errors.Is(err, identity.ErrNoTable) {
 			errs = append(errs, fmt.Errorf("table %s.%s does not exist on this shard", t.Schema, t.Name))
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("check table %s.%s: %w", t.Schema, t.Name, err)
 		}
-		switch {
-		case ident == "n" || (ident == "d" && !hasPK):
-			errs = append(errs, fmt.Errorf("%w: %s.%s (add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL)",
-				ErrReplicaIdentity, t.Schema, t.Name))
-		case !idInIdentity:
-			errs = append(errs, fmt.Errorf("%w: %s.%s: id column %q is not part of the replica identity, so deletes would not say which row went",
-				ErrReplicaIdentity, t.Schema, t.Name, t.IDColumn))
+		var p *identity.Problem
+		switch err := key.Check(); {
+		case errors.As(err, &p) && p.Field != "":
+			errs = append(errs, fmt.Errorf("%w: table %s: %s: %w", ErrReplicaIdentity, t.Name, p.Field, err))
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%w: table %s: %w", ErrReplicaIdentity, t.Name, err))
 		}
 	}
 	return errors.Join(errs...)
