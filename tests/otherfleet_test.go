@@ -55,7 +55,8 @@ const otherFleetTablesJSON = `{"topic_prefix": "carrier_%[1]s.", "tables": [
 // keyless table) the loader and the reader of shard 2 are SIGKILLed in
 // turn. Then cmd/verify, given the fleet file, passes: every row of every
 // table on shards 1..3, the moves (stuck ones included) and revenue to the
-// cent; and the dead-letter topic is empty.
+// cent; the dead-letter topic is empty; and ids of the wrong kind for a
+// table's layout, or a shard the fleet does not have (0), are 400s.
 func TestOtherFleet(t *testing.T) {
 	numbers := []int{1, 2, 3}
 	st := sparseStack(t, numbers)
@@ -175,6 +176,25 @@ func TestOtherFleet(t *testing.T) {
 	}
 	t.Logf("verify: passed, %d rows checked (%d via the API), moves %+v, revenue %d groups from %v, in %.1f s",
 		rep.Checked(), rep.CheckedViaAPI(), *rep.Moves, rep.Revenue.Groups, rep.Revenue.Sources, rep.TookSeconds)
+	// The caller's mistakes on this fleet are 400s naming them: an id of
+	// the other kind for each table's layout, and shard 0, which a fleet
+	// numbered from 1 does not have.
+	var parcel string
+	if err := pools[1].QueryRow(ctx, "SELECT parcel_id::text FROM "+names.parcels+" LIMIT 1").Scan(&parcel); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/v1/documents/4042794686891427072":                                      "wrong_id_kind",
+		fmt.Sprintf("/v1/tables/of_charges_%s/rows/%s", p.suffix, parcel):        "wrong_id_kind",
+		"/v1/documents/" + parcel + "?after=0:0/0":                               "unknown_shard",
+		fmt.Sprintf("/v1/tables/of_scans_%s/rows/%s?after=4:0/0", p.suffix, "1"): "unknown_shard",
+	} {
+		status, _, body := apiGet(ctx, t, p.api.URL, path, "")
+		var e struct{ Error string }
+		if json.Unmarshal(body, &e); status != 400 || e.Error != want {
+			t.Errorf("GET %s: %d %s, want 400 %s", path, status, body, want)
+		}
+	}
 	dead := p.dlqRecords(ctx)
 	t.Logf("dead-letter topic: %d records", dead)
 	if dead != 0 {
