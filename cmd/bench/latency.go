@@ -379,6 +379,12 @@ func (b *latBench) run(ctx context.Context) error {
 			}
 		}
 	}
+	for _, s := range floorSamples {
+		if s.Err != "" {
+			fmt.Printf("failed: %s (the first floor failure)\n", s.Err)
+			break
+		}
+	}
 	if more > 0 {
 		fmt.Printf("failed: %d more (every sample is in --json)\n", more)
 	}

@@ -64,7 +64,7 @@ func (f *latFloor) sample(ctx context.Context, n int) (produce, insert time.Dura
 		return 0, 0, fmt.Errorf("floor produce: %w", err)
 	}
 	t1 := time.Now()
-	b, err := f.ch.PrepareBatch(ctx, "INSERT INTO "+f.table)
+	b, err := f.ch.PrepareBatch(ctx, "INSERT INTO "+f.table+" (n, at)")
 	if err == nil {
 		if err = b.Append(uint64(n), t1); err == nil {
 			err = b.Send()
