@@ -84,3 +84,25 @@ func TestHandOverWithNothingMoreBuffered(t *testing.T) {
 		t.Fatalf("%d records handed over, want %d", got, n)
 	}
 }
+
+// TestHasWatermark: only a decoded watermark record counts; changes and
+// records that failed to decode do not.
+func TestHasWatermark(t *testing.T) {
+	wm := decodeResult{ev: &envelope.Event{Kind: envelope.KindWatermark}}
+	ch := decodeResult{ev: &envelope.Event{Kind: envelope.KindChange}}
+	bad := decodeResult{err: context.Canceled}
+	for _, tc := range []struct {
+		name string
+		ds   []decodeResult
+		want bool
+	}{
+		{"none", nil, false},
+		{"changes only", []decodeResult{ch, ch}, false},
+		{"undecodable", []decodeResult{bad}, false},
+		{"watermark after changes", []decodeResult{ch, bad, wm}, true},
+	} {
+		if got := hasWatermark(tc.ds); got != tc.want {
+			t.Errorf("%s: hasWatermark = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -99,9 +99,10 @@ type Config struct {
 	DLQTopic string
 	Tables   *tables.Config
 	// BatchRecords, BatchBytes and BatchWait bound a batch: it is written
-	// when any is reached, or as soon as nothing more is buffered and the
-	// previous batch is written (BatchWait is the longest a batch grows
-	// while the previous one is still being written). BatchBytes counts the records' keys and values
+	// when any is reached, or as soon as nothing more is buffered, the
+	// previous batch is written and the batch holds a watermark record (or
+	// waited watermarkLinger for one): BatchWait is the longest a batch
+	// grows while the previous one is still being written. BatchBytes counts the records' keys and values
 	// (0: DefaultBatchBytes); it bounds the loader's memory, which holds
 	// two batches (one applied, the next decoded) plus their decoded and
 	// converted forms, whatever the size of the rows.
@@ -492,51 +493,81 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 // and wakes the poller at most 100 times a second while the applier works.
 const handOverTick = 10 * time.Millisecond
 
+// watermarkLinger is how long a batch of changes without a watermark
+// record waits for one: a reader publishes its watermark right after Kafka
+// acknowledged the commit (internal/reader), so the commit's changes and
+// the watermark that makes them visible to read-your-writes are applied in
+// one batch, not two.
+const watermarkLinger = 50 * time.Millisecond
+
 // handOver gives b, filled so far as f says, to the applier. While the
 // applier is still busy with the previous batch, b takes in what arrives
 // meanwhile (within the batch's bounds and BatchWait from its first
 // record): under load a batch holds about an insert's time of records, so
 // batching — and the cost per change — stays, while a loader with nothing
-// to write hands a batch over as soon as nothing more is buffered. It
+// to write hands a batch over as soon as nothing more is buffered and it
+// holds a watermark record (or has waited watermarkLinger for one). It
 // reports false when ctx ended first.
 func (l *Loader) handOver(ctx context.Context, cl *kgo.Client, f *fill, b *polled, out chan<- polled) bool {
 	tick := time.NewTicker(handOverTick)
 	defer tick.Stop()
 	defer func() { l.m.batchBytes.Observe(float64(f.size)) }()
-	for {
-		if f.full(l.cfg.BatchRecords, l.cfg.BatchBytes) || time.Since(f.first) >= l.cfg.BatchWait {
-			select {
-			case out <- *b:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
+	send := func() bool {
 		select {
 		case out <- *b:
 			return true
 		case <-ctx.Done():
 			return false
-		case <-tick.C:
+		}
+	}
+	watermark := hasWatermark(b.decoded)
+	for {
+		if f.full(l.cfg.BatchRecords, l.cfg.BatchBytes) || time.Since(f.first) >= l.cfg.BatchWait {
+			return send()
 		}
 		n := len(f.recs)
-		if err := l.take(ctx, cl, f); err != nil {
-			// The records taken so far are handed over as they are; the
-			// error ends the poller with the next poll.
-			b.recs = f.recs
-			b.decoded = append(b.decoded, l.decodeAll(f.recs[n:])...)
+		var err error
+		if watermark || time.Since(f.first) >= watermarkLinger {
 			select {
 			case out <- *b:
 				return true
 			case <-ctx.Done():
 				return false
+			case <-tick.C:
+			}
+			err = l.take(ctx, cl, f)
+		} else {
+			// Wait for the next fetch (the watermark, most likely), at
+			// most until the linger ends.
+			pctx, cancel := context.WithDeadline(ctx, f.first.Add(watermarkLinger))
+			err = l.pollInto(ctx, pctx, cl, f)
+			cancel()
+			if err == nil {
+				err = l.take(ctx, cl, f)
 			}
 		}
 		if len(f.recs) > n {
+			more := l.decodeAll(f.recs[n:])
 			b.recs = f.recs
-			b.decoded = append(b.decoded, l.decodeAll(f.recs[n:])...)
+			b.decoded = append(b.decoded, more...)
+			watermark = watermark || hasWatermark(more)
+		}
+		if err != nil {
+			// The records taken so far are handed over as they are; the
+			// error ends the poller with the next poll.
+			return send()
 		}
 	}
+}
+
+// hasWatermark reports whether ds hold a watermark record.
+func hasWatermark(ds []decodeResult) bool {
+	for _, d := range ds {
+		if d.err == nil && d.ev != nil && d.ev.Kind == envelope.KindWatermark {
+			return true
+		}
+	}
+	return false
 }
 
 // fill is a batch being gathered.
