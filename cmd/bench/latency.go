@@ -18,6 +18,12 @@ package main
 // Failures are counted and listed, never dropped: percentiles are over the
 // successful samples and the table says how many those are.
 //
+// With --kafka-brokers and --clickhouse-addr (stack.env sets both) it also
+// measures the physical floor in the same run (latency_floor.go): a Kafka
+// produce acknowledgement plus a one-row ClickHouse insert, at the same
+// rate, and prints the ratios read-your-writes p99 / visible p99 and
+// visible p99 / floor p99.
+//
 // --background-rate adds loadgen's traffic in the same process, in row
 // changes/s; with --rows-per-op N > 1 it is loadgen's bulk mode (each
 // operation one transaction changing N rows, small bodies), so that the
@@ -84,6 +90,8 @@ type latConfig struct {
 	loaderMetrics string
 	readerMetrics string
 	jsonOut       string
+	// The physical floor's Kafka and ClickHouse (either empty: not measured).
+	kafkaBrokers, chAddr, chUser, chPassword string
 }
 
 func (c *latConfig) validate() error {
@@ -178,6 +186,10 @@ func benchLatency(ctx context.Context, args []string) error {
 	fs.String(&c.loaderMetrics, "loader-metrics", "", "127.0.0.1:9101", "loader /metrics address, for stage times (empty: skip)")
 	fs.String(&c.readerMetrics, "reader-metrics", "", "", "readers' /metrics addresses, comma-separated (default demo.sh's 127.0.0.1:9110 + shard number)")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results (with every sample) as JSON to this file")
+	fs.String(&c.kafkaBrokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "the pipeline's Kafka, for the physical floor (a produce ack; empty: no floor)")
+	fs.String(&c.chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "the pipeline's ClickHouse (native), for the physical floor (a one-row insert; empty: no floor)")
+	fs.String(&c.chUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user for the floor's table (created and dropped in the default database)")
+	fs.Secret(&c.chPassword, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return errUsage
@@ -283,6 +295,14 @@ func (b *latBench) run(ctx context.Context) error {
 		}
 	}
 
+	var floor *latFloor
+	if c.kafkaBrokers != "" && c.chAddr != "" {
+		if floor, err = newLatFloor(ctx, c.kafkaBrokers, c.chAddr, c.chUser, c.chPassword); err != nil {
+			return err
+		}
+		defer floor.close(ctx)
+	}
+
 	load0 := loadAvg()
 	before := b.scrape(ctx)
 	fmt.Printf("latency: %d samples at %d/s over %d shards, api %s, background %d changes/s (%d rows per operation); load average %s\n",
@@ -292,6 +312,12 @@ func (b *latBench) run(ctx context.Context) error {
 	tick := time.NewTicker(time.Second / time.Duration(c.rate))
 	defer tick.Stop()
 	start := time.Now()
+	floorDone := make(chan []latFloorSample, 1)
+	if floor != nil {
+		go func() { floorDone <- runFloor(ctx, floor, c.samples, c.rate) }()
+	} else {
+		floorDone <- nil
+	}
 	rnd := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
 	started := 0
 	for ; started < c.samples; started++ {
@@ -313,6 +339,7 @@ func (b *latBench) run(ctx context.Context) error {
 		}(started)
 	}
 	wg.Wait()
+	floorSamples := <-floorDone
 	wall := time.Since(start)
 	after := b.scrape(ctx)
 	load1 := loadAvg()
@@ -327,13 +354,18 @@ func (b *latBench) run(ctx context.Context) error {
 	}
 	samples = samples[:started]
 
-	rows := latSummaries(samples, c.poll > 0)
+	rows := append(latSummaries(samples, c.poll > 0), floorSummaries(floorSamples)...)
 	fmt.Printf("\n%-34s %5s %5s  %-22s %8s %8s %8s %8s %8s\n", "from COMMIT returning to", "n", "ok", "failures", "p50", "p90", "p99", "max", "mean")
 	for _, r := range rows {
 		fmt.Printf("%-34s %5d %5d  %-22s %8s %8s %8s %8s %8s\n", r.Name, r.N, r.OK, latFails(r.Fails),
 			latMS(r.P50MS), latMS(r.P90MS), latMS(r.P99MS), latMS(r.MaxMS), latMS(r.MeanMS))
 	}
 	fmt.Println("(percentiles over the ok samples; failures: timeout = 503 not_yet_visible / no row within --timeout, missing = answered without the row, error = anything else, e.g. 503 backend_unavailable)")
+	ratios := latRatiosOf(rows)
+	if ratios.RYWToVisibleP99 > 0 || ratios.VisibleToFloorP99 > 0 {
+		fmt.Printf("ratios of p99s: read-your-writes / visible %.2f (goal <= 1.2), visible / physical floor %.2f (goal <= 3)\n",
+			ratios.RYWToVisibleP99, ratios.VisibleToFloorP99)
+	}
 	listed, more := 0, 0
 	for _, s := range samples {
 		for _, e := range []string{s.Err, s.RYWError, s.VisibleError} {
@@ -345,6 +377,12 @@ func (b *latBench) run(ctx context.Context) error {
 			default:
 				more++
 			}
+		}
+	}
+	for _, s := range floorSamples {
+		if s.Err != "" {
+			fmt.Printf("failed: %s (the first floor failure)\n", s.Err)
+			break
 		}
 	}
 	if more > 0 {
@@ -366,7 +404,7 @@ func (b *latBench) run(ctx context.Context) error {
 			"rows_per_op": c.rowsPerOp, "bulk_body_bytes": c.bulkBody, "background_rows": bgRows,
 			"background_ops": bgOps, "background_errors": bgErrs, "wall_seconds": wall.Seconds(),
 			"load_average_before": load0, "load_average_after": load1, "results": rows,
-			"pipeline_metrics": derived, "raw": samples,
+			"pipeline_metrics": derived, "raw": samples, "ratios": ratios, "floor_raw": floorSamples,
 		}
 		js, _ := json.MarshalIndent(out, "", "  ")
 		if err := os.WriteFile(c.jsonOut, js, 0o644); err != nil {
@@ -527,32 +565,18 @@ func (b *latBench) lookup(ctx context.Context, u string, shard int) (found bool,
 	}), resp.StatusCode, "", nil
 }
 
+// The rows the ratios compare.
+const (
+	latRYWRow     = "read-your-writes (after=, 1 GET)"
+	latVisibleRow = "visible (GET without after=, poll)"
+)
+
 // latSummaries builds the table's rows.
 func latSummaries(samples []latSample, visible bool) []latSummary {
 	row := func(name string, get func(latSample) (float64, string)) latSummary {
-		r := latSummary{Name: name, N: len(samples), Fails: map[string]int{}}
-		var ok []float64
-		for _, s := range samples {
-			v, outcome := get(s)
-			if outcome == "ok" {
-				ok = append(ok, v)
-			} else {
-				r.Fails[outcome]++
-			}
-		}
-		r.OK = len(ok)
-		if len(ok) > 0 {
-			slices.Sort(ok)
-			var sum float64
-			for _, v := range ok {
-				sum += v
-			}
-			r.P50MS, r.P90MS, r.P99MS = latQuantile(ok, 0.50), latQuantile(ok, 0.90), latQuantile(ok, 0.99)
-			r.MaxMS, r.MeanMS = ok[len(ok)-1], sum/float64(len(ok))
-		}
-		return r
+		return latSummarize(name, len(samples), func(i int) (float64, string) { return get(samples[i]) })
 	}
-	ryw := row("read-your-writes (after=, 1 GET)", func(s latSample) (float64, string) { return s.RYWMS, s.RYWOutcome })
+	ryw := row(latRYWRow, func(s latSample) (float64, string) { return s.RYWMS, s.RYWOutcome })
 	commit := row("(INSERT+COMMIT round trip)", func(s latSample) (float64, string) {
 		if s.Err != "" {
 			return 0, "error"
@@ -564,7 +588,7 @@ func latSummaries(samples []latSample, visible bool) []latSummary {
 	}
 	return []latSummary{
 		ryw,
-		row("visible (GET without after=, poll)", func(s latSample) (float64, string) { return s.VisibleMS, s.VisibleOutcome }),
+		row(latVisibleRow, func(s latSample) (float64, string) { return s.VisibleMS, s.VisibleOutcome }),
 		row("  difference, same sample", func(s latSample) (float64, string) {
 			if s.RYWOutcome != "ok" || s.VisibleOutcome != "ok" {
 				return 0, "either failed"
@@ -573,6 +597,32 @@ func latSummaries(samples []latSample, visible bool) []latSummary {
 		}),
 		commit,
 	}
+}
+
+// latSummarize is the row name over n samples, get(i) giving sample i's
+// latency and outcome ("ok" or the failure's kind).
+func latSummarize(name string, n int, get func(i int) (float64, string)) latSummary {
+	r := latSummary{Name: name, N: n, Fails: map[string]int{}}
+	var ok []float64
+	for i := range n {
+		v, outcome := get(i)
+		if outcome == "ok" {
+			ok = append(ok, v)
+		} else {
+			r.Fails[outcome]++
+		}
+	}
+	r.OK = len(ok)
+	if len(ok) > 0 {
+		slices.Sort(ok)
+		var sum float64
+		for _, v := range ok {
+			sum += v
+		}
+		r.P50MS, r.P90MS, r.P99MS = latQuantile(ok, 0.50), latQuantile(ok, 0.90), latQuantile(ok, 0.99)
+		r.MaxMS, r.MeanMS = ok[len(ok)-1], sum/float64(len(ok))
+	}
+	return r
 }
 
 // latQuantile is the nearest-rank quantile of sorted values.

@@ -205,7 +205,7 @@ func (b *readerBench) startReader(ctx context.Context, n names, rep int, slot st
 	r := reader.New(reader.Config{
 		Shard: b.cfg.shard, DSN: b.cfg.dsn, Slot: slot, Publication: n.pub, Tables: tcfg,
 		Brokers: flagenv.List(b.cfg.brokers), Partitions: int32(b.cfg.partitions),
-		StatusInterval: b.cfg.statusInterval, WatermarkInterval: 500 * time.Millisecond,
+		StatusInterval: b.cfg.statusInterval, WatermarkInterval: 500 * time.Millisecond, WatermarkMinGap: reader.DefaultWatermarkMinGap,
 		HeartbeatInterval: 5 * time.Second, MaxBuffered: b.cfg.maxBuffered, MaxBufferedBytes: b.cfg.maxBufBytes, StateTopic: state,
 		SnapshotWorkers: b.cfg.snapWorkers, SnapshotChunkRows: b.cfg.snapChunkRows,
 	}, slog.New(&markHandler{marks: b.logs, out: slog.NewTextHandler(os.Stderr, nil)}), prometheus.NewRegistry())

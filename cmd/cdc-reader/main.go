@@ -52,6 +52,7 @@ type Config struct {
 	Partitions        int
 	StatusInterval    time.Duration
 	WatermarkInterval time.Duration
+	WatermarkMinGap   time.Duration
 	HeartbeatInterval time.Duration
 	MaxBuffered       int
 	MaxBufferedBytes  int
@@ -77,7 +78,8 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
 	fs.Int(&c.Partitions, "partitions", "TRIBUTARY_PARTITIONS", 4, "partitions for table topics this reader creates")
 	fs.Duration(&c.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
-	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to publish freshness watermarks")
+	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to save the reader state and re-publish an unchanged watermark (new positions are published as Kafka acknowledges them)")
+	fs.Duration(&c.WatermarkMinGap, "watermark-min-gap", "TRIBUTARY_WATERMARK_MIN_GAP", reader.DefaultWatermarkMinGap, "least time between two watermark rounds of a busy shard (0: publish every acknowledged commit)")
 	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
 	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", 100000, "records buffered for Kafka before reading pauses (bounds memory)")
 	fs.Int(&c.MaxBufferedBytes, "max-buffered-bytes", "TRIBUTARY_MAX_BUFFERED_BYTES", 32<<20, "bytes buffered for Kafka before reading pauses (bounds memory)")
@@ -128,6 +130,9 @@ func (c *Config) Validate() error {
 	if c.StatusInterval <= 0 || c.WatermarkInterval <= 0 || c.HeartbeatInterval < 0 {
 		errs = append(errs, errors.New("--status-interval and --watermark-interval must be > 0, --heartbeat-interval >= 0"))
 	}
+	if c.WatermarkMinGap < 0 {
+		errs = append(errs, fmt.Errorf("--watermark-min-gap must be >= 0, got %s", c.WatermarkMinGap))
+	}
 	if c.MaxBuffered < 1 {
 		errs = append(errs, fmt.Errorf("--max-buffered must be >= 1, got %d", c.MaxBuffered))
 	}
@@ -164,7 +169,7 @@ func run(ctx context.Context, cfg *Config) error {
 	r := reader.New(reader.Config{
 		Shard: cfg.Shard, DSN: cfg.DSN, Slot: cfg.Slot, Publication: cfg.Publication, Tables: tcfg,
 		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions),
-		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval,
+		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval, WatermarkMinGap: cfg.WatermarkMinGap,
 		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
 		SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,
 		SnapshotMaxRowsPerSecond: cfg.SnapshotMaxRate, SnapshotProgressInterval: cfg.SnapshotProgress,

@@ -75,7 +75,7 @@ func parse(args []string) (*Config, error) {
 	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	fs.Int(&c.BatchRecords, "batch-records", "TRIBUTARY_LOADER_BATCH_RECORDS", 50000, "maximum records per ClickHouse batch")
 	fs.Int(&c.BatchBytes, "batch-bytes", "TRIBUTARY_LOADER_BATCH_BYTES", loader.DefaultBatchBytes, "maximum record bytes (keys and values) per ClickHouse batch: bounds memory when rows are large (the loader holds about two batches at once, each also decoded and converted)")
-	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "maximum wait to fill a batch after its first record")
+	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "longest a batch grows after its first record while the previous one is still being written (with nothing more buffered, no batch being written and a watermark record in it, or 50ms waited for one, it is written at once)")
 	fs.Duration(&c.DuplicateGrace, "duplicate-grace", "TRIBUTARY_DUPLICATE_GRACE", 5*time.Minute, "how long an id may be live on two shards (a move in flight) before it is an alert, in source time")
 	fs.Int(&c.DedupeKeys, "dedupe-keys", "TRIBUTARY_LOADER_DEDUPE_KEYS", 1<<20, "rows whose newest written version is remembered, to skip redeliveries (memory: ~100 B each)")
 	fs.Int(&c.ImageCache, "image-cache-bytes", "TRIBUTARY_LOADER_IMAGE_CACHE_BYTES", loader.DefaultImageCacheBytes, "memory for the newest written values of columns that arrive as unchanged TOAST, so most such updates need no read of ClickHouse (0: off)")

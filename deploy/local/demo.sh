@@ -13,6 +13,10 @@
 # one reader per shard, started with --fleet and --shard.
 #
 # Logs and pid files: $TRIBUTARY_HOME/demo/.
+#
+# Ports: the API on 8080, the loader's metrics on 9101 and reader i's on
+# 9110+i, each plus $TRIBUTARY_PORT_OFFSET (stack.env carries the stack's),
+# so that demos of stacks at different offsets run side by side.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,7 +24,6 @@ REPO=$(cd "$HERE/../.." && pwd)
 TRIBUTARY_HOME=$(realpath -m "${TRIBUTARY_HOME:-$REPO/.stack}")
 DEMO=$TRIBUTARY_HOME/demo
 BIN=$REPO/bin
-API_ADDR=${TRIBUTARY_API_LISTEN:-127.0.0.1:8080}
 TRAFFIC=${TRIBUTARY_DEMO_TRAFFIC:-20s}
 RATE=${TRIBUTARY_DEMO_RATE:-200}
 
@@ -77,6 +80,11 @@ set -a
 source "$TRIBUTARY_HOME/stack.env"
 set +a
 TRIBUTARY_FLEET=${fleet_given:-${TRIBUTARY_FLEET:-}}
+PORT_OFFSET=${TRIBUTARY_PORT_OFFSET:-0}
+[[ $PORT_OFFSET =~ ^[0-9]+$ ]] || die "TRIBUTARY_PORT_OFFSET='$PORT_OFFSET' is not a number"
+API_ADDR=${TRIBUTARY_API_LISTEN:-127.0.0.1:$((8080 + PORT_OFFSET))}
+LOADER_METRICS=127.0.0.1:$((9101 + PORT_OFFSET))
+READER_METRICS_BASE=$((9110 + PORT_OFFSET))
 [[ -n ${TRIBUTARY_FLEET:-} && -f $TRIBUTARY_FLEET ]] ||
 	die "no fleet file (\$TRIBUTARY_FLEET='${TRIBUTARY_FLEET:-}'): run deploy/local/stack.sh up, which writes $TRIBUTARY_HOME/fleet.json"
 mapfile -t SHARD_NUMBERS < <(fleet_shards "$TRIBUTARY_FLEET")
@@ -116,7 +124,7 @@ for i in "${SHARD_NUMBERS[@]}"; do
 	# The reader finds its DSN (with its password) through the fleet file,
 	# which names the stack.env variable holding it: never argv.
 	TRIBUTARY_PG_DSN='' start "reader-$i" "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shard "$i" \
-		--metrics-addr "127.0.0.1:$((9110 + i))"
+		--metrics-addr "127.0.0.1:$((READER_METRICS_BASE + i))"
 done
 # Workspaces are placed by the published ring map when the fleet is its
 # shards (ring_map above); the loader checks every row against the same
@@ -127,7 +135,7 @@ if [[ -n $RING_MAP ]]; then
 	ring_args=(--ring "$RING_MAP")
 	loader_ring=(--ring-map "$RING_MAP")
 fi
-start loader "$BIN/loader" --metrics-addr 127.0.0.1:9101 --revenue-aggregate-interval 1s "${loader_ring[@]}"
+start loader "$BIN/loader" --metrics-addr "$LOADER_METRICS" --revenue-aggregate-interval 1s "${loader_ring[@]}"
 start api "$BIN/api" --listen "$API_ADDR"
 
 echo -n "demo: waiting for the API"
@@ -173,8 +181,8 @@ Kafka: $TRIBUTARY_KAFKA_KIND; ClickHouse) is up, one cdc-reader per shard, a loa
     curl -s http://$API_ADDR/v1/tables/invoices/rows/<id>
   Metrics:
     curl -s http://$API_ADDR/metrics | grep tributary_api
-    curl -s http://127.0.0.1:9101/metrics | grep tributary_loader      # loader
-    curl -s http://127.0.0.1:$((9110 + SHARD_NUMBERS[0]))/metrics | grep tributary_reader      # reader of shard ${SHARD_NUMBERS[0]}
+    curl -s http://$LOADER_METRICS/metrics | grep tributary_loader      # loader
+    curl -s http://127.0.0.1:$((READER_METRICS_BASE + SHARD_NUMBERS[0]))/metrics | grep tributary_reader      # reader of shard ${SHARD_NUMBERS[0]}
   Check the API against the shards (scatter-gather ground truth):
     make verify
   Revenue across every workspace, by day and currency (CSV: add &format=csv):

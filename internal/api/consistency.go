@@ -9,9 +9,13 @@ package api
 // past X/Y: every change the shard committed up to there is then in
 // ClickHouse, so the client's write is in the answer.
 //
-// Waiting polls the watermarks (every pollInterval); concurrent waiters
-// share one query per topic set, so the load on ClickHouse does not grow
-// with the number of waiting clients. Reads without after= do not wait for
+// Waiting reads the watermarks again as soon as the last reading came back
+// short (at most one query start per waitPoll): concurrent waiters share
+// one query per topic set — a waiter joins the query in flight, which
+// started after the reading it saw, or starts the next one — so the load
+// on ClickHouse does not grow with the number of waiting clients, and a
+// watermark written is seen within about one query's time, not a polling
+// interval's. Reads without after= do not wait for
 // a query at all: they take the newest shared reading (snapshot), and a
 // reading older than pollInterval starts a refresh in the background for
 // the next request. A watermark observed before the data is read is still
@@ -52,9 +56,13 @@ const (
 	maxAfter = 64
 	// maxShard is the largest shard number (_shard is a UInt16).
 	maxShard = math.MaxUint16
-	// pollInterval is how often waiters look at the watermarks; results
-	// younger than that are shared.
+	// pollInterval is the age up to which a reading is shared without a
+	// new query (a waiter's first look, a read without after=).
 	pollInterval = 25 * time.Millisecond
+	// waitPoll is the least time between the starts of two queries a
+	// waiter makes: while clients wait, a topic set's watermarks are read
+	// back to back, but not more often than this.
+	waitPoll = 5 * time.Millisecond
 	// maxSnapshotAge is the oldest reading a request without after= is
 	// answered with without waiting for a new one.
 	maxSnapshotAge = time.Second
@@ -169,14 +177,22 @@ type watchResult struct {
 
 // get returns the freshness of topics, at most pollInterval old.
 func (w *watermarkWatch) get(ctx context.Context, topics []string) ([]query.ShardFreshness, error) {
+	fresh, _, err := w.newer(ctx, topics, time.Now().Add(-pollInterval))
+	return fresh, err
+}
+
+// newer returns a reading of topics whose query started after since, and
+// when it started: the stored one if it is, else the query in flight
+// (which started after the stored reading came back) or a new one.
+func (w *watermarkWatch) newer(ctx context.Context, topics []string, since time.Time) ([]query.ShardFreshness, time.Time, error) {
 	key := strings.Join(topics, "\x00")
 	w.mu.Lock()
 	r, ok := w.last[key]
 	w.mu.Unlock()
-	if ok && time.Since(r.at) < pollInterval {
-		return r.fresh, nil
+	if ok && r.at.After(since) {
+		return r.fresh, r.at, nil
 	}
-	return w.refresh(ctx, key, topics)
+	return w.refreshAt(ctx, key, topics)
 }
 
 // snapshot returns the newest reading of topics without waiting for a
@@ -205,15 +221,22 @@ func (w *watermarkWatch) snapshot(ctx context.Context, topics []string) ([]query
 // refresh queries the freshness of topics (one query shared by every
 // concurrent caller) and waits for it.
 func (w *watermarkWatch) refresh(ctx context.Context, key string, topics []string) ([]query.ShardFreshness, error) {
+	fresh, _, err := w.refreshAt(ctx, key, topics)
+	return fresh, err
+}
+
+// refreshAt is refresh, also returning when the query started.
+func (w *watermarkWatch) refreshAt(ctx context.Context, key string, topics []string) ([]query.ShardFreshness, time.Time, error) {
 	ch := w.flight.DoChan(key, w.fetchFunc(ctx, key, topics))
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, time.Time{}, ctx.Err()
 	case res := <-ch:
 		if res.Err != nil {
-			return nil, res.Err
+			return nil, time.Time{}, res.Err
 		}
-		return res.Val.([]query.ShardFreshness), nil
+		r := res.Val.(watchResult)
+		return r.fresh, r.at, nil
 	}
 }
 
@@ -232,9 +255,10 @@ func (w *watermarkWatch) fetchFunc(ctx context.Context, key string, topics []str
 		if w.last == nil {
 			w.last = map[string]watchResult{}
 		}
-		w.last[key] = watchResult{at: at, fresh: fresh}
+		r := watchResult{at: at, fresh: fresh}
+		w.last[key] = r
 		w.mu.Unlock()
-		return fresh, nil
+		return r, nil
 	}
 }
 
@@ -284,16 +308,18 @@ func (s *Server) freshnessOf(w http.ResponseWriter, r *http.Request, topics []st
 			deadline = limit
 		}
 	}
+	since := start.Add(-pollInterval) // the first look may share a recent reading
 	for first := true; ; first = false {
 		if !first {
 			if stopped, read, err = current(); err != nil {
 				return nil, err
 			}
 		}
-		fresh, err := s.watch.get(r.Context(), read)
+		fresh, at, err := s.watch.newer(r.Context(), read, since)
 		if err != nil {
 			return nil, err
 		}
+		since = at
 		if first {
 			if err := s.knownShards(r.Context(), c.after, fresh); err != nil {
 				return nil, err
@@ -321,14 +347,18 @@ func (s *Server) freshnessOf(w http.ResponseWriter, r *http.Request, topics []st
 				return nil, tableStopped(w, c, stopped, frozen)
 			}
 		}
-		if !time.Now().Add(pollInterval).Before(deadline) {
+		if !time.Now().Add(waitPoll).Before(deadline) {
 			s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
 			return nil, notYetVisible(w, c, fresh, time.Since(start))
 		}
-		select {
-		case <-r.Context().Done():
-			return nil, r.Context().Err()
-		case <-time.After(pollInterval):
+		// The next reading is one whose query starts after this one's,
+		// and no sooner than waitPoll after it.
+		if pause := time.Until(at.Add(waitPoll)); pause > 0 {
+			select {
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			case <-time.After(pause):
+			}
 		}
 	}
 }

@@ -362,3 +362,26 @@ func TestSnapshotDoesNotWait(t *testing.T) {
 		t.Errorf("old reading: %v %v, want a new one", got, err)
 	}
 }
+
+// TestWaiterReadsAfterWhatItSaw: a waiter whose reading came back short
+// gets one whose query started after it — never the same reading again,
+// however recent — and waiters share that query.
+func TestWaiterReadsAfterWhatItSaw(t *testing.T) {
+	f := &fakeWatermarks{step: 1}
+	w := &watermarkWatch{fetch: f.fetch, timeout: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	seen := time.Now()
+	w.last = map[string]watchResult{"t": {at: seen, fresh: []query.ShardFreshness{query.FreshnessAt(0, 0, seen, true)}}}
+	fresh, at, err := w.newer(ctx, []string{"t"}, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !at.After(seen) || f.calls.Load() != 1 || fresh[0].LSN() != 1 {
+		t.Fatalf("reading at %v (seen %v), LSN %v, %d queries: want a new query's reading", at, seen, fresh[0].LSN(), f.calls.Load())
+	}
+	// A reading newer than what the caller saw is shared, not queried again.
+	if _, again, err := w.newer(ctx, []string{"t"}, seen); err != nil || !again.Equal(at) || f.calls.Load() != 1 {
+		t.Fatalf("second waiter: reading at %v, %d queries, %v: want the shared reading at %v", again, f.calls.Load(), err, at)
+	}
+}

@@ -99,7 +99,10 @@ type Config struct {
 	DLQTopic string
 	Tables   *tables.Config
 	// BatchRecords, BatchBytes and BatchWait bound a batch: it is written
-	// when any is reached. BatchBytes counts the records' keys and values
+	// when any is reached, or as soon as nothing more is buffered, the
+	// previous batch is written and the batch holds a watermark record (or
+	// waited watermarkLinger for one): BatchWait is the longest a batch
+	// grows while the previous one is still being written. BatchBytes counts the records' keys and values
 	// (0: DefaultBatchBytes); it bounds the loader's memory, which holds
 	// two batches (one applied, the next decoded) plus their decoded and
 	// converted forms, whatever the size of the rows.
@@ -471,7 +474,7 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 		case <-permit:
 		}
 		t0 := time.Now()
-		recs, err := l.poll(ctx, cl)
+		f, err := l.poll(ctx, cl)
 		t0 = l.m.since(stagePoll, t0)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -483,18 +486,111 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 			}
 			return
 		}
-		b := polled{recs: recs, decoded: l.decodeAll(recs)}
+		b := polled{recs: f.recs, decoded: l.decodeAll(f.recs)}
 		l.m.since(stageDecode, t0)
-		select {
-		case out <- b:
-		case <-ctx.Done():
+		if !l.handOver(ctx, cl, f, &b, out) {
 			return
 		}
 	}
 }
 
-// poll gathers up to BatchRecords records or BatchBytes bytes, waiting at
-// most BatchWait after the first one arrives.
+// handOverTick is how often a batch waiting for the applier takes what
+// arrived meanwhile. It does not delay the hand-over (the applier takes
+// the batch the moment it is free), only how recent the batch is then,
+// and wakes the poller at most 100 times a second while the applier works.
+const handOverTick = 10 * time.Millisecond
+
+// watermarkLinger is how long a batch of changes without a watermark
+// record waits for one: a reader publishes its watermark right after Kafka
+// acknowledged the commit (internal/reader), so the commit's changes and
+// the watermark that makes them visible to read-your-writes are applied in
+// one batch, not two.
+const watermarkLinger = 50 * time.Millisecond
+
+// handOver gives b, filled so far as f says, to the applier. While the
+// applier is still busy with the previous batch, b takes in what arrives
+// meanwhile (within the batch's bounds and BatchWait from its first
+// record): under load a batch holds about an insert's time of records, so
+// batching — and the cost per change — stays, while a loader with nothing
+// to write hands a batch over as soon as nothing more is buffered and it
+// holds a watermark record (or has waited watermarkLinger for one). It
+// reports false when ctx ended first.
+func (l *Loader) handOver(ctx context.Context, cl *kgo.Client, f *fill, b *polled, out chan<- polled) bool {
+	tick := time.NewTicker(handOverTick)
+	defer tick.Stop()
+	defer func() { l.m.batchBytes.Observe(float64(f.size)) }()
+	send := func() bool {
+		select {
+		case out <- *b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	watermark := hasWatermark(b.decoded)
+	for {
+		if f.full(l.cfg.BatchRecords, l.cfg.BatchBytes) || time.Since(f.first) >= l.cfg.BatchWait {
+			return send()
+		}
+		n := len(f.recs)
+		var err error
+		if watermark || time.Since(f.first) >= watermarkLinger {
+			select {
+			case out <- *b:
+				return true
+			case <-ctx.Done():
+				return false
+			case <-tick.C:
+			}
+			err = l.take(ctx, cl, f)
+		} else {
+			// Wait for the next fetch (the watermark, most likely), at
+			// most until the linger ends.
+			pctx, cancel := context.WithDeadline(ctx, f.first.Add(watermarkLinger))
+			err = l.pollInto(ctx, pctx, cl, f)
+			cancel()
+			if err == nil {
+				err = l.take(ctx, cl, f)
+			}
+		}
+		if len(f.recs) > n {
+			more := l.decodeAll(f.recs[n:])
+			b.recs = f.recs
+			b.decoded = append(b.decoded, more...)
+			watermark = watermark || hasWatermark(more)
+		}
+		if err != nil {
+			// The records taken so far are handed over as they are; the
+			// error ends the poller with the next poll.
+			return send()
+		}
+	}
+}
+
+// hasWatermark reports whether ds hold a watermark record.
+func hasWatermark(ds []decodeResult) bool {
+	for _, d := range ds {
+		if d.err == nil && d.ev != nil && d.ev.Kind == envelope.KindWatermark {
+			return true
+		}
+	}
+	return false
+}
+
+// fill is a batch being gathered.
+type fill struct {
+	recs  []*kgo.Record
+	size  int       // record bytes (keys and values)
+	first time.Time // when its first record arrived
+}
+
+func (f *fill) full(maxRecords, maxBytes int) bool {
+	return len(f.recs) >= maxRecords || f.size >= maxBytes
+}
+
+// poll waits for a batch's first records, then takes what else the client
+// has buffered, up to BatchRecords records or BatchBytes bytes. It does not
+// wait for more: handOver grows the batch while the applier is busy.
 //
 // Records taken from the client cannot be given back (its position moves
 // past them), so the byte bound is kept by asking for few records at a
@@ -503,46 +599,53 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 // a time near the end. A batch therefore ends within about one record of
 // BatchBytes unless its records grow much larger than its mean on the way;
 // a single record larger than BatchBytes is a batch of its own.
-func (l *Loader) poll(ctx context.Context, cl *kgo.Client) ([]*kgo.Record, error) {
-	var out []*kgo.Record
-	var deadline time.Time
-	size := 0
-	for len(out) < l.cfg.BatchRecords && size < l.cfg.BatchBytes {
-		pctx := ctx
-		var cancel context.CancelFunc = func() {}
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				break
-			}
-			pctx, cancel = context.WithTimeout(ctx, left)
-		}
-		fs := cl.PollRecords(pctx, pollCount(len(out), size, l.cfg.BatchRecords, l.cfg.BatchBytes))
-		cancel()
-		if fs.IsClientClosed() {
-			return nil, errors.New("kafka client closed")
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			// Fetch errors are retried by franz-go; operators see them here
-			// and as consumer lag.
-			l.log.Warn("fetch error", slog.String("topic", t), slog.Int("partition", int(p)), slog.Any("err", err))
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, r)
-			size += len(r.Key) + len(r.Value)
-		})
-		if ctx.Err() != nil {
-			return out, ctx.Err()
-		}
-		if len(out) > 0 && deadline.IsZero() {
-			deadline = time.Now().Add(l.cfg.BatchWait)
+func (l *Loader) poll(ctx context.Context, cl *kgo.Client) (*fill, error) {
+	f := &fill{}
+	for len(f.recs) == 0 {
+		if err := l.pollInto(ctx, ctx, cl, f); err != nil {
+			return f, err
 		}
 	}
-	l.m.batchBytes.Observe(float64(size))
-	return out, nil
+	f.first = time.Now()
+	return f, l.take(ctx, cl, f)
+}
+
+// take adds to f what the client has buffered, without waiting, until
+// nothing is left or f is full.
+func (l *Loader) take(ctx context.Context, cl *kgo.Client, f *fill) error {
+	for !f.full(l.cfg.BatchRecords, l.cfg.BatchBytes) {
+		n := len(f.recs)
+		// A nil context polls only what is buffered (franz-go's PollRecords).
+		if err := l.pollInto(ctx, nil, cl, f); err != nil { //nolint:staticcheck // see above
+			return err
+		}
+		if len(f.recs) == n {
+			return nil
+		}
+	}
+	return nil
+}
+
+// pollInto polls once with pctx (nil: only what is buffered) and appends
+// the records to f.
+func (l *Loader) pollInto(ctx, pctx context.Context, cl *kgo.Client, f *fill) error {
+	fs := cl.PollRecords(pctx, pollCount(len(f.recs), f.size, l.cfg.BatchRecords, l.cfg.BatchBytes))
+	if fs.IsClientClosed() {
+		return errors.New("kafka client closed")
+	}
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		// Fetch errors are retried by franz-go; operators see them here
+		// and as consumer lag.
+		l.log.Warn("fetch error", slog.String("topic", t), slog.Int("partition", int(p)), slog.Any("err", err))
+	})
+	fs.EachRecord(func(r *kgo.Record) {
+		f.recs = append(f.recs, r)
+		f.size += len(r.Key) + len(r.Value)
+	})
+	return ctx.Err()
 }
 
 // pollCount is how many records to ask for next, with n records of size

@@ -11,7 +11,8 @@
 // removes the duplicates.
 //
 // Goroutines: Run's goroutine owns the replication connection (receive,
-// decode, produce, standby status); the watermark goroutine only produces;
+// decode, produce, standby status); the watermark goroutine only produces,
+// woken by the tracker when Kafka acknowledged a commit (watermarks);
 // the monitor goroutine owns the SQL connection (heartbeats, slot
 // statistics). Produce promises run on franz-go's goroutines and touch
 // only the tracker and metrics.
@@ -57,6 +58,11 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
+// DefaultWatermarkMinGap is the default Config.WatermarkMinGap: at most 40
+// watermark rounds per second from a busy shard, and a commit waits at most
+// this long for its round.
+const DefaultWatermarkMinGap = 25 * time.Millisecond
+
 // Config is what a Reader needs.
 type Config struct {
 	Shard       int
@@ -69,8 +75,16 @@ type Config struct {
 	// StatusInterval is how often the confirmed position is reported to
 	// the server even when it did not ask.
 	StatusInterval time.Duration
-	// WatermarkInterval is how often watermarks are published.
+	// WatermarkInterval is how often the reader state is saved and an
+	// unchanged watermark is considered for publishing again (after ten
+	// intervals). Watermarks of new positions do not wait for it.
 	WatermarkInterval time.Duration
+	// WatermarkMinGap is the least time between two watermark rounds: a
+	// position acknowledged sooner after the last round is published when
+	// the gap has passed (0: every advance at once). It bounds a busy
+	// shard's watermark records to partitions/WatermarkMinGap per second;
+	// the first advance after a quiet spell is published at once.
+	WatermarkMinGap time.Duration
 	// HeartbeatInterval is how often a heartbeat message is written to the
 	// shard's WAL so that an idle database still advances the slot (0: off).
 	HeartbeatInterval time.Duration
@@ -628,47 +642,80 @@ func (r *Reader) produceTo(ctx context.Context, cl *kgo.Client, st *txnState, to
 }
 
 // watermarks publishes, per partition of every table topic, the position
-// up to which this shard's changes are acknowledged.
+// up to which this shard's changes are acknowledged. A round follows each
+// advance of the tracker (a commit acknowledged by Kafka, or an idle
+// shard's keepalive or heartbeat) at once, unless the previous round is
+// younger than WatermarkMinGap: then it waits for the gap to pass and
+// publishes the newest position, so a busy shard sends at most one round
+// per gap. Every WatermarkInterval the state is saved and an unchanged
+// position is published again after ten intervals (a loader that starts
+// late still learns it).
 func (r *Reader) watermarks(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.WatermarkInterval)
-	defer t.Stop()
+	tick := time.NewTicker(r.cfg.WatermarkInterval)
+	defer tick.Stop()
 	var last, stored envelope.LSN
 	var lastAt time.Time
+	var gap <-chan time.Time // set while an advance waits for the gap to pass
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-tick.C:
+			r.saveState(ctx, &stored)
+		case <-r.tracker.advanced():
+			if wait := roundWait(time.Since(lastAt), r.cfg.WatermarkMinGap); wait > 0 {
+				if gap == nil {
+					gap = time.After(wait)
+				}
+				continue
+			}
+		case <-gap:
+			gap = nil
 		}
 		pos, commit, err := r.tracker.position()
 		if err != nil {
 			return nil // the stream goroutine reports it
 		}
-		r.saveState(ctx, &stored)
 		// Below the snapshot's end, copied rows may be ahead of the stream:
 		// the shard is not complete at pos yet (snapshot.go).
 		if pos < r.snapEnd || (pos == last && time.Since(lastAt) < 10*r.cfg.WatermarkInterval) {
 			continue
 		}
-		ts := time.Now()
-		if commit.lsn == pos && commit.unix > 0 {
-			ts = time.UnixMicro(commit.unix)
-		}
-		recs, err := watermarkRecords(r.cfg.Shard, pos, ts, r.parts)
-		if err != nil {
+		if err := r.publishWatermark(ctx, pos, commit); err != nil {
 			return err
 		}
-		for _, rec := range recs {
-			r.producer.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-				if err != nil && ctx.Err() == nil {
-					r.m.errors.WithLabelValues("watermark").Inc()
-					r.log.Warn("watermark produce failed", slog.Any("err", err))
-				}
-			})
-		}
-		r.m.watermarks.Inc()
 		last, lastAt = pos, time.Now()
 	}
+}
+
+// roundWait is how long a watermark round for a new position waits, the
+// previous round being since old: nothing once it is minGap old.
+func roundWait(since, minGap time.Duration) time.Duration {
+	return max(0, minGap-since)
+}
+
+// publishWatermark produces one watermark record at pos to every partition
+// of every table topic, stamped with the commit time when the position is
+// a commit's (else now: an idle shard is current as of now).
+func (r *Reader) publishWatermark(ctx context.Context, pos envelope.LSN, commit txnTime) error {
+	ts := time.Now()
+	if commit.lsn == pos && commit.unix > 0 {
+		ts = time.UnixMicro(commit.unix)
+	}
+	recs, err := watermarkRecords(r.cfg.Shard, pos, ts, r.parts)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		r.producer.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			if err != nil && ctx.Err() == nil {
+				r.m.errors.WithLabelValues("watermark").Inc()
+				r.log.Warn("watermark produce failed", slog.Any("err", err))
+			}
+		})
+	}
+	r.m.watermarks.Inc()
+	return nil
 }
 
 // saveState stores the position last reported to the server if it moved

@@ -13,7 +13,13 @@ import (
 //
 // The replication goroutine calls begin/add/seal/idle; Kafka's promise
 // goroutine calls ack. Everything is under mu.
+//
+// Every advance of the confirmable position is signalled on moved (one
+// pending signal at most, so a burst of advances wakes the watermark
+// goroutine once): a watermark follows a commit as soon as Kafka has
+// acknowledged it and everything before it, never earlier.
 type tracker struct {
+	moved     chan struct{}
 	mu        sync.Mutex
 	queue     []*txnState // in commit order; front is the oldest unconfirmed
 	confirmed envelope.LSN
@@ -35,7 +41,19 @@ type txnState struct {
 }
 
 func newTracker(start envelope.LSN) *tracker {
-	return &tracker{confirmed: start}
+	return &tracker{confirmed: start, moved: make(chan struct{}, 1)}
+}
+
+// advanced receives a value after the confirmable position moved (since
+// the last receive).
+func (t *tracker) advanced() <-chan struct{} { return t.moved }
+
+// signal notes that confirmed moved. Called under mu; never blocks.
+func (t *tracker) signal() {
+	select {
+	case t.moved <- struct{}{}:
+	default: // a signal is pending already: its receiver reads the newest position
+	}
 }
 
 // begin opens a transaction; records are added to it until seal.
@@ -94,6 +112,7 @@ func (t *tracker) advance() {
 		if f.end > t.confirmed {
 			t.confirmed = f.end
 			t.lastCommit = txnTime{f.end, f.commitUS}
+			t.signal()
 		}
 		t.queue[0] = nil
 		t.queue = t.queue[1:]
@@ -109,6 +128,7 @@ func (t *tracker) idle(walEnd envelope.LSN, asOf time.Time) {
 	if t.err == nil && len(t.queue) == 0 && walEnd > t.confirmed {
 		t.confirmed = walEnd
 		t.lastCommit = txnTime{walEnd, asOf.UnixMicro()}
+		t.signal()
 	}
 }
 

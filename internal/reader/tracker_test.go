@@ -74,3 +74,68 @@ func TestTrackerKeepsFirstError(t *testing.T) {
 		t.Fatalf("confirmed = %d after a failed produce, want 10", got)
 	}
 }
+
+// TestTrackerSignalsAdvances checks that the watermark goroutine is woken
+// by every advance of the confirmable position — the last ack of a sealed
+// transaction, a seal after its acks, an idle shard's keepalive — and not
+// by records or seals that leave it where it was; a burst of advances is
+// one pending signal.
+func TestTrackerSignalsAdvances(t *testing.T) {
+	tr := newTracker(100)
+	signalled := func() bool {
+		select {
+		case <-tr.advanced():
+			return true
+		default:
+			return false
+		}
+	}
+	a := tr.begin()
+	tr.add(a)
+	tr.seal(a, 200, 1)
+	if signalled() {
+		t.Fatal("signal before Kafka acknowledged the transaction's record")
+	}
+	tr.ack(a, nil)
+	if !signalled() {
+		t.Fatal("no signal after the transaction's last ack")
+	}
+	b := tr.begin()
+	tr.add(b)
+	tr.ack(b, nil)
+	if signalled() {
+		t.Fatal("signal for an acked but unsealed transaction")
+	}
+	tr.seal(b, 300, 2)
+	if !signalled() {
+		t.Fatal("no signal after sealing an acked transaction")
+	}
+	tr.idle(400, time.Now())
+	tr.idle(500, time.Now())
+	if !signalled() {
+		t.Fatal("no signal after an idle advance")
+	}
+	if signalled() {
+		t.Fatal("two pending signals for one burst of advances")
+	}
+	tr.idle(450, time.Now()) // behind: no advance
+	if signalled() {
+		t.Fatal("signal without an advance")
+	}
+}
+
+// TestRoundWait checks the watermark coalescing: a round right after the
+// previous one waits out the gap, one after a quiet spell does not wait.
+func TestRoundWait(t *testing.T) {
+	for _, tc := range []struct{ since, gap, want time.Duration }{
+		{0, 25 * time.Millisecond, 25 * time.Millisecond},
+		{10 * time.Millisecond, 25 * time.Millisecond, 15 * time.Millisecond},
+		{25 * time.Millisecond, 25 * time.Millisecond, 0},
+		{time.Hour, 25 * time.Millisecond, 0},
+		{0, 0, 0},
+	} {
+		if got := roundWait(tc.since, tc.gap); got != tc.want {
+			t.Errorf("roundWait(%s, %s) = %s, want %s", tc.since, tc.gap, got, tc.want)
+		}
+	}
+}
