@@ -59,7 +59,7 @@ unit:
 test: install vet
 	TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
-		$(GO) test -count=1 -timeout 15m ./...
+		$(GO) test -count=1 -timeout 30m ./...
 
 # Ground truth: scatter-gather over the shards compared with the API. Run
 # after traffic stopped (make demo ends its traffic before the tour). Every
