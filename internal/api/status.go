@@ -62,10 +62,11 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 
 // statusPage is what the template renders.
 type statusPage struct {
-	Generated  time.Time
-	RefreshMS  int64
-	Auth       string
-	RunbookURL string
+	Generated      time.Time
+	RefreshMS      int64
+	RefreshSeconds int64
+	Auth           string
+	RunbookURL     string
 	// NeedToken, when set, is why the caller may see nothing (401/403).
 	NeedToken *Error
 
@@ -95,7 +96,7 @@ type anomalySection struct {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
-	page := statusPage{Generated: time.Now().UTC(), RefreshMS: statusRefresh.Milliseconds(), Auth: "off", RunbookURL: cmp.Or(s.cfg.RunbookURL, DefaultRunbookURL)}
+	page := statusPage{Generated: time.Now().UTC(), RefreshMS: statusRefresh.Milliseconds(), RefreshSeconds: int64(statusRefresh / time.Second), Auth: "off", RunbookURL: cmp.Or(s.cfg.RunbookURL, DefaultRunbookURL)}
 	code := http.StatusOK
 	if s.cfg.Tokens != nil {
 		name, err := s.cfg.Tokens.authorize(w, r, accessToken)
