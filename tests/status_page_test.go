@@ -44,6 +44,8 @@ func chromiumPath(t *testing.T) string {
 // status page in headless Chromium: no console errors, every shard
 // listed with its reader's state, the duplicate id shown, a failing
 // metrics endpoint shown as failed, and the page refreshed by its script.
+// Then, with tokens, the token form and what a token without
+// documents:read sees.
 // TRIBUTARY_STATUS_SCREENSHOT=docs/status-page.png (relative to the
 // repository) saves a screenshot.
 func TestStatusPageInChromium(t *testing.T) {
@@ -171,12 +173,39 @@ func TestStatusPageInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	mu.Lock()
+	for _, pr := range problems {
+		t.Errorf("browser: %s", pr)
+	}
+	problems = nil
+	mu.Unlock()
+
+	// With tokens: the page without one is the token form (a 401, which
+	// the browser logs); a token entered there shows the page, and its
+	// anomaly sections say what the token's scopes do not cover.
+	tokens, err := api.ParseTokens("finance:"+apiRevenueToken+":revenue:read", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded := httptest.NewServer(api.New(api.Config{Tables: p.tables, DocumentsTable: p.table(), QueryTimeout: 15 * time.Second,
+		Tokens: tokens, ComponentMetrics: endpoints}, query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
+	t.Cleanup(guarded.Close)
+	step("token form", chromedp.Do(bctx, chromedp.Navigate(guarded.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#token-form")),
+		chromedp.SendKeys(chromedp.CSS("#token-input"), apiRevenueToken), chromedp.Click(chromedp.CSS(`#token-form button`)),
+		chromedp.WaitVisible(chromedp.CSS("#shards"))))
+	guardedAnomalies, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#anomalies")))
+	step("anomalies with a revenue token", err)
+	if !strings.Contains(guardedAnomalies, `lacks the documents:read scope`) {
+		t.Errorf("with a revenue:read token the anomaly sections do not say they need documents:read:\n%s", guardedAnomalies)
+	}
 	cancelBrowser()
 	<-drained
 	mu.Lock()
 	defer mu.Unlock()
 	for _, pr := range problems {
-		t.Errorf("browser: %s", pr)
+		if !strings.Contains(pr, "401") {
+			t.Errorf("browser, with tokens: %s", pr)
+		}
 	}
 }
 

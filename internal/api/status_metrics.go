@@ -121,12 +121,14 @@ type deadLetters struct {
 type componentsView struct {
 	Configured bool
 	Endpoints  []endpointResult
-	Readers    map[int]*readerView
-	Lag        []partitionLag
-	Stages     []stageTime
-	DLQTotal   float64
-	DLQ        []deadLetters
-	Loaders    int
+	// Failed counts the endpoints that did not answer with metrics.
+	Failed   int
+	Readers  map[int]*readerView
+	Lag      []partitionLag
+	Stages   []stageTime
+	DLQTotal float64
+	DLQ      []deadLetters
+	Loaders  int
 }
 
 // readComponents turns the scrapes into the page's view: reader metrics
@@ -138,6 +140,7 @@ func readComponents(results []endpointResult) componentsView {
 	lag := map[partitionLag]float64{}
 	for _, r := range results {
 		if r.Err != "" {
+			v.Failed++
 			continue
 		}
 		if _, ok := r.families["tributary_loader_records_total"]; ok {

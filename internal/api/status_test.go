@@ -93,8 +93,8 @@ func TestStatusPageShowsComponentsAndFailures(t *testing.T) {
 	for _, want := range []string{
 		`data-shard="3"`, `data-shard="5"`, // every shard with a watermark
 		"snapshotting 50%", "3.0 MiB", "reserved", // shard 5's reader
-		"no reader metrics for this shard", // shard 3 has none
-		"t.orders", ">17<",                 // lag per partition
+		"no reader metrics for this shard: <span class=\"bad\">2 metrics endpoint(s) failed", // shard 3 has none
+		"t.orders", ">17<", // lag per partition
 		"insert", "75%", // stage shares
 		`id="dlq-total">5<`, "unmapped_type", "decode",
 		garbage.URL + "</code>: <span class=\"err\">failed: not Prometheus text format",
