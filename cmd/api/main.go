@@ -11,8 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -36,6 +38,8 @@ Routes (scope needed when tokens are configured):
   GET /v1/anomalies/duplicates      ids live on more than one shard            documents:read
   GET /v1/revenue                   exact revenue report                       revenue:read
   GET /v1/shards                    per-shard freshness                        any token
+  GET /                             status page (HTML; sections need their
+                                    route's scope; --component-metrics)        any token
   GET /healthz, /readyz, /metrics, /v1/openapi.json                            open
 Every read accepts after=S:X/Y (shard S, pg_current_wal_lsn() after the write's
 commit; repeatable) and wait= (default 5s, at most 30s): read-your-writes.
@@ -63,8 +67,12 @@ type Config struct {
 	TokensFile  string
 	Tokens      string
 	RequireAuth bool
-	LogFormat   string
-	LogLevel    string
+	// ComponentMetrics are the readers' and loaders' metrics URLs the
+	// status page (GET /) reads; RunbookURL is where it links the runbook.
+	ComponentMetrics string
+	RunbookURL       string
+	LogFormat        string
+	LogLevel         string
 }
 
 func parse(args []string) (*Config, error) {
@@ -89,6 +97,9 @@ func parse(args []string) (*Config, error) {
 		requireAuth = b
 	}
 	fs.BoolVar(&c.RequireAuth, "require-auth", requireAuth, "refuse to start without tokens [$TRIBUTARY_API_REQUIRE_AUTH]")
+	fs.String(&c.ComponentMetrics, "component-metrics", "TRIBUTARY_API_COMPONENT_METRICS", "",
+		"comma-separated metrics URLs of the cdc-readers and loaders, for the status page at / (none: the page says so)")
+	fs.String(&c.RunbookURL, "runbook-url", "TRIBUTARY_API_RUNBOOK_URL", api.DefaultRunbookURL, "where the status page links the runbook's sections (docs/runbook.md)")
 	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
@@ -115,7 +126,27 @@ func (c *Config) Validate() error {
 	case c.RequireAuth && c.TokensFile == "" && c.Tokens == "":
 		errs = append(errs, errors.New("--require-auth: no tokens configured (--tokens-file, $TRIBUTARY_API_TOKENS_FILE or $TRIBUTARY_API_TOKENS)"))
 	}
+	if _, err := c.componentMetrics(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// componentMetrics is --component-metrics as a list of http(s) URLs.
+func (c *Config) componentMetrics() ([]string, error) {
+	var out []string
+	for i, item := range strings.Split(c.ComponentMetrics, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		u, err := url.Parse(item)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--component-metrics: entry %d (%q) is not an http(s) URL such as http://127.0.0.1:9101/metrics", i+1, item)
+		}
+		out = append(out, item)
+	}
+	return out, nil
 }
 
 func main() { flagenv.Main("api", parse, run) }
@@ -146,7 +177,9 @@ func run(ctx context.Context, cfg *Config) error {
 	}
 	defer q.Close()
 	reg := telemetry.NewRegistry()
-	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens}, q, log, reg)
+	metrics, _ := cfg.componentMetrics() // checked by Validate
+	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens,
+		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL}, q, log, reg)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.Handler(reg))
 	mux.Handle("/", srv)

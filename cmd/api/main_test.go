@@ -58,3 +58,19 @@ func TestConfigAuth(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigComponentMetrics(t *testing.T) {
+	base := []string{"--tables", "x.json", "--clickhouse-addr", "127.0.0.1:1"}
+	cfg, err := parse(append(base, "--component-metrics", "http://127.0.0.1:9101/metrics, http://127.0.0.1:9201/metrics,"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := cfg.componentMetrics()
+	if len(got) != 2 || got[1] != "http://127.0.0.1:9201/metrics" {
+		t.Errorf("component metrics %q", got)
+	}
+	_, err = parse(append(base, "--component-metrics", "http://127.0.0.1:9101/metrics,127.0.0.1:9201"))
+	if err == nil || !strings.Contains(err.Error(), `entry 2 ("127.0.0.1:9201") is not an http(s) URL`) {
+		t.Errorf("error %v, want one naming entry 2", err)
+	}
+}

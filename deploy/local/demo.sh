@@ -136,7 +136,12 @@ if [[ -n $RING_MAP ]]; then
 	loader_ring=(--ring-map "$RING_MAP")
 fi
 start loader "$BIN/loader" --metrics-addr "$LOADER_METRICS" --revenue-aggregate-interval 1s "${loader_ring[@]}"
-start api "$BIN/api" --listen "$API_ADDR"
+# The status page (GET /) reads the readers' and the loader's metrics.
+component_metrics=http://$LOADER_METRICS/metrics
+for i in "${SHARD_NUMBERS[@]}"; do
+	component_metrics+=",http://127.0.0.1:$((READER_METRICS_BASE + i))/metrics"
+done
+start api "$BIN/api" --listen "$API_ADDR" --component-metrics "$component_metrics"
 
 echo -n "demo: waiting for the API"
 for _ in $(seq 1 100); do
@@ -173,6 +178,8 @@ cat <<EOF
 The stack (${#SHARD_NUMBERS[@]} PostgreSQL shards, numbered ${SHARD_NUMBERS[*]} in $TRIBUTARY_FLEET;
 Kafka: $TRIBUTARY_KAFKA_KIND; ClickHouse) is up, one cdc-reader per shard, a loader and the API are running.
 
+  The status page (freshness, readers, loader, anomalies, revenue), in a browser:
+    http://$API_ADDR/
   Per-shard freshness (watermark LSN and commit time):
     curl -s http://$API_ADDR/v1/shards
   A document by global id, from any shard, with the shard it lives on:

@@ -37,7 +37,8 @@ pkg_installed() {
 
 # install_packages installs, in one apt run, the packages that are missing.
 install_packages() {
-	local want=(postgresql-15 postgresql-client-15 clickhouse-server clickhouse-client kcat prometheus)
+	# chromium: headless, for the status page test (tests/status_page_test.go).
+	local want=(postgresql-15 postgresql-client-15 clickhouse-server clickhouse-client kcat prometheus chromium)
 	# Java 17 and Maven normally come with the machine; install them only
 	# when the commands are missing, so a newer JDK set up by hand is kept.
 	command -v java >/dev/null || want+=(default-jre-headless)

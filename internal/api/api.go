@@ -44,6 +44,12 @@ type Config struct {
 	// Tokens authenticates requests. Nil (the zero value) serves every
 	// route to anyone.
 	Tokens *Tokens
+	// ComponentMetrics are the readers' and loaders' metrics URLs the
+	// status page scrapes (status_metrics.go); none: the page says so.
+	ComponentMetrics []string
+	// RunbookURL is where the status page links the runbook's sections
+	// (default DefaultRunbookURL).
+	RunbookURL string
 }
 
 // Server is the HTTP handler set.
@@ -103,6 +109,7 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 	s.route("GET /v1/anomalies/misplaced", ScopeDocumentsRead, s.misplaced)
 	s.route("GET /v1/shards", accessToken, s.shards)
 	s.route("GET /v1/revenue", ScopeRevenueRead, s.revenue)
+	s.route("GET /{$}", accessOpen, s.status) // status.go: checks tokens itself, to answer in HTML
 	s.route("GET /v1/openapi.json", accessOpen, s.openapi)
 	s.route("GET /readyz", accessOpen, s.ready)
 	s.route("GET /healthz", accessOpen, func(w http.ResponseWriter, _ *http.Request) error {

@@ -1,0 +1,271 @@
+package api
+
+// The status page's view of the other components: it scrapes the metrics
+// endpoints the API is configured with (Config.ComponentMetrics: cdc-reader
+// and loader /metrics URLs), server-side, each with a short timeout. An
+// endpoint that does not answer, or answers something that is not the
+// Prometheus text format, is shown as failed with its error; the page
+// never fails because of it.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// componentScrapeTimeout bounds one metrics endpoint's answer: the page
+// waits for the slowest endpoint, so a dead one costs this much at most.
+const componentScrapeTimeout = 2 * time.Second
+
+// componentClient scrapes the endpoints; each request has its own deadline.
+var componentClient = &http.Client{Timeout: componentScrapeTimeout}
+
+// maxMetricsBytes bounds what is read of one endpoint's answer.
+const maxMetricsBytes = 8 << 20
+
+// endpointResult is one endpoint's scrape: its families, or why not.
+type endpointResult struct {
+	URL      string
+	Err      string
+	families map[string]*dto.MetricFamily
+}
+
+// scrapeComponents fetches every URL at once and returns the results in
+// the order of urls.
+func scrapeComponents(ctx context.Context, client *http.Client, urls []string) []endpointResult {
+	out := make([]endpointResult, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fams, err := scrapeOne(ctx, client, u)
+			out[i] = endpointResult{URL: u, families: fams}
+			if err != nil {
+				out[i].Err = err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func scrapeOne(ctx context.Context, client *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, componentScrapeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bad URL: %w", err)
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("answered %s", resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, maxMetricsBytes))
+	if err != nil {
+		return nil, fmt.Errorf("not Prometheus text format: %w", err)
+	}
+	return fams, nil
+}
+
+// readerView is what one shard's reader reports.
+type readerView struct {
+	Shard int
+	// State is streaming, snapshotting (with Progress), or error.
+	State          string
+	Progress       float64 // 0..1, while snapshotting
+	LagBytes       float64
+	LagSeconds     float64
+	RetainedBytes  float64
+	WALStatus      string
+	Errors         float64
+	SnapshotTables int
+}
+
+// partitionLag is the loader group's lag on one partition.
+type partitionLag struct {
+	Topic     string
+	Partition int
+	Records   float64
+}
+
+// stageTime is the loader's time in one stage.
+type stageTime struct {
+	Stage   string
+	Seconds float64
+	Share   float64 // of all stages, 0..1
+}
+
+// deadLetters counts dead letters by reason.
+type deadLetters struct {
+	Reason string
+	Count  float64
+}
+
+// componentsView is every scraped endpoint, read.
+type componentsView struct {
+	Configured bool
+	Endpoints  []endpointResult
+	// Failed counts the endpoints that did not answer with metrics.
+	Failed   int
+	Readers  map[int]*readerView
+	Lag      []partitionLag
+	Stages   []stageTime
+	DLQTotal float64
+	DLQ      []deadLetters
+	Loaders  int
+}
+
+// readComponents turns the scrapes into the page's view: reader metrics
+// carry a shard label; loader metrics are summed over loaders.
+func readComponents(results []endpointResult) componentsView {
+	v := componentsView{Configured: true, Endpoints: results, Readers: map[int]*readerView{}}
+	stages := map[string]float64{}
+	dlq := map[string]float64{}
+	lag := map[partitionLag]float64{}
+	for _, r := range results {
+		if r.Err != "" {
+			v.Failed++
+			continue
+		}
+		if _, ok := r.families["tributary_loader_records_total"]; ok {
+			v.Loaders++
+		}
+		readers := func(name string, f func(rv *readerView, m *dto.Metric)) {
+			for _, m := range metricsOf(r.families, name) {
+				shard, err := strconv.Atoi(label(m, "shard"))
+				if err != nil {
+					continue
+				}
+				rv := v.Readers[shard]
+				if rv == nil {
+					rv = &readerView{Shard: shard, State: "streaming", Progress: 1}
+					v.Readers[shard] = rv
+				}
+				f(rv, m)
+			}
+		}
+		readers("tributary_reader_lag_bytes", func(rv *readerView, m *dto.Metric) { rv.LagBytes = value(m) })
+		readers("tributary_reader_lag_seconds", func(rv *readerView, m *dto.Metric) { rv.LagSeconds = value(m) })
+		readers("tributary_reader_slot_retained_wal_bytes", func(rv *readerView, m *dto.Metric) { rv.RetainedBytes = value(m) })
+		readers("tributary_reader_errors_total", func(rv *readerView, m *dto.Metric) { rv.Errors += value(m) })
+		readers("tributary_reader_slot_wal_status", func(rv *readerView, m *dto.Metric) {
+			if value(m) == 1 {
+				rv.WALStatus = label(m, "status")
+			}
+		})
+		readers("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) {
+			rv.SnapshotTables++
+			rv.Progress = min(rv.Progress, value(m))
+		})
+		for _, m := range metricsOf(r.families, "tributary_loader_stage_seconds_total") {
+			stages[label(m, "stage")] += value(m)
+		}
+		for _, m := range metricsOf(r.families, "tributary_loader_dlq_records_total") {
+			dlq[label(m, "reason")] += value(m)
+		}
+		for _, m := range metricsOf(r.families, "tributary_loader_consumer_lag_records") {
+			p, _ := strconv.Atoi(label(m, "partition"))
+			lag[partitionLag{Topic: label(m, "topic"), Partition: p}] += value(m)
+		}
+	}
+	for _, rv := range v.Readers {
+		switch {
+		case rv.WALStatus == "lost":
+			rv.State = "error: slot lost"
+		case rv.Progress < 1:
+			rv.State = "snapshotting"
+		}
+	}
+	var total float64
+	for _, s := range stages {
+		total += s
+	}
+	for name, s := range stages {
+		st := stageTime{Stage: name, Seconds: s}
+		if total > 0 {
+			st.Share = s / total
+		}
+		v.Stages = append(v.Stages, st)
+	}
+	slices.SortFunc(v.Stages, func(a, b stageTime) int { return cmpDesc(a.Seconds, b.Seconds, a.Stage, b.Stage) })
+	for reason, n := range dlq {
+		v.DLQTotal += n
+		if n > 0 {
+			v.DLQ = append(v.DLQ, deadLetters{Reason: reason, Count: n})
+		}
+	}
+	slices.SortFunc(v.DLQ, func(a, b deadLetters) int { return cmpDesc(a.Count, b.Count, a.Reason, b.Reason) })
+	for k, n := range lag {
+		k.Records = n
+		v.Lag = append(v.Lag, k)
+	}
+	slices.SortFunc(v.Lag, func(a, b partitionLag) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return a.Partition - b.Partition
+	})
+	return v
+}
+
+// cmpDesc orders by x descending, then by name.
+func cmpDesc(x, y float64, a, b string) int {
+	switch {
+	case x > y:
+		return -1
+	case x < y:
+		return 1
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func metricsOf(fams map[string]*dto.MetricFamily, name string) []*dto.Metric {
+	if f, ok := fams[name]; ok {
+		return f.GetMetric()
+	}
+	return nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}

@@ -1,0 +1,155 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/tables"
+)
+
+// readerMetricsFixture is what a cdc-reader of shard 5 exports, in part:
+// a snapshot half done and a slot that retains 3 MiB.
+const readerMetricsFixture = `# TYPE tributary_reader_lag_bytes gauge
+tributary_reader_lag_bytes{shard="5"} 2048
+# TYPE tributary_reader_slot_retained_wal_bytes gauge
+tributary_reader_slot_retained_wal_bytes{shard="5"} 3.145728e+06
+# TYPE tributary_reader_slot_wal_status gauge
+tributary_reader_slot_wal_status{shard="5",status="reserved"} 1
+tributary_reader_slot_wal_status{shard="5",status="lost"} 0
+# TYPE tributary_reader_snapshot_progress_ratio gauge
+tributary_reader_snapshot_progress_ratio{shard="5",table="orders"} 0.5
+`
+
+// loaderMetricsFixture is a loader's: lag on one partition, two stages,
+// dead letters of two reasons.
+const loaderMetricsFixture = `# TYPE tributary_loader_records_total counter
+tributary_loader_records_total{kind="change",topic="t.orders"} 10
+# TYPE tributary_loader_consumer_lag_records gauge
+tributary_loader_consumer_lag_records{partition="2",topic="t.orders"} 17
+# TYPE tributary_loader_stage_seconds_total counter
+tributary_loader_stage_seconds_total{stage="insert"} 3
+tributary_loader_stage_seconds_total{stage="poll"} 1
+# TYPE tributary_loader_dlq_records_total counter
+tributary_loader_dlq_records_total{reason="decode",topic="t.orders"} 4
+tributary_loader_dlq_records_total{reason="unmapped_type",topic="t.orders"} 1
+`
+
+// newStatusServer is the API over fakes: watermarks of shards 3 and 5,
+// no stopped table, and ClickHouse absent for everything else (those
+// sections must show their failure).
+func newStatusServer(t *testing.T, tokens *Tokens, metrics []string) *Server {
+	t.Helper()
+	cfg, err := tables.Parse([]byte(`{"tables":[{"name":"orders","id_column":"id","id_layout":"seed000"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Tables: cfg, DocumentsTable: "orders", QueryTimeout: 5 * time.Second, Tokens: tokens, ComponentMetrics: metrics},
+		query.New(nil, "tributary"), slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	s.stopped = &stoppedWatch{timeout: time.Second, fetch: func(context.Context, time.Time) ([]query.StoppedTable, error) { return nil, nil }}
+	s.watch.fetch = func(context.Context, []string) ([]query.ShardFreshness, error) {
+		return []query.ShardFreshness{{Shard: 3, CommitLSN: "0/10", Complete: true}, {Shard: 5, CommitLSN: "0/20", Complete: true}}, nil
+	}
+	return s
+}
+
+func getStatus(t *testing.T, s *Server, token string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+		t.Errorf("content type %q, want HTML", ct)
+	}
+	return rec.Code, rec.Body.String()
+}
+
+func TestStatusPageShowsComponentsAndFailures(t *testing.T) {
+	serve := func(body string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, body) }))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	readerSrv, loaderSrv, garbage := serve(readerMetricsFixture), serve(loaderMetricsFixture), serve("{not metrics")
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close() // nothing listens there any more
+
+	s := newStatusServer(t, nil, []string{readerSrv.URL, loaderSrv.URL, garbage.URL, dead.URL})
+	code, body := getStatus(t, s, "")
+	if code != http.StatusOK {
+		t.Fatalf("status %d, want 200:\n%s", code, body)
+	}
+	for _, want := range []string{
+		`data-shard="3"`, `data-shard="5"`, // every shard with a watermark
+		"snapshotting 50%", "3.0 MiB", "reserved", // shard 5's reader
+		"no reader metrics for this shard: <span class=\"bad\">2 metrics endpoint(s) failed", // shard 3 has none
+		"t.orders", ">17<", // lag per partition
+		"insert", "75%", // stage shares
+		`id="dlq-total">5<`, "unmapped_type", "decode",
+		garbage.URL + "</code>: <span class=\"err\">failed: not Prometheus text format",
+		dead.URL + "</code>: <span class=\"err\">failed:",
+		"#tributaryduplicateids", "/v1/anomalies/duplicates?state=open", "#tributarymovesstuck", "#tributarymisplacedrows",
+		"Serial collisions", "Lost moves",
+		"404 revenue_not_configured", // no revenue section in the table config
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// The duplicates listing failed (no ClickHouse here) and there is no
+	// move log: each section says so, and the page is still a 200.
+	if n := strings.Count(body, "500 query_failed"); n != 2 {
+		t.Errorf("%d sections show the duplicates listing's 500, want 2 (duplicates, serial collisions)", n)
+	}
+	if n := strings.Count(body, "404 no_move_log"); n != 2 {
+		t.Errorf("%d sections show the moves listing's 404, want 2 (stuck, lost)", n)
+	}
+}
+
+func TestStatusPageWithoutMetricsSaysSo(t *testing.T) {
+	code, body := getStatus(t, newStatusServer(t, nil, nil), "")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if !strings.Contains(body, "No component metrics endpoints are configured") || !strings.Contains(body, `data-shard="5"`) {
+		t.Errorf("page without --component-metrics:\n%s", body)
+	}
+}
+
+func TestStatusPageHonoursTokens(t *testing.T) {
+	tokens, err := ParseTokens("oncall:oncall-token-0123456789:revenue:read\nreader:reader-token-0123456789:documents:read", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStatusServer(t, tokens, nil)
+	code, body := getStatus(t, s, "")
+	if code != http.StatusUnauthorized || !strings.Contains(body, "This page needs a token") || !strings.Contains(body, `id="token-form"`) {
+		t.Errorf("no token: %d\n%s", code, body)
+	}
+	if strings.Contains(body, `data-shard=`) {
+		t.Error("the page without a token shows shards")
+	}
+	code, body = getStatus(t, s, "wrong-token-0123456789")
+	if code != http.StatusUnauthorized || !strings.Contains(body, "the bearer token is not valid") {
+		t.Errorf("unknown token: %d\n%s", code, body)
+	}
+	// A token without documents:read sees freshness but not anomalies.
+	code, body = getStatus(t, s, "oncall-token-0123456789")
+	if code != http.StatusOK || !strings.Contains(body, `data-shard="3"`) || !strings.Contains(body, "auth: token oncall") {
+		t.Errorf("revenue token: %d\n%s", code, body)
+	}
+	if !strings.Contains(body, "403 forbidden: token &#34;oncall&#34; lacks the documents:read scope") {
+		t.Errorf("the anomaly sections do not say they need documents:read:\n%s", body)
+	}
+}
