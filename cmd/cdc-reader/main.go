@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
@@ -50,6 +51,7 @@ type Config struct {
 	TablesFile        string
 	Brokers           string
 	Partitions        int
+	ReplicationFactor int
 	StatusInterval    time.Duration
 	WatermarkInterval time.Duration
 	HeartbeatInterval time.Duration
@@ -76,6 +78,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
 	fs.Int(&c.Partitions, "partitions", "TRIBUTARY_PARTITIONS", 4, "partitions for table topics this reader creates")
+	fs.Int(&c.ReplicationFactor, "replication-factor", "TRIBUTARY_KAFKA_REPLICATION_FACTOR", 0, "replicas of the topics this reader creates (0: the cluster's default.replication.factor)")
 	fs.Duration(&c.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
 	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to publish freshness watermarks")
 	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
@@ -122,6 +125,9 @@ func (c *Config) Validate() error {
 	if len(flagenv.List(c.Brokers)) == 0 {
 		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
 	}
+	if c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16 {
+		errs = append(errs, fmt.Errorf("--replication-factor must be 0 (the cluster's default) or a replica count, got %d", c.ReplicationFactor))
+	}
 	if c.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("--partitions must be >= 1, got %d", c.Partitions))
 	}
@@ -163,7 +169,7 @@ func run(ctx context.Context, cfg *Config) error {
 	reg := telemetry.NewRegistry()
 	r := reader.New(reader.Config{
 		Shard: cfg.Shard, DSN: cfg.DSN, Slot: cfg.Slot, Publication: cfg.Publication, Tables: tcfg,
-		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions),
+		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions), ReplicationFactor: int16(cfg.ReplicationFactor),
 		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval,
 		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
 		SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,
