@@ -182,7 +182,15 @@ kafka_all_alive() {
 	local n
 	for ((n = 1; n <= KAFKA_NODES; n++)); do kafka_node_pid "$n" >/dev/null || return 1; done
 }
-kafka_ready_real() { kafka_ready "$HOST:$KAFKA_PORT" "$KAFKA_NODES"; }
+# kafka_ready_real: every node answers on its own port and lists all of
+# them (asking one node only would pass while another one is still down:
+# the cluster fences a lost node seconds later).
+kafka_ready_real() {
+	local n
+	for ((n = 1; n <= KAFKA_NODES; n++)); do
+		kafka_ready "$HOST:$(kafka_node_port "$n")" "$KAFKA_NODES" || return 1
+	done
+}
 
 # kafka_node_start launches node $1 on its formatted storage.
 kafka_node_start() {
