@@ -161,7 +161,7 @@ preflight() {
 		command -v "$t" >/dev/null || die "$t not found: run deploy/local/install.sh"
 	done
 	[[ -x $PG_BIN/initdb ]] || die "PostgreSQL 15 not found in $PG_BIN: run deploy/local/install.sh"
-	if wants_real && ! kafka_pid >/dev/null; then
+	if wants_real && ! kafka_all_alive; then
 		command -v java >/dev/null || die "java not found (Kafka needs Java 17+): run deploy/local/install.sh"
 		jars_complete "$KAFKA_JARS" ||
 			die "Kafka $KAFKA_VERSION jars missing or incomplete in $KAFKA_JARS: run deploy/local/install.sh"
