@@ -7,11 +7,13 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.stack
 STACK := deploy/local/stack.sh
 GO ?= go
 
-.PHONY: help install up down purge status build demo demo-down test unit vet verify loadgen bench-loader
+.PHONY: help install up down purge status build demo demo-down test test-kafka-cluster test-chdb unit vet verify loadgen bench-loader
 
 help:
 	@echo "make demo    - install, start the stack + readers/loader/api, run traffic, print a tour"
 	@echo "make test    - install, start the stack (real Kafka + embedded), run every test"
+	@echo "make test-kafka-cluster - the 3-broker Kafka fault test alone (a node SIGKILLed under writes, ~60 s)"
+	@echo "make test-chdb - the product's ClickHouse statements on current ClickHouse (chDB) vs 18.16"
 	@echo "make unit    - unit tests only (no services)"
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
 	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth; FLEET=file: another fleet file)"
@@ -60,6 +62,20 @@ test: install vet
 	TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 30m ./...
+
+# Two tests of `make test`, alone. The Kafka cluster test starts its own
+# three KRaft nodes from the jar cache (tests/kafka_cluster_test.go); the
+# chDB test its own ClickHouse 18.16 and the venv install.sh makes
+# (tests/chdb_compat_test.go). Both use the stack's PostgreSQL/ClickHouse.
+test-kafka-cluster: install
+	TRIBUTARY_KAFKA=both $(STACK) up
+	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
+		$(GO) test -count=1 -timeout 10m -v -run 'TestKafkaClusterBrokerKilled$$' ./tests
+
+test-chdb: install
+	TRIBUTARY_KAFKA=both $(STACK) up
+	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
+		$(GO) test -count=1 -timeout 10m -v -run 'TestCurrentClickHouseAnswersAlike$$' ./tests
 
 # Ground truth: scatter-gather over the shards compared with the API. Run
 # after traffic stopped (make demo ends its traffic before the tour). Every

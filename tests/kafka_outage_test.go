@@ -44,6 +44,9 @@ type ownKafka struct {
 	dir      string
 	port     int
 	ctrlPort int
+	// Set by startKafkaCluster for a node of a cluster (kafka_cluster_test.go);
+	// zero for a single node.
+	cluster *clusterNode
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
@@ -146,10 +149,15 @@ func (k *ownKafka) writeConfig() error {
 		}
 	}
 	host := "127.0.0.1"
+	nodeID, quorum := 1, fmt.Sprintf("controller.quorum.bootstrap.servers=%s:%d", host, k.ctrlPort)
+	rf, minISR := 1, 1
+	if c := k.cluster; c != nil {
+		nodeID, quorum, rf, minISR = c.id, "controller.quorum.voters="+c.voters, c.rf, c.minISR
+	}
 	props := fmt.Sprintf(`# Written by tests/kafka_outage_test.go, after deploy/local/stack.d/kafka.sh.
 process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=%[1]s:%[3]d
+node.id=%[5]d
+%[6]s
 listeners=PLAINTEXT://%[1]s:%[2]d,CONTROLLER://%[1]s:%[3]d
 advertised.listeners=PLAINTEXT://%[1]s:%[2]d,CONTROLLER://%[1]s:%[3]d
 controller.listener.names=CONTROLLER
@@ -158,19 +166,20 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=%[4]s
 num.partitions=4
 auto.create.topics.enable=true
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-default.replication.factor=1
-min.insync.replicas=1
+offsets.topic.replication.factor=%[7]d
+transaction.state.log.replication.factor=%[7]d
+transaction.state.log.min.isr=%[8]d
+share.coordinator.state.topic.replication.factor=%[7]d
+share.coordinator.state.topic.min.isr=%[8]d
+default.replication.factor=%[7]d
+min.insync.replicas=%[8]d
+unclean.leader.election.enable=false
 offsets.topic.num.partitions=4
 transaction.state.log.num.partitions=4
 group.initial.rebalance.delay.ms=0
 # The test tells records appended before an outage from later ones by this.
 log.message.timestamp.type=LogAppendTime
-`, host, k.port, k.ctrlPort, filepath.Join(k.dir, "data"))
+`, host, k.port, k.ctrlPort, filepath.Join(k.dir, "data"), nodeID, quorum, rf, minISR)
 	if err := os.WriteFile(filepath.Join(k.dir, "server.properties"), []byte(props), 0o644); err != nil {
 		return err
 	}
@@ -191,10 +200,19 @@ logger.kafka_request.level = WARN
 func (k *ownKafka) format() error {
 	b := make([]byte, 16)
 	rand.Read(b) //nolint:errcheck // never fails
-	cid := base64.RawURLEncoding.EncodeToString(b)
-	cmd := exec.Command("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m",
-		"-Dlog4j2.configurationFile="+filepath.Join(k.dir, "log4j2.properties"), "-cp", k.jars+"/*",
-		"kafka.tools.StorageTool", "format", "--standalone", "-t", cid, "-c", filepath.Join(k.dir, "server.properties"))
+	cid, mode := base64.RawURLEncoding.EncodeToString(b), "--standalone"
+	if k.cluster != nil {
+		// Every node of a cluster has its id; the static voters need no
+		// mode flag (the tool refuses --standalone with them).
+		cid, mode = k.cluster.clusterID, ""
+	}
+	args := []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx256m",
+		"-Dlog4j2.configurationFile=" + filepath.Join(k.dir, "log4j2.properties"), "-cp", k.jars + "/*",
+		"kafka.tools.StorageTool", "format", "-t", cid, "-c", filepath.Join(k.dir, "server.properties")}
+	if mode != "" {
+		args = append(args, mode)
+	}
+	cmd := exec.Command("java", args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("kafka storage format: %v\n%s", err, out)
 	}
@@ -204,6 +222,15 @@ func (k *ownKafka) format() error {
 // start launches the broker on the existing data directory and waits until
 // it answers metadata requests.
 func (k *ownKafka) start() {
+	k.t.Helper()
+	k.launch()
+	if err := k.waitReady(90 * time.Second); err != nil {
+		k.t.Fatalf("own kafka on %s: %v\n%s", k.addr(), err, k.logTail())
+	}
+}
+
+// launch starts the broker's JVM and returns.
+func (k *ownKafka) launch() {
 	k.t.Helper()
 	stdout, err := os.OpenFile(filepath.Join(k.dir, "logs", "stdout.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -230,18 +257,11 @@ func (k *ownKafka) start() {
 		stdout.Close()
 		close(exited)
 	}(k.exited)
-	if err := k.waitReady(90 * time.Second); err != nil {
-		k.t.Fatalf("own kafka on %s: %v\n%s", k.addr(), err, k.logTail())
-	}
 }
 
-// waitReady polls until the broker lists itself in a metadata answer.
+// waitReady polls until the broker lists itself (and in a cluster, every
+// node) in a metadata answer.
 func (k *ownKafka) waitReady(within time.Duration) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.addr()), kgo.RetryTimeout(2*time.Second))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	deadline := time.Now().Add(within)
 	for {
 		select {
@@ -249,13 +269,27 @@ func (k *ownKafka) waitReady(within time.Duration) error {
 			return errors.New("the broker exited while starting")
 		default:
 		}
+		// A client per attempt: one client keeps answering from the
+		// metadata it cached, which in a cluster may predate a broker.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(k.addr()), kgo.RetryTimeout(2*time.Second))
+		if err != nil {
+			return err
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
 		cancel()
-		if err == nil && len(md.Brokers) == 1 && md.Controller >= 0 {
+		cl.Close()
+		want := 1
+		if k.cluster != nil {
+			want = k.cluster.nodes
+		}
+		if err == nil && len(md.Brokers) == want && md.Controller >= 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
+			if err == nil {
+				return fmt.Errorf("not ready after %s: %d of %d brokers listed, controller %d", within, len(md.Brokers), want, md.Controller)
+			}
 			return fmt.Errorf("not ready after %s: %v", within, err)
 		}
 		time.Sleep(200 * time.Millisecond)

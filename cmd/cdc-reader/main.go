@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
@@ -50,6 +51,7 @@ type Config struct {
 	TablesFile        string
 	Brokers           string
 	Partitions        int
+	ReplicationFactor int
 	StatusInterval    time.Duration
 	WatermarkInterval time.Duration
 	WatermarkMinGap   time.Duration
@@ -77,6 +79,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
 	fs.Int(&c.Partitions, "partitions", "TRIBUTARY_PARTITIONS", 4, "partitions for table topics this reader creates")
+	fs.Int(&c.ReplicationFactor, "replication-factor", "TRIBUTARY_KAFKA_REPLICATION_FACTOR", 0, "replicas of the topics this reader creates (0: the cluster's default.replication.factor)")
 	fs.Duration(&c.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
 	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to save the reader state and re-publish an unchanged watermark (new positions are published as Kafka acknowledges them)")
 	fs.Duration(&c.WatermarkMinGap, "watermark-min-gap", "TRIBUTARY_WATERMARK_MIN_GAP", reader.DefaultWatermarkMinGap, "least time between two watermark rounds of a busy shard (0: publish every acknowledged commit)")
@@ -124,6 +127,9 @@ func (c *Config) Validate() error {
 	if len(flagenv.List(c.Brokers)) == 0 {
 		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
 	}
+	if c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16 {
+		errs = append(errs, fmt.Errorf("--replication-factor must be 0 (the cluster's default) or a replica count, got %d", c.ReplicationFactor))
+	}
 	if c.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("--partitions must be >= 1, got %d", c.Partitions))
 	}
@@ -168,7 +174,7 @@ func run(ctx context.Context, cfg *Config) error {
 	reg := telemetry.NewRegistry()
 	r := reader.New(reader.Config{
 		Shard: cfg.Shard, DSN: cfg.DSN, Slot: cfg.Slot, Publication: cfg.Publication, Tables: tcfg,
-		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions),
+		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions), ReplicationFactor: int16(cfg.ReplicationFactor),
 		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval, WatermarkMinGap: cfg.WatermarkMinGap,
 		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
 		SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,

@@ -7,7 +7,10 @@
 #     and Maven when missing;
 #   - the Apache Kafka broker jars from Maven Central, copied by Maven (from
 #     deploy/local/kafka/pom.xml) into a cache directory
-#     (default ~/.cache/tributary/kafka-<version>; env TRIBUTARY_KAFKA_JARS).
+#     (default ~/.cache/tributary/kafka-<version>; env TRIBUTARY_KAFKA_JARS);
+#   - chDB (PyPI chdb-core: current ClickHouse, in-process) in a Python venv
+#     (default ~/.cache/tributary/chdb-venv; env TRIBUTARY_CHDB_VENV), for
+#     the current-ClickHouse compatibility test (tests/chdb_compat_test.go).
 #
 # Go is not installed here: Debian's is too old for go.mod; the machine image
 # provides a current one.
@@ -27,6 +30,7 @@ $KAFKA_JARS (skipped when already complete).
 
 Environment:
   TRIBUTARY_KAFKA_JARS  jar cache directory (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
+  TRIBUTARY_CHDB_VENV   chDB $CHDB_VERSION venv (default ~/.cache/tributary/chdb-venv; ~530 MB)
 EOF
 }
 
@@ -113,6 +117,45 @@ fetch_kafka_jars() {
 	log "kafka jars: $(($(wc -l <"$KAFKA_JARS/$KAFKA_JARS_MANIFEST"))) jars in $KAFKA_JARS ($(du -sh "$KAFKA_JARS" | cut -f1))"
 }
 
+# --- chDB (current ClickHouse for the compatibility test) ---
+
+CHDB_VERSION=26.9.0
+CHDB_VENV=${TRIBUTARY_CHDB_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tributary/chdb-venv}
+
+# chdb_present: the venv imports chdb at CHDB_VERSION.
+chdb_present() {
+	[[ -x $CHDB_VENV/bin/python ]] &&
+		[[ $("$CHDB_VENV/bin/python" -c 'import chdb; print(chdb.__version__)' 2>/dev/null) == "$CHDB_VERSION" ]]
+}
+
+# install_chdb builds the venv beside its final place and moves it there
+# once pip succeeded, so that an interrupted install leaves no half venv
+# (and the test, which looks for the final place, never uses one).
+install_chdb() {
+	if chdb_present; then
+		log "chdb: chdb-core $CHDB_VERSION present in $CHDB_VENV"
+		return
+	fi
+	command -v python3 >/dev/null || die "python3 not found (apt-get install python3 python3-venv)"
+	local parent tmp piplog
+	parent=$(dirname "$CHDB_VENV")
+	mkdir -p "$parent" || die "cannot create $parent for the chDB venv; set TRIBUTARY_CHDB_VENV to a writable directory"
+	tmp=$(mktemp -d "$parent/.chdb-venv.XXXXXX")
+	piplog=$tmp.log
+	log "chdb: installing chdb-core $CHDB_VERSION from PyPI into $CHDB_VENV (~530 MB)"
+	if ! { python3 -m venv "$tmp" && "$tmp/bin/pip" install -q "chdb-core==$CHDB_VERSION"; } >"$piplog" 2>&1; then
+		tail -n 30 "$piplog" >&2
+		rm -rf "$tmp"
+		die "chdb: could not install chdb-core $CHDB_VERSION (log: $piplog); is python3-venv installed and PyPI reachable?"
+	fi
+	# The venv's bin/python works from its new place; its wrapper scripts
+	# (bin/pip) name the old one: use "$CHDB_VENV/bin/python -m pip".
+	rm -rf "$CHDB_VENV" "$piplog"
+	mv "$tmp" "$CHDB_VENV"
+	chdb_present || die "chdb: $CHDB_VENV does not import chdb $CHDB_VERSION right after the install"
+	log "chdb: chdb-core $CHDB_VERSION in $CHDB_VENV ($(du -sh "$CHDB_VENV" | cut -f1))"
+}
+
 main() {
 	case ${1:-} in
 	-h | --help) usage; return ;;
@@ -122,6 +165,7 @@ main() {
 	install_packages
 	check_tools
 	fetch_kafka_jars
+	install_chdb
 	log "install: done"
 }
 

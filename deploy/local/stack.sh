@@ -21,6 +21,8 @@ source "$HERE/lib.sh"
 TRIBUTARY_HOME=$(realpath -m "${TRIBUTARY_HOME:-$REPO/.stack}")
 SHARDS_REQUESTED=${TRIBUTARY_SHARDS:-}
 KAFKA_KIND=${TRIBUTARY_KAFKA:-both}
+KAFKA_NODES_REQUESTED=${TRIBUTARY_KAFKA_BROKERS_COUNT:-}
+KAFKA_NODES=1 # resolve_kafka_nodes (stack.d/kafka.sh) sets it
 SCHEMA_DIR=${TRIBUTARY_SCHEMA_DIR:-$REPO/schema/postgres}
 WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
 KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
@@ -79,6 +81,9 @@ Environment:
   TRIBUTARY_HOME          all state and logs (default <repo>/.stack; now $TRIBUTARY_HOME)
   TRIBUTARY_SHARDS        PostgreSQL shards, 1..32 (default: as created, else 4)
   TRIBUTARY_KAFKA         real|embedded|both, like --kafka (default both)
+  TRIBUTARY_KAFKA_BROKERS_COUNT
+                          Apache Kafka nodes, 1..5 (default: as created, else 1); 3 is a
+                          cluster: topics at replication factor 3, min.insync.replicas 2
   TRIBUTARY_WAIT_TIMEOUT  seconds to wait for each service to be ready (default 90)
   TRIBUTARY_PG_PORT       port of shard 0; shard i uses it+i (default 55432)
   TRIBUTARY_PORT_OFFSET   added to every port, a multiple of 200, for several stacks on one
@@ -87,7 +92,8 @@ Environment:
   TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
 
 Ports (127.0.0.1): PostgreSQL ${PG_PORT_BASE}+i, ClickHouse tcp $CH_TCP_PORT http $CH_HTTP_PORT,
-Kafka $KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT), embedded Kafka $EMBEDDED_PORT.
+Kafka $KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT; node n of a cluster +2(n-1)),
+embedded Kafka $EMBEDDED_PORT.
 EOF
 }
 
@@ -105,17 +111,18 @@ source "$HERE/stack.d/kafka.sh"
 
 # load_state reads what the last `up` recorded (shard count, Kafka kind,
 # PostgreSQL ports), so that status and a later up see the same stack.
-STATE_SHARDS='' STATE_KAFKA='' STATE_PG_PORT=''
+STATE_SHARDS='' STATE_KAFKA='' STATE_PG_PORT='' STATE_KAFKA_NODES=''
 load_state() {
 	[[ -f $STATE_FILE ]] || return 0
 	STATE_SHARDS=$(sed -n 's/^shards=//p' "$STATE_FILE")
 	STATE_KAFKA=$(sed -n 's/^kafka=//p' "$STATE_FILE")
+	STATE_KAFKA_NODES=$(sed -n 's/^kafka_nodes=//p' "$STATE_FILE")
 	STATE_PG_PORT=$(sed -n 's/^pg_port=//p' "$STATE_FILE")
 	[[ -n ${TRIBUTARY_PG_PORT:-} || -z $STATE_PG_PORT ]] || PG_PORT_BASE=$STATE_PG_PORT
 }
 
 save_state() {
-	printf 'shards=%s\nkafka=%s\npg_port=%s\n' "$SHARDS" "$KAFKA_KIND" "$PG_PORT_BASE" >"$STATE_FILE"
+	printf 'shards=%s\nkafka=%s\npg_port=%s\nkafka_nodes=%s\n' "$SHARDS" "$KAFKA_KIND" "$PG_PORT_BASE" "$KAFKA_NODES" >"$STATE_FILE"
 }
 
 # resolve_shards picks the shard count: the one asked for, else the one the
@@ -154,12 +161,18 @@ preflight() {
 		command -v "$t" >/dev/null || die "$t not found: run deploy/local/install.sh"
 	done
 	[[ -x $PG_BIN/initdb ]] || die "PostgreSQL 15 not found in $PG_BIN: run deploy/local/install.sh"
-	if wants_real && ! kafka_pid >/dev/null; then
+	if wants_real && ! kafka_all_alive; then
 		command -v java >/dev/null || die "java not found (Kafka needs Java 17+): run deploy/local/install.sh"
 		jars_complete "$KAFKA_JARS" ||
 			die "Kafka $KAFKA_VERSION jars missing or incomplete in $KAFKA_JARS: run deploy/local/install.sh"
-		require_port_free "$KAFKA_PORT" "kafka"
-		require_port_free "$KAFKA_CONTROLLER_PORT" "the kafka controller"
+		local port ctrl n=1
+		while read -r port ctrl; do
+			kafka_node_pid "$n" >/dev/null || {
+				require_port_free "$port" "kafka node $n"
+				require_port_free "$ctrl" "the controller of kafka node $n"
+			}
+			n=$((n + 1))
+		done < <(kafka_ports)
 	fi
 	if wants_embedded && ! embedded_pid >/dev/null; then
 		command -v go >/dev/null || die "go not found (needed to build cmd/embedded-kafka); install Go or use --kafka real"
@@ -194,7 +207,8 @@ write_env() {
 		echo "TRIBUTARY_CLICKHOUSE_ADDR=$HOST:$CH_TCP_PORT"
 		echo "TRIBUTARY_CLICKHOUSE_HTTP=$HOST:$CH_HTTP_PORT"
 		if wants_real; then
-			echo "TRIBUTARY_KAFKA_BROKERS=$HOST:$KAFKA_PORT"
+			echo "TRIBUTARY_KAFKA_BROKERS=$(kafka_bootstrap)"
+			echo "TRIBUTARY_KAFKA_BROKERS_COUNT=$KAFKA_NODES"
 		else
 			echo "TRIBUTARY_KAFKA_BROKERS=$HOST:$EMBEDDED_PORT"
 		fi
@@ -248,9 +262,11 @@ cmd_up() {
 	echo "$PORT_OFFSET" >"$OFFSET_FILE"
 	load_state
 	resolve_shards
-	log "up: $SHARDS shards, kafka $KAFKA_KIND, home $TRIBUTARY_HOME"
+	resolve_kafka_nodes
+	log "up: $SHARDS shards, kafka $KAFKA_KIND ($KAFKA_NODES node(s)), home $TRIBUTARY_HOME"
+	# shellcheck disable=SC2046 # one port a word
 	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" "$CH_TCP_PORT" "$CH_HTTP_PORT" \
-		"$CH_INTERSERVER_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$EMBEDDED_PORT"
+		"$CH_INTERSERVER_PORT" $(kafka_ports) "$EMBEDDED_PORT"
 	preflight
 
 	if [[ ! -s $PASSWORD_FILE ]]; then
@@ -287,6 +303,8 @@ cmd_down() {
 	[[ -f $TRIBUTARY_HOME/$HOME_MARKER ]] ||
 		die "$TRIBUTARY_HOME was not made by stack.sh (no $HOME_MARKER); refusing to touch it"
 	lock
+	load_state
+	KAFKA_NODES_REQUESTED='' resolve_kafka_nodes
 	# stack.env goes first: it must never describe services that are gone.
 	rm -f "$ENV_FILE" "$FLEET_FILE"
 	run_parallel "kafka:kafka_down" "embedded-kafka:embedded_down" "clickhouse:ch_down" "postgres:pg_down_all"
@@ -315,7 +333,8 @@ mem_of() {
 
 cmd_status() {
 	load_state
-	local shards=${STATE_SHARDS:-0} kind=${STATE_KAFKA:-} down=0 i pid
+	KAFKA_NODES_REQUESTED='' resolve_kafka_nodes
+	local shards=${STATE_SHARDS:-0} kind=${STATE_KAFKA:-} down=0 i pid n
 	if [[ -z $kind ]]; then
 		log "status: no stack at $TRIBUTARY_HOME (run deploy/local/stack.sh up)"
 		return 1
@@ -342,7 +361,11 @@ cmd_status() {
 		status_row "postgres-shard$i" "$(pg_port "$i")" "$pid"
 	done
 	status_row clickhouse "$CH_TCP_PORT,$CH_HTTP_PORT" "$(ch_pid || true)"
-	if [[ $kind != embedded ]]; then status_row kafka "$KAFKA_PORT,$KAFKA_CONTROLLER_PORT" "$(kafka_pid || true)"; fi
+	if [[ $kind != embedded ]]; then
+		for ((n = 1; n <= KAFKA_NODES; n++)); do
+			status_row "kafka$( ((KAFKA_NODES == 1)) || echo "-node$n")" "$(kafka_node_port "$n"),$(kafka_node_ctrl_port "$n")" "$(kafka_node_pid "$n" || true)"
+		done
+	fi
 	if [[ $kind != real ]]; then status_row embedded-kafka "$EMBEDDED_PORT" "$(embedded_pid || true)"; fi
 	((down == 0))
 }

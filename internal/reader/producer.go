@@ -57,11 +57,11 @@ func newProducer(brokers []string, maxBuffered, maxBufferedBytes int) (*kgo.Clie
 	return cl, nil
 }
 
-// ensureTopics creates missing topics and returns the partition count of
-// each.
-func ensureTopics(ctx context.Context, cl *kgo.Client, topics []string, partitions int32) (map[string]int32, error) {
+// ensureTopics creates missing topics (rf replicas each, 0: the cluster's
+// default) and returns the partition count of each.
+func ensureTopics(ctx context.Context, cl *kgo.Client, topics []string, partitions int32, rf int16) (map[string]int32, error) {
 	adm := kadm.NewClient(cl)
-	res, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
+	res, err := adm.CreateTopics(ctx, partitions, brokerReplicas(rf), nil, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("create topics: %w", err)
 	}
@@ -71,6 +71,15 @@ func ensureTopics(ctx context.Context, cl *kgo.Client, topics []string, partitio
 		}
 	}
 	return waitPartitions(ctx, adm, topics, 30*time.Second)
+}
+
+// brokerReplicas is the replication factor CreateTopics sends for rf:
+// -1 asks the broker for its default.replication.factor.
+func brokerReplicas(rf int16) int16 {
+	if rf <= 0 {
+		return -1
+	}
+	return rf
 }
 
 // waitPartitions returns the partition count of each topic once the

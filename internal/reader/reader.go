@@ -72,6 +72,12 @@ type Config struct {
 	Tables      *tables.Config
 	Brokers     []string
 	Partitions  int32
+	// ReplicationFactor is the replica count of the topics the reader
+	// creates (table topics and the state topic); 0 leaves it to the
+	// cluster's default.replication.factor, which is how a cluster of any
+	// size gets its own. min.insync.replicas is the cluster's too: with
+	// acks=all, a record is acknowledged once that many replicas hold it.
+	ReplicationFactor int16
 	// StatusInterval is how often the confirmed position is reported to
 	// the server even when it did not ask.
 	StatusInterval time.Duration
@@ -214,7 +220,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		return err
 	}
 	defer r.producer.Close()
-	if r.parts, err = ensureTopics(ctx, r.producer, r.cfg.Tables.Topics(), r.cfg.Partitions); err != nil {
+	if r.parts, err = ensureTopics(ctx, r.producer, r.cfg.Tables.Topics(), r.cfg.Partitions, r.cfg.ReplicationFactor); err != nil {
 		return err
 	}
 
@@ -235,7 +241,7 @@ func (r *Reader) Run(ctx context.Context) error {
 	}
 	id := shardIdentity{SystemID: sys.SystemID, Database: sys.DBName, Slot: r.cfg.Slot}
 	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic, id: id, timeline: uint32(sys.Timeline)}
-	if err := ensureStateTopic(ctx, r.producer, r.cfg.StateTopic); err != nil {
+	if err := ensureStateTopic(ctx, r.producer, r.cfg.StateTopic, r.cfg.ReplicationFactor); err != nil {
 		return err
 	}
 	states, err := r.state.load(ctx, r.cfg.Brokers)

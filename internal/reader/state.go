@@ -137,9 +137,9 @@ type stateStore struct {
 	timeline uint32 // likewise
 }
 
-func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string) error {
+func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string, rf int16) error {
 	adm := kadm.NewClient(cl)
-	res, err := adm.CreateTopics(ctx, 1, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic)
+	res, err := adm.CreateTopics(ctx, 1, brokerReplicas(rf), map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic)
 	if err != nil {
 		return fmt.Errorf("create state topic: %w", err)
 	}

@@ -1,42 +1,109 @@
 # shellcheck shell=bash
-# Apache Kafka (KRaft, broker and controller in one JVM) and the embedded
-# kfake broker (cmd/embedded-kafka).
+# Apache Kafka (KRaft, broker and controller in one JVM per node) and the
+# embedded kfake broker (cmd/embedded-kafka).
 # Sourced by deploy/local/stack.sh, which sets the configuration variables.
+#
+# KAFKA_NODES (TRIBUTARY_KAFKA_BROKERS_COUNT) nodes run. One node keeps its
+# data in $KAFKA_DIR, formatted --standalone, and every topic has one
+# replica. Several nodes form a cluster: node n (1-based) lives in
+# $KAFKA_DIR/node-n and listens on KAFKA_PORT+2(n-1), its controller on
+# KAFKA_CONTROLLER_PORT+2(n-1); every node is a voter of the controller
+# quorum (a static one: controller.quorum.voters); topics get
+# min(nodes, 3) replicas by default (KAFKA_RF) and min.insync.replicas is
+# one less, so that acks=all writes go on with one node down.
 
-KAFKA_PIDFILE=$KAFKA_DIR/kafka.pid
+kafka_node_dir() { if ((KAFKA_NODES == 1)); then echo "$KAFKA_DIR"; else echo "$KAFKA_DIR/node-$1"; fi; }
+kafka_node_port() { echo $((KAFKA_PORT + 2 * ($1 - 1))); }
+kafka_node_ctrl_port() { echo $((KAFKA_CONTROLLER_PORT + 2 * ($1 - 1))); }
 
-kafka_pid() { pidfile_alive "$KAFKA_PIDFILE" "$KAFKA_DIR/server.properties"; }
+# resolve_kafka_nodes picks the node count: the one asked for, else the one
+# the stack was started with, else 1. Changing it needs a purge: the
+# nodes' storage was formatted for the other quorum.
+resolve_kafka_nodes() {
+	local n=${KAFKA_NODES_REQUESTED:-${STATE_KAFKA_NODES:-1}}
+	if ! [[ $n =~ ^[1-5]$ ]]; then
+		die "TRIBUTARY_KAFKA_BROKERS_COUNT must be 1..5, got '$n'"
+	fi
+	if [[ -n $STATE_KAFKA_NODES && $STATE_KAFKA_NODES != "$n" && -d $KAFKA_DIR ]]; then
+		die "the Kafka of $TRIBUTARY_HOME was created with $STATE_KAFKA_NODES node(s), not $n; run 'deploy/local/stack.sh down --purge' first, or use TRIBUTARY_KAFKA_BROKERS_COUNT=$STATE_KAFKA_NODES"
+	fi
+	KAFKA_NODES=$n
+	KAFKA_RF=$((n < 3 ? n : 3))
+	KAFKA_MIN_ISR=$((KAFKA_RF > 1 ? KAFKA_RF - 1 : 1))
+}
 
-# kafka_ready: the port answers and a metadata request lists our broker. The
-# port probe first, because kcat waits for its whole timeout when nothing
-# listens, which would make the polling coarse.
+# kafka_bootstrap is the comma-separated list of every node's broker port.
+kafka_bootstrap() {
+	local n out=''
+	for ((n = 1; n <= KAFKA_NODES; n++)); do out+="${out:+,}$HOST:$(kafka_node_port "$n")"; done
+	echo "$out"
+}
+
+# kafka_ports lists every node's broker and controller ports.
+kafka_ports() {
+	local n
+	for ((n = 1; n <= KAFKA_NODES; n++)); do echo "$(kafka_node_port "$n") $(kafka_node_ctrl_port "$n")"; done
+}
+
+kafka_pidfile() { echo "$(kafka_node_dir "$1")/kafka.pid"; }
+kafka_node_pid() { pidfile_alive "$(kafka_pidfile "$1")" "$(kafka_node_dir "$1")/server.properties"; }
+
+# kafka_pid succeeds when any node runs, printing the pids.
+kafka_pid() {
+	local n pid any=1
+	for ((n = 1; n <= KAFKA_NODES; n++)); do
+		if pid=$(kafka_node_pid "$n"); then
+			echo "$pid"
+			any=0
+		fi
+	done
+	return $any
+}
+
+# kafka_ready: the port answers and a metadata request lists all our
+# brokers ($2, default 1). The port probe first, because kcat waits for its
+# whole timeout when nothing listens, which would make the polling coarse.
 kafka_ready() {
-	port_open "${1##*:}" && timeout 5 kcat -L -b "$1" -m 2 2>/dev/null | grep -q '1 brokers'
+	port_open "${1##*:}" && timeout 5 kcat -L -b "$1" -m 2 2>/dev/null | grep -q "^ *${2:-1} brokers"
 }
 
 kafka_write_config() {
-	mkdir -p "$KAFKA_DIR/data" "$KAFKA_DIR/logs"
-	cat >"$KAFKA_DIR/server.properties" <<EOF
+	local n=$1 dir port ctrl quorum voters='' i
+	dir=$(kafka_node_dir "$n")
+	port=$(kafka_node_port "$n")
+	ctrl=$(kafka_node_ctrl_port "$n")
+	mkdir -p "$dir/data" "$dir/logs"
+	if ((KAFKA_NODES == 1)); then
+		quorum="controller.quorum.bootstrap.servers=$HOST:$ctrl"
+	else
+		for ((i = 1; i <= KAFKA_NODES; i++)); do voters+="${voters:+,}$i@$HOST:$(kafka_node_ctrl_port "$i")"; done
+		quorum="controller.quorum.voters=$voters"
+	fi
+	cat >"$dir/server.properties" <<EOF
 # Written by deploy/local/stack.sh on every start; edits are lost.
 process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=$HOST:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
+node.id=$n
+$quorum
+listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$ctrl
+advertised.listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$ctrl
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs=$KAFKA_DIR/data
+log.dirs=$dir/data
 num.partitions=$KAFKA_PARTITIONS
 auto.create.topics.enable=true
-# One node: every internal topic has one replica.
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-default.replication.factor=1
-min.insync.replicas=1
+# $KAFKA_NODES node(s): every topic, internal ones included, has $KAFKA_RF
+# replica(s) and takes an acks=all write once $KAFKA_MIN_ISR of them hold it.
+offsets.topic.replication.factor=$KAFKA_RF
+transaction.state.log.replication.factor=$KAFKA_RF
+transaction.state.log.min.isr=$KAFKA_MIN_ISR
+share.coordinator.state.topic.replication.factor=$KAFKA_RF
+share.coordinator.state.topic.min.isr=$KAFKA_MIN_ISR
+default.replication.factor=$KAFKA_RF
+min.insync.replicas=$KAFKA_MIN_ISR
+# A replica that is not in sync never becomes leader: that would drop
+# acknowledged records.
+unclean.leader.election.enable=false
 # Fewer internal partitions than the default 50: the first consumer group or
 # transaction otherwise waits for 50 partitions to be created.
 offsets.topic.num.partitions=$KAFKA_PARTITIONS
@@ -45,12 +112,12 @@ transaction.state.log.num.partitions=$KAFKA_PARTITIONS
 group.initial.rebalance.delay.ms=0
 EOF
 	# Kafka 4 logs through log4j2; SLF4J is bound to it by the jar set.
-	cat >"$KAFKA_DIR/log4j2.properties" <<EOF
+	cat >"$dir/log4j2.properties" <<EOF
 # Written by deploy/local/stack.sh on every start; edits are lost.
 appender.file.type = RollingFile
 appender.file.name = file
-appender.file.fileName = $KAFKA_DIR/logs/server.log
-appender.file.filePattern = $KAFKA_DIR/logs/server.log.%i
+appender.file.fileName = $dir/logs/server.log
+appender.file.filePattern = $dir/logs/server.log.%i
 appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = [%d] %p %m (%c)%n
 appender.file.policies.type = Policies
@@ -65,61 +132,115 @@ logger.kafka_request.level = WARN
 EOF
 }
 
-# kafka_tool runs a short-lived Kafka tool from the jar cache with the stack's
-# logging. C1 only and the serial GC: it starts faster than the broker's JVM.
+# kafka_tool runs a short-lived Kafka tool from the jar cache with node
+# $1's logging. C1 only and the serial GC: it starts faster than the
+# broker's JVM.
 kafka_tool() {
-	local main=$1
-	shift
+	local dir main=$2
+	dir=$(kafka_node_dir "$1")
+	shift 2
 	java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmx256m \
-		-Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" -cp "$KAFKA_JARS/*" "$main" "$@"
+		-Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$KAFKA_JARS/*" "$main" "$@"
 }
 
-kafka_started() { pidfile_started "$KAFKA_PIDFILE"; }
-kafka_ready_real() { kafka_ready "$HOST:$KAFKA_PORT"; }
-
-kafka_up() {
-	local pid what="kafka on port $KAFKA_PORT" logs=$KAFKA_DIR/logs/stdout.log:$KAFKA_DIR/logs/server.log
-	if pid=$(kafka_pid); then
-		# Running, but perhaps still starting (another up, or a crash loop).
-		wait_ready "$what" "$logs" kafka_pid kafka_ready_real || die "$WAIT_ERROR"
-		log "kafka: running (pid $pid) on port $KAFKA_PORT"
-		return
-	fi
-	kafka_write_config
-	# Format once. A cluster id is 16 random bytes in URL-safe base64, which
-	# we make here rather than start a JVM for `StorageTool random-uuid`;
-	# like Kafka's own, it never starts with '-', which the tool's argument
-	# parser would take for an option (the format then fails).
-	if [[ ! -f $KAFKA_DIR/data/meta.properties ]]; then
-		local cid=-
+# kafka_cluster_id is the cluster id every node is formatted with, made
+# once and kept in $KAFKA_DIR. It is 16 random bytes in URL-safe base64,
+# which we make here rather than start a JVM for `StorageTool random-uuid`;
+# like Kafka's own, it never starts with '-', which the tool's argument
+# parser would take for an option (the format then fails).
+kafka_cluster_id() {
+	local f=$KAFKA_DIR/cluster-id cid=-
+	if [[ ! -s $f ]]; then
+		mkdir -p "$KAFKA_DIR"
 		while [[ $cid == -* ]]; do
 			cid=$(openssl rand 16 | base64 | tr '+/' '-_' | tr -d '=')
 		done
-		kafka_tool kafka.tools.StorageTool format --standalone -t "$cid" \
-			-c "$KAFKA_DIR/server.properties" >"$KAFKA_DIR/logs/format.log" 2>&1 ||
-			die "kafka: storage format failed (log: $KAFKA_DIR/logs/format.log)"
-		log "kafka: formatted $KAFKA_DIR/data (cluster $cid)"
+		echo "$cid" >"$f"
 	fi
+	cat "$f"
+}
+
+# kafka_format formats node $1's storage once: --standalone for one node,
+# against the static voters of its server.properties in a cluster.
+kafka_format() {
+	local n=$1 dir cid mode=()
+	dir=$(kafka_node_dir "$n")
+	[[ -f $dir/data/meta.properties ]] && return
+	cid=$(kafka_cluster_id)
+	((KAFKA_NODES == 1)) && mode=(--standalone)
+	kafka_tool "$n" kafka.tools.StorageTool format "${mode[@]}" -t "$cid" \
+		-c "$dir/server.properties" >"$dir/logs/format.log" 2>&1 ||
+		die "kafka node $n: storage format failed (log: $dir/logs/format.log)"
+	log "kafka node $n: formatted $dir/data (cluster $cid)"
+}
+
+kafka_started() {
+	local n
+	for ((n = 1; n <= KAFKA_NODES; n++)); do pidfile_started "$(kafka_pidfile "$n")" || return 1; done
+}
+kafka_all_alive() {
+	local n
+	for ((n = 1; n <= KAFKA_NODES; n++)); do kafka_node_pid "$n" >/dev/null || return 1; done
+}
+# kafka_ready_real: every node answers on its own port and lists all of
+# them (asking one node only would pass while another one is still down:
+# the cluster fences a lost node seconds later).
+kafka_ready_real() {
+	local n
+	for ((n = 1; n <= KAFKA_NODES; n++)); do
+		kafka_ready "$HOST:$(kafka_node_port "$n")" "$KAFKA_NODES" || return 1
+	done
+}
+
+# kafka_node_start launches node $1 on its formatted storage.
+kafka_node_start() {
+	local n=$1 dir
+	dir=$(kafka_node_dir "$n")
 	# setsid: the broker must not die with the terminal or the make that ran us.
 	# shellcheck disable=SC2086 # KAFKA_HEAP is a list of JVM flags
 	setsid java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
-		-Djava.awt.headless=true -Dlog4j2.configurationFile="$KAFKA_DIR/log4j2.properties" \
-		-cp "$KAFKA_JARS/*" kafka.Kafka "$KAFKA_DIR/server.properties" \
-		>"$KAFKA_DIR/logs/stdout.log" 2>&1 </dev/null 9>&- &
-	echo $! >"$KAFKA_PIDFILE"
+		-Djava.awt.headless=true -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+		-cp "$KAFKA_JARS/*" kafka.Kafka "$dir/server.properties" \
+		>"$dir/logs/stdout.log" 2>&1 </dev/null 9>&- &
+	echo $! >"$(kafka_pidfile "$n")"
+}
+
+kafka_up() {
+	local n what="kafka ($KAFKA_NODES node(s)) on $(kafka_bootstrap)" logs=''
+	for ((n = 1; n <= KAFKA_NODES; n++)); do
+		logs+="${logs:+:}$(kafka_node_dir "$n")/logs/stdout.log:$(kafka_node_dir "$n")/logs/server.log"
+	done
+	if kafka_all_alive; then
+		# Running, but perhaps still starting (another up, or a crash loop).
+		wait_ready "$what" "$logs" kafka_all_alive kafka_ready_real || die "$WAIT_ERROR"
+		log "kafka: running (pids $(kafka_pid | xargs)) on $(kafka_bootstrap)"
+		return
+	fi
+	# The nodes that are down are started (a cluster that lost one gets it
+	# back); a cluster answers once a majority of its voters runs.
+	for ((n = 1; n <= KAFKA_NODES; n++)); do
+		kafka_node_pid "$n" >/dev/null && continue
+		kafka_write_config "$n"
+		kafka_format "$n"
+		kafka_node_start "$n"
+	done
 	if ! wait_ready "$what" "$logs" kafka_started kafka_ready_real; then
 		kafka_down
 		die "$WAIT_ERROR"
 	fi
-	log "kafka: started (pid $(kafka_pid)) on port $KAFKA_PORT"
+	log "kafka: started (pids $(kafka_pid | xargs)) on $(kafka_bootstrap)"
 }
 
+# kafka_down stops every node at once: one by one, the last ones would wait
+# for a quorum that the first ones took away.
 kafka_down() {
-	local pid
-	if pid=$(kafka_pid); then
-		stop_pid kafka "$pid" 60
-		log "kafka: stopped"
-	fi
+	local n pid
+	for ((n = 1; n <= KAFKA_NODES; n++)); do
+		if pid=$(kafka_node_pid "$n"); then
+			(stop_pid "kafka node $n" "$pid" 60 && log "kafka node $n: stopped") &
+		fi
+	done
+	wait
 }
 
 # --- embedded Kafka (kfake) ---
