@@ -43,6 +43,8 @@ CH_INTERSERVER_PORT=$((59009 + PORT_OFFSET))
 KAFKA_PORT=$((59092 + PORT_OFFSET))
 KAFKA_CONTROLLER_PORT=$((59093 + PORT_OFFSET))
 EMBEDDED_PORT=$((59192 + PORT_OFFSET))
+# 59440: no other port of any stack (all offsets are multiples of 200) is it.
+CH_TCP_SECURE_PORT=$((59440 + PORT_OFFSET))
 KAFKA_PARTITIONS=4
 HOST=127.0.0.1
 
@@ -86,7 +88,7 @@ Environment:
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
   TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
 
-Ports (127.0.0.1): PostgreSQL ${PG_PORT_BASE}+i, ClickHouse tcp $CH_TCP_PORT http $CH_HTTP_PORT,
+Ports (127.0.0.1): PostgreSQL ${PG_PORT_BASE}+i, ClickHouse tcp $CH_TCP_PORT (TLS $CH_TCP_SECURE_PORT) http $CH_HTTP_PORT,
 Kafka $KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT), embedded Kafka $EMBEDDED_PORT.
 EOF
 }
@@ -94,6 +96,8 @@ EOF
 
 # shellcheck source=deploy/local/stack.d/common.sh
 source "$HERE/stack.d/common.sh"
+# shellcheck source=deploy/local/stack.d/tls.sh
+source "$HERE/stack.d/tls.sh"
 # shellcheck source=deploy/local/stack.d/postgres.sh
 source "$HERE/stack.d/postgres.sh"
 # shellcheck source=deploy/local/stack.d/clickhouse.sh
@@ -169,6 +173,7 @@ preflight() {
 		require_port_free "$CH_TCP_PORT" "clickhouse (tcp)"
 		require_port_free "$CH_HTTP_PORT" "clickhouse (http)"
 		require_port_free "$CH_INTERSERVER_PORT" "clickhouse (interserver)"
+		require_port_free "$CH_TCP_SECURE_PORT" "clickhouse (tcp, TLS)"
 	fi
 	local i
 	for ((i = 0; i < SHARDS; i++)); do
@@ -193,6 +198,12 @@ write_env() {
 		done
 		echo "TRIBUTARY_CLICKHOUSE_ADDR=$HOST:$CH_TCP_PORT"
 		echo "TRIBUTARY_CLICKHOUSE_HTTP=$HOST:$CH_HTTP_PORT"
+		echo "TRIBUTARY_CLICKHOUSE_TLS_ADDR=$HOST:$CH_TCP_SECURE_PORT"
+		echo "TRIBUTARY_STACK_CA_FILE=$TLS_CA"
+		echo "TRIBUTARY_CLICKHOUSE_LOADER_USER=$CH_LOADER_USER"
+		echo "TRIBUTARY_CLICKHOUSE_LOADER_PASSWORD_FILE=$CH_LOADER_PASSWORD_FILE"
+		echo "TRIBUTARY_CLICKHOUSE_READER_USER=$CH_READER_USER"
+		echo "TRIBUTARY_CLICKHOUSE_READER_PASSWORD_FILE=$CH_READER_PASSWORD_FILE"
 		if wants_real; then
 			echo "TRIBUTARY_KAFKA_BROKERS=$HOST:$KAFKA_PORT"
 		else
@@ -250,7 +261,7 @@ cmd_up() {
 	resolve_shards
 	log "up: $SHARDS shards, kafka $KAFKA_KIND, home $TRIBUTARY_HOME"
 	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" "$CH_TCP_PORT" "$CH_HTTP_PORT" \
-		"$CH_INTERSERVER_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$EMBEDDED_PORT"
+		"$CH_INTERSERVER_PORT" "$CH_TCP_SECURE_PORT" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$EMBEDDED_PORT"
 	preflight
 
 	if [[ ! -s $PASSWORD_FILE ]]; then
@@ -259,6 +270,7 @@ cmd_up() {
 		(umask 077 && openssl rand -hex 24 >"$PASSWORD_FILE")
 	fi
 	save_state
+	tls_ensure
 	pg_prepare_root
 
 	# A Kafka kind no longer asked for is stopped, so that the stack matches
