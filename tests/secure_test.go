@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -352,4 +353,71 @@ func getBody(ctx context.Context, t *testing.T, url string) (int, []byte) {
 		t.Fatalf("read %s: %v", url, err)
 	}
 	return resp.StatusCode, b
+}
+
+// TestClickHouseTLSCommandsRefuseAtStart: the loader, the API and the
+// verifier, given the stack's TLS port with a CA that did not sign its
+// certificate, or a wrong password from --clickhouse-password-file, exit at
+// start (status 1; the verifier's "could not verify" is 2) with a message naming the address and what failed, and never
+// print the password.
+func TestClickHouseTLSCommandsRefuseAtStart(t *testing.T) {
+	s := loadSecureStack(t)
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", bin+"/", "../cmd/loader", "../cmd/api", "../cmd/verify").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	wrongPassword := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(wrongPassword, []byte(s.LoaderPassword+"-wrong\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rightPassword := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(rightPassword, []byte(s.LoaderPassword+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badCA := otherCA(t)
+	commands := map[string][]string{
+		"loader": {"--kafka-brokers", strings.Join(s.KafkaBrokers, ","), "--tables", "../deploy/local/tables.json", "--metrics-addr", ""},
+		"api":    {"--tables", "../deploy/local/tables.json", "--listen", "127.0.0.1:0"},
+		"verify": {"--tables", "../deploy/local/tables.json", "--fleet", s.Env["TRIBUTARY_FLEET"]},
+	}
+	cases := []struct {
+		name, ca, passwordFile string
+		want                   string
+	}{
+		{"wrong CA", badCA, rightPassword, "TLS handshake failed"},
+		{"wrong password", s.CAFile, wrongPassword, "the server refused"},
+	}
+	for name, args := range commands {
+		for _, c := range cases {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, filepath.Join(bin, name), append(args, "--clickhouse-addr", s.CHTLSAddr,
+					"--clickhouse-user", s.LoaderUser, "--clickhouse-password-file", c.passwordFile, "--clickhouse-ca-file", c.ca)...)
+				cmd.Env = append(os.Environ(), "TRIBUTARY_CLICKHOUSE_PASSWORD=")
+				for k, v := range s.Env {
+					if strings.HasPrefix(k, "TRIBUTARY_SHARD_") {
+						cmd.Env = append(cmd.Env, k+"="+v)
+					}
+				}
+				out, err := cmd.CombinedOutput()
+				var exit *exec.ExitError
+				want := 1
+				if name == "verify" {
+					want = 2
+				}
+				if !errors.As(err, &exit) || exit.ExitCode() != want {
+					t.Fatalf("want exit status %d, got %v\n%s", want, err, out)
+				}
+				for _, w := range []string{s.CHTLSAddr, c.want} {
+					if !strings.Contains(string(out), w) {
+						t.Errorf("output does not say %q:\n%s", w, out)
+					}
+				}
+				if strings.Contains(string(out), s.LoaderPassword) {
+					t.Errorf("output shows the password:\n%s", out)
+				}
+			})
+		}
+	}
 }
