@@ -1,10 +1,17 @@
 package chstore
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
 func TestTLSOptionsValidate(t *testing.T) {
@@ -80,5 +87,31 @@ func TestPassword(t *testing.T) {
 	}
 	if _, err := Password("", file+".missing"); err == nil || !strings.Contains(err.Error(), "--clickhouse-password-file") {
 		t.Errorf("missing file: want an error naming the flag, got %v", err)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want bool
+		what string
+	}{
+		{"wrong password", fmt.Errorf("ping: %w", &clickhouse.Exception{Code: 193, Message: "Wrong password"}), true, "the server refused"},
+		{"unknown CA", fmt.Errorf("dial: %w", x509.UnknownAuthorityError{}), true, "TLS handshake failed"},
+		{"expired", &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Reason: x509.Expired}}, true, "TLS handshake failed"},
+		{"wrong name", x509.HostnameError{Host: "ch"}, true, "TLS handshake failed"},
+		{"plain server on the TLS side", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, true, "TLS handshake failed"},
+		{"not up", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, false, "no answer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Refused(c.err); got != c.want {
+				t.Errorf("Refused = %v, want %v", got, c.want)
+			}
+			if got := what(c.err, false); !strings.HasPrefix(got, c.what) {
+				t.Errorf("what = %q, want it to start with %q", got, c.what)
+			}
+		})
 	}
 }

@@ -97,13 +97,13 @@ ch_write_users() {
     <users>
         <$CH_LOADER_USER>
             <password_sha256_hex>$loader_hash</password_sha256_hex>
-            <networks><ip>::/0</ip></networks>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
             <profile>default</profile>
             <quota>default</quota>
         </$CH_LOADER_USER>
         <$CH_READER_USER>
             <password_sha256_hex>$reader_hash</password_sha256_hex>
-            <networks><ip>::/0</ip></networks>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
             <profile>tributary_readonly</profile>
             <quota>default</quota>
         </$CH_READER_USER>
