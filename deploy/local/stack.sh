@@ -332,7 +332,7 @@ cmd_status() {
 		log "status: no stack at $TRIBUTARY_HOME (run deploy/local/stack.sh up)"
 		return 1
 	fi
-	local fmt='%-18s %-12s %-8s %-6s %8s %13s\n'
+	local fmt='%-18s %-18s %-8s %-6s %8s %13s\n'
 	# shellcheck disable=SC2059 # the format is ours
 	printf "$fmt" SERVICE PORT PID STATE RSS_MiB TREE_PSS_MiB
 	# status_row prints one service; an empty pid means it is down.
@@ -353,7 +353,7 @@ cmd_status() {
 		if pg_running "$i"; then pid=$(head -n1 "$(pg_dir "$i")/postmaster.pid"); fi
 		status_row "postgres-shard$i" "$(pg_port "$i")" "$pid"
 	done
-	status_row clickhouse "$CH_TCP_PORT,$CH_HTTP_PORT" "$(ch_pid || true)"
+	status_row clickhouse "$CH_TCP_PORT,$CH_TCP_SECURE_PORT,$CH_HTTP_PORT" "$(ch_pid || true)"
 	if [[ $kind != embedded ]]; then status_row kafka "$KAFKA_PORT,$KAFKA_CONTROLLER_PORT" "$(kafka_pid || true)"; fi
 	if [[ $kind != real ]]; then status_row embedded-kafka "$EMBEDDED_PORT" "$(embedded_pid || true)"; fi
 	((down == 0))
