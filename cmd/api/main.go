@@ -61,7 +61,10 @@ type Config struct {
 	ClickHouseDB   string
 	ClickHouseUser string
 	ClickHousePass string
-	QueryTimeout   time.Duration
+	// ClickHousePassFile names a file holding the password instead.
+	ClickHousePassFile string
+	ClickHouseTLS      chstore.TLSOptions
+	QueryTimeout       time.Duration
 	// TokensFile and Tokens (environment only) configure bearer tokens; at
 	// most one is set. RequireAuth refuses to start without tokens.
 	TokensFile  string
@@ -85,6 +88,8 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.ClickHouseDB, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
 	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
 	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
+	chstore.AddPasswordFileFlag(fs, &c.ClickHousePassFile)
+	chstore.AddTLSFlags(fs, &c.ClickHouseTLS)
 	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
 	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")
 	fs.Secret(&c.Tokens, "TRIBUTARY_API_TOKENS")
@@ -105,7 +110,12 @@ func parse(args []string) (*Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	return &c, c.Validate()
+	if err := c.Validate(); err != nil {
+		return &c, err
+	}
+	var err error
+	c.ClickHousePass, err = chstore.Password(c.ClickHousePass, c.ClickHousePassFile)
+	return &c, err
 }
 
 // Validate reports every missing or invalid setting at once.
@@ -117,6 +127,7 @@ func (c *Config) Validate() error {
 	if c.ClickHouseAddr == "" {
 		errs = append(errs, errors.New("--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
 	}
+	errs = append(errs, c.ClickHouseTLS.Validate()...)
 	if c.QueryTimeout <= 0 {
 		errs = append(errs, errors.New("--query-timeout must be > 0"))
 	}
@@ -167,7 +178,9 @@ func run(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	q, err := query.Open(ctx, cfg.ClickHouseAddr, cfg.ClickHouseDB, cfg.ClickHouseUser, cfg.ClickHousePass)
+	q, err := query.Open(ctx, cfg.ClickHouseDB, chstore.DialOptions{
+		Addr: cfg.ClickHouseAddr, Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
+	})
 	switch {
 	case errors.Is(err, chstore.ErrNotReachable):
 		// Serve anyway: /readyz says 503 until ClickHouse answers.

@@ -444,7 +444,7 @@ func apiPreaggregate(ctx context.Context, store *chstore.Store, tcfg *tables.Con
 
 // apiServeAPI runs the API handler on a localhost port until ctx ends.
 func apiServeAPI(ctx context.Context, c apiConfig, tcfg *tables.Config, opts ...func(*query.Queries)) (*http.Server, string, error) {
-	q, err := query.Open(ctx, c.chAddr, c.db, "default", "")
+	q, err := query.Open(ctx, c.db, chstore.DialOptions{Addr: c.chAddr})
 	if err != nil {
 		return nil, "", err
 	}

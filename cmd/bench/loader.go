@@ -49,6 +49,8 @@ func benchLoader(ctx context.Context, args []string) error {
 	fs.Int(&wmEvery, "watermark-every", "", 0, "after every N changes, a watermark record of each shard to every partition of every topic, as a reader sends them (0: none)")
 	fs.String(&brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
 	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
+	var chTLS chstore.TLSOptions
+	chstore.AddTLSFlags(fs, &chTLS)
 	fs.String(&jsonOut, "json", "", "", "also write the results as JSON to this file")
 	fs.String(&cpuProfile, "cpuprofile", "TRIBUTARY_BENCH_CPUPROFILE", "", "write a CPU profile of the load phase to this file")
 	fs.String(&memProfile, "memprofile", "TRIBUTARY_BENCH_MEMPROFILE", "", "write a heap profile at the end of the load phase to this file")
@@ -212,7 +214,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	}
 
 	// Load.
-	store, err := chstore.Open(ctx, chstore.Options{Addr: chAddr, Database: db})
+	store, err := chstore.Open(ctx, chstore.Options{Addr: chAddr, Database: db, TLS: chTLS})
 	if err != nil {
 		return err
 	}

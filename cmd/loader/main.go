@@ -42,24 +42,27 @@ type Config struct {
 	ClickHouseDB   string
 	ClickHouseUser string
 	ClickHousePass string
-	BatchRecords   int
-	BatchBytes     int
-	BatchWait      time.Duration
-	DuplicateGrace time.Duration
-	DedupeKeys     int
-	ImageCache     int
-	RingMap        string
-	MisplacedEvery time.Duration
-	AggregateEvery time.Duration
-	BlockBits      int
-	CompactEvery   time.Duration
-	CompactParts   int
-	CompactBytes   int
-	InstanceID     string
-	SessionTimeout time.Duration
-	MetricsAddr    string
-	LogFormat      string
-	LogLevel       string
+	// ClickHousePassFile names a file holding the password instead.
+	ClickHousePassFile string
+	ClickHouseTLS      chstore.TLSOptions
+	BatchRecords       int
+	BatchBytes         int
+	BatchWait          time.Duration
+	DuplicateGrace     time.Duration
+	DedupeKeys         int
+	ImageCache         int
+	RingMap            string
+	MisplacedEvery     time.Duration
+	AggregateEvery     time.Duration
+	BlockBits          int
+	CompactEvery       time.Duration
+	CompactParts       int
+	CompactBytes       int
+	InstanceID         string
+	SessionTimeout     time.Duration
+	MetricsAddr        string
+	LogFormat          string
+	LogLevel           string
 }
 
 func parse(args []string) (*Config, error) {
@@ -73,6 +76,8 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.ClickHouseDB, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
 	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
 	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
+	chstore.AddPasswordFileFlag(fs, &c.ClickHousePassFile)
+	chstore.AddTLSFlags(fs, &c.ClickHouseTLS)
 	fs.Int(&c.BatchRecords, "batch-records", "TRIBUTARY_LOADER_BATCH_RECORDS", 50000, "maximum records per ClickHouse batch")
 	fs.Int(&c.BatchBytes, "batch-bytes", "TRIBUTARY_LOADER_BATCH_BYTES", loader.DefaultBatchBytes, "maximum record bytes (keys and values) per ClickHouse batch: bounds memory when rows are large (the loader holds about two batches at once, each also decoded and converted)")
 	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "longest a batch grows after its first record while the previous one is still being written (with nothing more buffered, no batch being written and a watermark record in it, or 50ms waited for one, it is written at once)")
@@ -94,7 +99,12 @@ func parse(args []string) (*Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	return &c, c.Validate()
+	if err := c.Validate(); err != nil {
+		return &c, err
+	}
+	var err error
+	c.ClickHousePass, err = chstore.Password(c.ClickHousePass, c.ClickHousePassFile)
+	return &c, err
 }
 
 // Validate reports every missing or invalid setting at once.
@@ -109,6 +119,7 @@ func (c *Config) Validate() error {
 	if c.ClickHouseAddr == "" {
 		errs = append(errs, errors.New("--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
 	}
+	errs = append(errs, c.ClickHouseTLS.Validate()...)
 	if c.BatchRecords < 1 {
 		errs = append(errs, fmt.Errorf("--batch-records must be >= 1, got %d", c.BatchRecords))
 	}
@@ -170,7 +181,7 @@ func run(ctx context.Context, cfg *Config) error {
 	}
 	store, err := chstore.OpenWait(ctx, chstore.Options{
 		Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDB,
-		Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass,
+		Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
 	}, func(err error, wait time.Duration) {
 		log.Warn("ClickHouse not reachable; retrying", slog.String("addr", cfg.ClickHouseAddr),
 			slog.Duration("in", wait), slog.Any("err", err))

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
@@ -74,6 +75,9 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.ClickHouse.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
 	fs.String(&c.ClickHouse.User, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
 	fs.Secret(&c.ClickHouse.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")
+	var passFile string
+	chstore.AddPasswordFileFlag(fs, &passFile)
+	chstore.AddTLSFlags(fs, &c.ClickHouse.TLS)
 	fs.Int(&c.Sample, "sample", "TRIBUTARY_VERIFY_SAMPLE", 100000, "per table and shard, check a random sample of this many ids when there are more (0: all)")
 	fs.Int(&c.APISample, "api-sample", "TRIBUTARY_VERIFY_API_SAMPLE", 1000, "per table and shard, look this many of the ids checked up through the API one by one, the others in ClickHouse in bulk (0: every id through the API)")
 	fs.Duration(&c.Wait, "wait", "TRIBUTARY_VERIFY_WAIT", 60*time.Second, "how long to wait for the API to reach the shards' WAL positions")
@@ -92,6 +96,11 @@ func parse(args []string) (*Config, error) {
 	}
 	if c.FleetFile == "" {
 		errs = append(errs, errors.New("--fleet (or $TRIBUTARY_FLEET) is required: the fleet file listing the shards (the local stack's is $TRIBUTARY_HOME/fleet.json)"))
+	}
+	errs = append(errs, c.ClickHouse.TLS.Validate()...)
+	var perr error
+	if c.ClickHouse.Password, perr = chstore.Password(c.ClickHouse.Password, passFile); perr != nil {
+		errs = append(errs, perr)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

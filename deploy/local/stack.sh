@@ -45,6 +45,8 @@ CH_INTERSERVER_PORT=$((59009 + PORT_OFFSET))
 KAFKA_PORT=$((59092 + PORT_OFFSET))
 KAFKA_CONTROLLER_PORT=$((59093 + PORT_OFFSET))
 EMBEDDED_PORT=$((59192 + PORT_OFFSET))
+# 59440: no other port of any stack (all offsets are multiples of 200) is it.
+CH_TCP_SECURE_PORT=$((59440 + PORT_OFFSET))
 KAFKA_PARTITIONS=4
 HOST=127.0.0.1
 
@@ -91,7 +93,7 @@ Environment:
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
   TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
 
-Ports (127.0.0.1): PostgreSQL ${PG_PORT_BASE}+i, ClickHouse tcp $CH_TCP_PORT http $CH_HTTP_PORT,
+Ports (127.0.0.1): PostgreSQL ${PG_PORT_BASE}+i, ClickHouse tcp $CH_TCP_PORT (TLS $CH_TCP_SECURE_PORT) http $CH_HTTP_PORT,
 Kafka $KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT; node n of a cluster +2(n-1)),
 embedded Kafka $EMBEDDED_PORT.
 EOF
@@ -100,6 +102,8 @@ EOF
 
 # shellcheck source=deploy/local/stack.d/common.sh
 source "$HERE/stack.d/common.sh"
+# shellcheck source=deploy/local/stack.d/tls.sh
+source "$HERE/stack.d/tls.sh"
 # shellcheck source=deploy/local/stack.d/postgres.sh
 source "$HERE/stack.d/postgres.sh"
 # shellcheck source=deploy/local/stack.d/clickhouse.sh
@@ -182,6 +186,7 @@ preflight() {
 		require_port_free "$CH_TCP_PORT" "clickhouse (tcp)"
 		require_port_free "$CH_HTTP_PORT" "clickhouse (http)"
 		require_port_free "$CH_INTERSERVER_PORT" "clickhouse (interserver)"
+		require_port_free "$CH_TCP_SECURE_PORT" "clickhouse (tcp, TLS)"
 	fi
 	local i
 	for ((i = 0; i < SHARDS; i++)); do
@@ -206,6 +211,12 @@ write_env() {
 		done
 		echo "TRIBUTARY_CLICKHOUSE_ADDR=$HOST:$CH_TCP_PORT"
 		echo "TRIBUTARY_CLICKHOUSE_HTTP=$HOST:$CH_HTTP_PORT"
+		echo "TRIBUTARY_CLICKHOUSE_TLS_ADDR=$HOST:$CH_TCP_SECURE_PORT"
+		echo "TRIBUTARY_STACK_CA_FILE=$TLS_CA"
+		echo "TRIBUTARY_CLICKHOUSE_LOADER_USER=$CH_LOADER_USER"
+		echo "TRIBUTARY_CLICKHOUSE_LOADER_PASSWORD_FILE=$CH_LOADER_PASSWORD_FILE"
+		echo "TRIBUTARY_CLICKHOUSE_READER_USER=$CH_READER_USER"
+		echo "TRIBUTARY_CLICKHOUSE_READER_PASSWORD_FILE=$CH_READER_PASSWORD_FILE"
 		if wants_real; then
 			echo "TRIBUTARY_KAFKA_BROKERS=$(kafka_bootstrap)"
 			echo "TRIBUTARY_KAFKA_BROKERS_COUNT=$KAFKA_NODES"
@@ -266,7 +277,7 @@ cmd_up() {
 	log "up: $SHARDS shards, kafka $KAFKA_KIND ($KAFKA_NODES node(s)), home $TRIBUTARY_HOME"
 	# shellcheck disable=SC2046 # one port a word
 	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" "$CH_TCP_PORT" "$CH_HTTP_PORT" \
-		"$CH_INTERSERVER_PORT" $(kafka_ports) "$EMBEDDED_PORT"
+		"$CH_INTERSERVER_PORT" "$CH_TCP_SECURE_PORT" $(kafka_ports) "$EMBEDDED_PORT"
 	preflight
 
 	if [[ ! -s $PASSWORD_FILE ]]; then
@@ -275,6 +286,7 @@ cmd_up() {
 		(umask 077 && openssl rand -hex 24 >"$PASSWORD_FILE")
 	fi
 	save_state
+	tls_ensure
 	pg_prepare_root
 
 	# A Kafka kind no longer asked for is stopped, so that the stack matches
@@ -339,7 +351,7 @@ cmd_status() {
 		log "status: no stack at $TRIBUTARY_HOME (run deploy/local/stack.sh up)"
 		return 1
 	fi
-	local fmt='%-18s %-12s %-8s %-6s %8s %13s\n'
+	local fmt='%-18s %-18s %-8s %-6s %8s %13s\n'
 	# shellcheck disable=SC2059 # the format is ours
 	printf "$fmt" SERVICE PORT PID STATE RSS_MiB TREE_PSS_MiB
 	# status_row prints one service; an empty pid means it is down.
@@ -360,7 +372,7 @@ cmd_status() {
 		if pg_running "$i"; then pid=$(head -n1 "$(pg_dir "$i")/postmaster.pid"); fi
 		status_row "postgres-shard$i" "$(pg_port "$i")" "$pid"
 	done
-	status_row clickhouse "$CH_TCP_PORT,$CH_HTTP_PORT" "$(ch_pid || true)"
+	status_row clickhouse "$CH_TCP_PORT,$CH_TCP_SECURE_PORT,$CH_HTTP_PORT" "$(ch_pid || true)"
 	if [[ $kind != embedded ]]; then
 		for ((n = 1; n <= KAFKA_NODES; n++)); do
 			status_row "kafka$( ((KAFKA_NODES == 1)) || echo "-node$n")" "$(kafka_node_port "$n"),$(kafka_node_ctrl_port "$n")" "$(kafka_node_pid "$n" || true)"

@@ -29,7 +29,7 @@ func TestNotReadyWithoutClickHouse(t *testing.T) {
 	l.Close() // nothing listens there now
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	q, err := query.Open(ctx, addr, "tributary", "", "")
+	q, err := query.Open(ctx, "tributary", chstore.DialOptions{Addr: addr})
 	if !errors.Is(err, chstore.ErrNotReachable) || q == nil {
 		t.Fatalf("query.Open with no server: %v, %v; want Queries and ErrNotReachable", q, err)
 	}

@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -17,8 +18,12 @@ type DialOptions struct {
 	MaxOpenConns             int
 	DialTimeout              time.Duration
 	// ReadOnly refuses writes and DDL on every connection (readonly = 2,
-	// which still lets the settings below be applied).
+	// which still lets the settings below be applied). A user whose profile
+	// has readonly = 2 already accepts it; one with readonly = 1 refuses
+	// every client setting, so it cannot run Tributary's queries at all.
 	ReadOnly bool
+	// TLS wraps the native protocol in TLS; the zero value is plain TCP.
+	TLS TLSOptions
 	// Lazy returns the pool even when the first ping fails (with the ping's
 	// error as ErrNotReachable alongside): a server that starts later is
 	// used as soon as it answers.
@@ -40,6 +45,16 @@ func Dial(ctx context.Context, o DialOptions) (driver.Conn, error) {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
 	}
+	tlsConf, err := o.TLS.config()
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s: %w", o.Addr, err)
+	}
+	return open(ctx, o, tlsConf)
+}
+
+// open opens the pool and pings it. The error names the address, the user
+// and what failed; never the password.
+func open(ctx context.Context, o DialOptions, tlsConf *tls.Config) (driver.Conn, error) {
 	settings := clickhouse.Settings{"optimize_move_to_prewhere": 0}
 	if o.ReadOnly {
 		settings["readonly"] = 2
@@ -51,6 +66,7 @@ func Dial(ctx context.Context, o DialOptions) (driver.Conn, error) {
 		MaxOpenConns: o.MaxOpenConns,
 		MaxIdleConns: o.MaxOpenConns,
 		DialTimeout:  o.DialTimeout,
+		TLS:          tlsConf,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse open: %w", err)
@@ -58,13 +74,22 @@ func Dial(ctx context.Context, o DialOptions) (driver.Conn, error) {
 	pctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
 	if err := conn.Ping(pctx); err != nil {
-		if o.Lazy {
+		// A refusal is final even for a Lazy dial: waiting cannot fix a
+		// password or a certificate, and serving "not ready" would hide it.
+		if o.Lazy && !Refused(err) {
 			return conn, fmt.Errorf("%w: ping %s: %w", ErrNotReachable, o.Addr, err)
 		}
 		conn.Close()
-		return nil, fmt.Errorf("clickhouse ping %s: %w", o.Addr, err)
+		return nil, fmt.Errorf("clickhouse %s (user %s, %s): %s: %w", o.Addr, o.Username, transport(tlsConf), what(err, tlsConf != nil), err)
 	}
 	return conn, nil
+}
+
+func transport(c *tls.Config) string {
+	if c == nil {
+		return "plain TCP"
+	}
+	return "TLS"
 }
 
 // Quote quotes an identifier for ClickHouse. Names reaching here were

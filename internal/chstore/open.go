@@ -2,22 +2,18 @@ package chstore
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
 // OpenWait is Open, retried while ClickHouse cannot be reached (a loader
 // started before its database, or during a restart), with a backoff from 1 s
-// to 30 s, until ctx ends. An error the server itself returns (a bad
-// password, say) is not retried. onRetry, if set, is told of each failure.
+// to 30 s, until ctx ends. A refusal (Refused: a bad password, a server
+// certificate the CA did not sign) is not retried. onRetry, if set, is told of each failure.
 func OpenWait(ctx context.Context, o Options, onRetry func(err error, wait time.Duration)) (*Store, error) {
 	wait := time.Second
 	for {
 		s, err := Open(ctx, o)
-		var exc *clickhouse.Exception
-		if err == nil || errors.As(err, &exc) || ctx.Err() != nil {
+		if err == nil || Refused(err) || ctx.Err() != nil {
 			return s, err
 		}
 		if onRetry != nil {

@@ -58,6 +58,8 @@ type Options struct {
 	Database string
 	Username string
 	Password string
+	// TLS wraps the connections in TLS (DialOptions.TLS).
+	TLS TLSOptions
 }
 
 // Store owns a clickhouse-go connection pool and the known table layouts.
@@ -87,7 +89,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Database == "" {
 		o.Database = "tributary"
 	}
-	conn, err := Dial(ctx, DialOptions{Addr: o.Addr, Username: o.Username, Password: o.Password, MaxOpenConns: 8})
+	conn, err := Dial(ctx, DialOptions{Addr: o.Addr, Username: o.Username, Password: o.Password, MaxOpenConns: 8, TLS: o.TLS})
 	if err != nil {
 		return nil, err
 	}

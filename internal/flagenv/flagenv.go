@@ -93,6 +93,19 @@ func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, us
 	s.DurationVar(p, name, def, withEnv(usage, env))
 }
 
+// Bool registers a boolean flag.
+func (s *Set) Bool(p *bool, name, env string, def bool, usage string) {
+	if v, ok := s.env(env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Sprintf("$%s=%q: not a boolean (true or false)", env, v))
+		} else {
+			def = b
+		}
+	}
+	s.BoolVar(p, name, def, withEnv(usage, env))
+}
+
 // Parse parses args and reports environment errors found while registering.
 func (s *Set) Parse(args []string) error {
 	if err := s.FlagSet.Parse(args); err != nil {

@@ -311,13 +311,16 @@ func (q *Queries) Ping(ctx context.Context) error { return q.conn.Ping(ctx) }
 
 func quote(id string) string { return chstore.Quote(id) }
 
-// Open connects to ClickHouse for reading.
+// Open connects to ClickHouse for reading database db, with o's address,
+// user and TLS (its pool size and laziness are Open's).
 //
 // A server that does not answer yet is not fatal: the Queries are
 // returned with an error wrapping chstore.ErrNotReachable, and requests
 // (and /readyz) fail until it answers.
-func Open(ctx context.Context, addr, db, user, password string) (*Queries, error) {
-	conn, err := chstore.Dial(ctx, chstore.DialOptions{Addr: addr, Username: user, Password: password, MaxOpenConns: 32, Lazy: true})
+func Open(ctx context.Context, db string, o chstore.DialOptions) (*Queries, error) {
+	// ReadOnly: the API creates and writes nothing, whatever the user may.
+	o.MaxOpenConns, o.Lazy, o.ReadOnly = 32, true, true
+	conn, err := chstore.Dial(ctx, o)
 	if conn == nil {
 		return nil, err
 	}

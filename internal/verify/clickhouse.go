@@ -30,9 +30,9 @@ type chReader struct {
 func openClickHouse(ctx context.Context, c ClickHouse, timeout time.Duration) (*chReader, error) {
 	// A test tool only reads: ReadOnly refuses writes and DDL.
 	conn, err := chstore.Dial(ctx, chstore.DialOptions{Addr: c.Addr, Username: c.User, Password: c.Password,
-		MaxOpenConns: 4, DialTimeout: timeout, ReadOnly: true})
+		MaxOpenConns: 4, DialTimeout: timeout, ReadOnly: true, TLS: c.TLS})
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse: %w", err)
+		return nil, err // it names ClickHouse, the address and the user
 	}
 	return &chReader{conn: conn, db: c.Database, timeout: timeout}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
@@ -27,6 +28,7 @@ type ClickHouse struct {
 	Database string
 	User     string
 	Password string
+	TLS      chstore.TLSOptions
 }
 
 // Config is what Run checks and how.

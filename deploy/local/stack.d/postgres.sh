@@ -74,6 +74,11 @@ pg_purge_outside() {
 pg_write_config() {
 	local i=$1 dir
 	dir=$(pg_dir "$i")
+	# TLS with the stack's certificate (stack.d/tls.sh), copied into the
+	# data directory because the server wants its key owned by postgres and
+	# private. Plain connections still work: pg_hba's 'host' lines match both.
+	install -o postgres -g postgres -m 644 "$TLS_CERT" "$dir/server.crt"
+	install -o postgres -g postgres -m 600 "$TLS_KEY" "$dir/server.key"
 	as_postgres tee "$dir/tributary.conf" >/dev/null <<EOF
 # Written by deploy/local/stack.sh on every start; edits are lost.
 cluster_name = 'tributary-shard$i'
@@ -87,6 +92,10 @@ max_wal_senders = 20
 synchronous_commit = on
 password_encryption = 'scram-sha-256'
 log_line_prefix = '%m [%p] %q%u@%d '
+ssl = on
+ssl_cert_file = 'server.crt'
+ssl_key_file = 'server.key'
+ssl_min_protocol_version = 'TLSv1.2'
 EOF
 	grep -q "^include 'tributary.conf'" "$dir/postgresql.conf" ||
 		echo "include 'tributary.conf'" | as_postgres tee -a "$dir/postgresql.conf" >/dev/null

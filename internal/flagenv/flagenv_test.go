@@ -1,0 +1,38 @@
+package flagenv
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBool(t *testing.T) {
+	cases := []struct {
+		name, env string
+		args      []string
+		want      bool
+		err       string
+	}{
+		{name: "default", want: false},
+		{name: "from env", env: "true", want: true},
+		{name: "flag over env", env: "true", args: []string{"--tls=false"}, want: false},
+		{name: "bad env", env: "maybe", err: `$TEST_TLS="maybe": not a boolean`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("TEST_TLS", c.env)
+			s := New("x", "x")
+			var got bool
+			s.Bool(&got, "tls", "TEST_TLS", false, "use TLS")
+			err := s.Parse(c.args)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("want an error saying %q, got %v", c.err, err)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("got %v, %v; want %v", got, err, c.want)
+			}
+		})
+	}
+}
