@@ -50,7 +50,7 @@ func apiServer(t *testing.T, p *pipeline) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Config{Tables: &cfg, DocumentsTable: p.table(), QueryTimeout: 15 * time.Second, Tokens: tokens},
+	srv := httptest.NewServer(api.New(api.Config{Tables: &cfg, DocumentsTable: p.table(), QueryTimeout: 15 * time.Second, Tokens: tokens, Shards: p.shards},
 		query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
 	t.Cleanup(srv.Close) // before the pipeline's cleanup (LIFO)
 	return srv

@@ -130,7 +130,7 @@ func setupPipelineOn(t *testing.T, st *Stack, shards []int, brokers []string, ex
 	}
 	runCtx, runCancel := context.WithCancel(context.Background())
 	p.cancel = runCancel
-	p.api = httptest.NewServer(api.New(api.Config{Tables: cfg, DocumentsTable: table, QueryTimeout: 10 * time.Second},
+	p.api = httptest.NewServer(api.New(api.Config{Tables: cfg, DocumentsTable: table, QueryTimeout: 10 * time.Second, Shards: p.shards},
 		query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
 	if !external {
 		for _, s := range shards {

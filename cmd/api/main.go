@@ -22,6 +22,7 @@ import (
 	"github.com/tributary/tributary/internal/api"
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
@@ -70,6 +71,8 @@ type Config struct {
 	TokensFile  string
 	Tokens      string
 	RequireAuth bool
+	// FleetFile is the fleet file, read for its shard numbers only.
+	FleetFile string
 	// ComponentMetrics are the readers' and loaders' metrics URLs the
 	// status page (GET /) reads; RunbookURL is where it links the runbook.
 	ComponentMetrics string
@@ -104,6 +107,8 @@ func parse(args []string) (*Config, error) {
 	fs.BoolVar(&c.RequireAuth, "require-auth", requireAuth, "refuse to start without tokens [$TRIBUTARY_API_REQUIRE_AUTH]")
 	fs.String(&c.ComponentMetrics, "component-metrics", "TRIBUTARY_API_COMPONENT_METRICS", "",
 		"comma-separated metrics URLs of the cdc-readers and loaders, for the status page at / (none: the page says so)")
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "",
+		"fleet file, for its shard numbers only (the API never connects to a shard): after= naming another shard is a 400, and a shard still in its initial copy is waited for (none: the shards are those with watermarks)")
 	fs.String(&c.RunbookURL, "runbook-url", "TRIBUTARY_API_RUNBOOK_URL", api.DefaultRunbookURL, "where the status page links the runbook's sections (docs/runbook.md)")
 	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -178,6 +183,14 @@ func run(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	var shards []int
+	if cfg.FleetFile != "" {
+		fl, err := fleet.Load(cfg.FleetFile)
+		if err != nil {
+			return err
+		}
+		shards = fl.Numbers()
+	}
 	q, err := query.Open(ctx, cfg.ClickHouseDB, chstore.DialOptions{
 		Addr: cfg.ClickHouseAddr, Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
 	})
@@ -192,7 +205,7 @@ func run(ctx context.Context, cfg *Config) error {
 	reg := telemetry.NewRegistry()
 	metrics, _ := cfg.componentMetrics() // checked by Validate
 	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens,
-		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL}, q, log, reg)
+		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL, Shards: shards}, q, log, reg)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.Handler(reg))
 	mux.Handle("/", srv)

@@ -141,7 +141,7 @@ component_metrics=http://$LOADER_METRICS/metrics
 for i in "${SHARD_NUMBERS[@]}"; do
 	component_metrics+=",http://127.0.0.1:$((READER_METRICS_BASE + i))/metrics"
 done
-start api "$BIN/api" --listen "$API_ADDR" --component-metrics "$component_metrics"
+start api "$BIN/api" --listen "$API_ADDR" --fleet "$TRIBUTARY_FLEET" --component-metrics "$component_metrics"
 
 echo -n "demo: waiting for the API"
 for _ in $(seq 1 100); do

@@ -50,6 +50,11 @@ type Config struct {
 	// RunbookURL is where the status page links the runbook's sections
 	// (default DefaultRunbookURL).
 	RunbookURL string
+	// Shards are the fleet's shard numbers (its fleet file), when known:
+	// after= naming another shard is a 400 at once, and a shard of the
+	// fleet still in its initial copy (no watermark yet) is waited for.
+	// Without them, the shards are those with watermarks (knownShards).
+	Shards []int
 }
 
 // Server is the HTTP handler set.

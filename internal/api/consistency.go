@@ -363,13 +363,29 @@ func (s *Server) freshnessOf(w http.ResponseWriter, r *http.Request, topics []st
 	}
 }
 
-// knownShards is a 400 when after= names a shard that no configured
-// table's watermarks know (fresh is the route's reading): waiting for it
-// cannot help. Only when no shard has a watermark yet (nothing loaded)
+// knownShards is a 400 when after= names a shard outside the fleet
+// (Config.Shards) or, without a fleet, one that no configured table's
+// watermarks know (fresh is the route's reading): waiting for it cannot
+// help. Only when no shard has a watermark yet (nothing loaded)
 // is every shard given the benefit of the doubt. A shard is known once
 // its reader has written its first watermark, which follows its initial
 // copy.
 func (s *Server) knownShards(ctx context.Context, after []position, fresh []query.ShardFreshness) error {
+	if len(s.cfg.Shards) > 0 {
+		var unknown []int
+		for _, p := range after {
+			if !slices.Contains(s.cfg.Shards, p.Shard) {
+				unknown = append(unknown, p.Shard)
+			}
+		}
+		if len(unknown) == 0 {
+			return nil
+		}
+		return &Error{Status: http.StatusBadRequest, Code: "unknown_shard",
+			Message: fmt.Sprintf("after names shard %s, which is not in the fleet; the shards are %s",
+				joinInts(unknown), joinInts(s.cfg.Shards)),
+			Detail: map[string]any{"unknown_shards": unknown, "known_shards": s.cfg.Shards}}
+	}
 	missing := func(fresh []query.ShardFreshness) []int {
 		var out []int
 		for _, p := range after {

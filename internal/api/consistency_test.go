@@ -234,6 +234,33 @@ func TestUnknownShardBeforeAnyWatermark(t *testing.T) {
 	}
 }
 
+// TestFleetShards: with the fleet's shard numbers configured, after=
+// naming a shard outside the fleet is a 400 at once, and a shard of the
+// fleet with no watermark yet (its initial copy running) is waited for,
+// not refused, even while other shards have watermarks.
+func TestFleetShards(t *testing.T) {
+	s := newTestServer(t)
+	s.cfg.Shards = []int{3, 7}
+	var calls atomic.Int64
+	s.watch = &watermarkWatch{timeout: time.Second, fetch: func(context.Context, []string) ([]query.ShardFreshness, error) {
+		// Shard 3 is streaming; shard 7 has written no watermark yet,
+		// until the third reading.
+		out := []query.ShardFreshness{query.FreshnessAt(3, 100, time.Now(), true)}
+		if calls.Add(1) >= 3 {
+			out = append(out, query.FreshnessAt(7, 100, time.Now(), true))
+		}
+		return out, nil
+	}}
+	if _, _, err := waitFor(s, "after=7:0/1&wait=2s"); err != nil {
+		t.Fatalf("after= a fleet shard still copying: %v, want an answer once its watermark comes", err)
+	}
+	_, _, err := waitFor(s, "after=4:0/1&wait=2s")
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 400 || e.Code != "unknown_shard" || !strings.Contains(e.Message, "not in the fleet") {
+		t.Fatalf("after= a shard outside the fleet: %v, want 400 unknown_shard", err)
+	}
+}
+
 // TestWaitersShareQueries: many concurrent waiters cost one watermark
 // query per poll, not one each.
 func TestWaitersShareQueries(t *testing.T) {
