@@ -34,8 +34,11 @@ Routes (scope needed when tokens are configured):
                                     and what the id decodes to                 documents:read
   GET /v1/documents?workspace=&title=&from=&to=&limit=&cursor=
                                     search the documents table, newest first   documents:read
-  GET /v1/tables/{table}/rows/{id}  any replicated table's row by id           documents:read
-  GET /v1/anomalies/duplicates      ids live on more than one shard            documents:read
+  GET /v1/tables/{table}/rows/{id}  any replicated table's row by id           rows:read:{table}
+                                    (documents:read: the documents table's)
+  GET /v1/anomalies/duplicates, /v1/anomalies/moves, /v1/anomalies/misplaced
+                                    anomaly listings                           anomalies:read
+                                                                               (or documents:read)
   GET /v1/revenue                   exact revenue report                       revenue:read
   GET /v1/shards                    per-shard freshness                        any token
   GET /                             status page (HTML; sections need their
@@ -46,7 +49,8 @@ commit; repeatable) and wait= (default 5s, at most 30s): read-your-writes.
 
 Tokens: --tokens-file FILE or $TRIBUTARY_API_TOKENS (never argv), entries
 name:token:scope1,scope2 (one per line; ';' also separates entries in the
-environment). Scopes: documents:read, revenue:read, admin. Without tokens the
+environment). Scopes: documents:read, revenue:read, anomalies:read,
+rows:read:<table> (a configured table), admin. Without tokens the
 API is open (and says so at start-up and in /readyz); --require-auth refuses that.
 
 Example:
@@ -178,6 +182,11 @@ func run(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	if tokens != nil {
+		if err := tokens.CheckTables(func(table string) bool { _, ok := tcfg.ByName(table); return ok }); err != nil {
+			return fmt.Errorf("%s: %w", tokenSource(cfg), err)
+		}
+	}
 	q, err := query.Open(ctx, cfg.ClickHouseDB, chstore.DialOptions{
 		Addr: cfg.ClickHouseAddr, Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
 	})
@@ -218,6 +227,14 @@ func run(ctx context.Context, cfg *Config) error {
 		return hs.Shutdown(sctx)
 	})
 	return g.Wait()
+}
+
+// tokenSource names where the tokens come from, for messages.
+func tokenSource(cfg *Config) string {
+	if cfg.TokensFile != "" {
+		return "tokens file " + cfg.TokensFile
+	}
+	return "$TRIBUTARY_API_TOKENS"
 }
 
 // loadTokens reads the configured tokens; nil (an open API, loudly

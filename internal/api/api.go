@@ -103,10 +103,10 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 
 	s.route("GET /v1/documents", ScopeDocumentsRead, s.search)
 	s.route("GET /v1/documents/{id}", ScopeDocumentsRead, s.document)
-	s.route("GET /v1/tables/{table}/rows/{id}", ScopeDocumentsRead, s.tableRow)
-	s.route("GET /v1/anomalies/duplicates", ScopeDocumentsRead, s.duplicates)
-	s.route("GET /v1/anomalies/moves", ScopeDocumentsRead, s.moveAnomalies)
-	s.route("GET /v1/anomalies/misplaced", ScopeDocumentsRead, s.misplaced)
+	s.route("GET /v1/tables/{table}/rows/{id}", accessRows, s.tableRow)
+	s.route("GET /v1/anomalies/duplicates", ScopeAnomaliesRead, s.duplicates)
+	s.route("GET /v1/anomalies/moves", ScopeAnomaliesRead, s.moveAnomalies)
+	s.route("GET /v1/anomalies/misplaced", ScopeAnomaliesRead, s.misplaced)
 	s.route("GET /v1/shards", accessToken, s.shards)
 	s.route("GET /v1/revenue", ScopeRevenueRead, s.revenue)
 	s.route("GET /{$}", accessOpen, s.status) // status.go: checks tokens itself, to answer in HTML
@@ -165,7 +165,7 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QueryTimeout)
 		defer cancel()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		principal, err := s.cfg.Tokens.authorize(rec, r, need)
+		principal, err := s.cfg.Tokens.authorize(rec, r, need, s.cfg.DocumentsTable)
 		if err == nil {
 			err = func() (err error) {
 				defer func() {
