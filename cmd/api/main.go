@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -52,6 +54,9 @@ name:token:scope1,scope2 (one per line; ';' also separates entries in the
 environment). Scopes: documents:read, revenue:read, anomalies:read,
 rows:read:<table> (a configured table), admin. Without tokens the
 API is open (and says so at start-up and in /readyz); --require-auth refuses that.
+The tokens file is reloaded on SIGHUP and when it changes (--tokens-reload-interval);
+a malformed file is refused (logged, tributary_api_token_reloads_total{outcome="refused"})
+and the tokens in force stay.
 
 Example:
   TRIBUTARY_CLICKHOUSE_ADDR=127.0.0.1:59000 api --tables deploy/local/tables.json --listen 127.0.0.1:8080`
@@ -74,6 +79,9 @@ type Config struct {
 	TokensFile  string
 	Tokens      string
 	RequireAuth bool
+	// TokensReload is how often the tokens file is checked for a change
+	// (0: only on SIGHUP).
+	TokensReload time.Duration
 	// ComponentMetrics are the readers' and loaders' metrics URLs the
 	// status page (GET /) reads; RunbookURL is where it links the runbook.
 	ComponentMetrics string
@@ -97,6 +105,8 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
 	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")
 	fs.Secret(&c.Tokens, "TRIBUTARY_API_TOKENS")
+	fs.Duration(&c.TokensReload, "tokens-reload-interval", "TRIBUTARY_API_TOKENS_RELOAD_INTERVAL", 5*time.Second,
+		"how often the tokens file is checked for a change and reloaded (0: only on SIGHUP; a malformed file keeps the tokens in force)")
 	requireAuth := false
 	if v, ok := os.LookupEnv("TRIBUTARY_API_REQUIRE_AUTH"); ok && v != "" {
 		b, err := strconv.ParseBool(v)
@@ -134,6 +144,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.ClickHouseTLS.Validate()...)
 	if c.QueryTimeout <= 0 {
 		errs = append(errs, errors.New("--query-timeout must be > 0"))
+	}
+	if c.TokensReload < 0 {
+		errs = append(errs, errors.New("--tokens-reload-interval must be >= 0"))
 	}
 	switch {
 	case c.TokensFile != "" && c.Tokens != "":
@@ -182,8 +195,11 @@ func run(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	checkTokens := func(t *api.Tokens) error {
+		return t.CheckTables(func(table string) bool { _, ok := tcfg.ByName(table); return ok })
+	}
 	if tokens != nil {
-		if err := tokens.CheckTables(func(table string) bool { _, ok := tcfg.ByName(table); return ok }); err != nil {
+		if err := checkTokens(tokens); err != nil {
 			return fmt.Errorf("%s: %w", tokenSource(cfg), err)
 		}
 	}
@@ -214,6 +230,15 @@ func run(ctx context.Context, cfg *Config) error {
 		WriteTimeout: cfg.QueryTimeout + 5*time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	log.Info("api listening", slog.String("addr", ln.Addr().String()))
 	g, gctx := errgroup.WithContext(ctx)
+	if cfg.TokensFile != "" {
+		// SIGHUP and changes of the file reload it; $TRIBUTARY_API_TOKENS
+		// cannot change under a running process.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		reloader := api.NewTokenReloader(cfg.TokensFile, tokens, checkTokens, log, reg)
+		g.Go(func() error { return reloader.Run(gctx, cfg.TokensReload, hup) })
+	}
 	g.Go(func() error {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)

@@ -12,7 +12,8 @@
 // Metrics (private registry): tributary_api_requests_total{route,code},
 // tributary_api_request_seconds{route},
 // tributary_api_read_wait_seconds{outcome} (time after= requests waited for
-// the watermarks; outcome visible or not_yet_visible).
+// the watermarks; outcome visible or not_yet_visible),
+// tributary_api_token_reloads_total{outcome} (tokenreload.go).
 package api
 
 import (
