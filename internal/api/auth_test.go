@@ -284,3 +284,28 @@ func TestNoTokensIsOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessLogNamesToken: the access log carries the token's name, never
+// the token, for granted and refused requests alike.
+func TestAccessLogNamesToken(t *testing.T) {
+	tk, err := ParseTokens(testTokens, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newAuthServer(t, tk)
+	var logs strings.Builder
+	s.log = slog.New(slog.NewTextHandler(&logs, nil))
+	for _, c := range []struct{ path, token, name string }{
+		{"/v1/documents/abc", docsToken, "token=support"},
+		{"/v1/revenue?from=bogus", docsToken, "token=support"},
+		{"/v1/tables/invoices/rows/abc", invoiceToken, "token=billing"},
+	} {
+		logs.Reset()
+		req := httptest.NewRequest("GET", c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		s.ServeHTTP(httptest.NewRecorder(), req)
+		if !strings.Contains(logs.String(), c.name) || strings.Contains(logs.String(), c.token) {
+			t.Errorf("%s: access log %q, want %s and not the token", c.path, logs.String(), c.name)
+		}
+	}
+}
