@@ -82,6 +82,8 @@ type Config struct {
 	// TokensReload is how often the tokens file is checked for a change
 	// (0: only on SIGHUP).
 	TokensReload time.Duration
+	// RateLimit is each token's requests/s and burst (0/s: no limit).
+	RateLimit api.RateLimit
 	// ComponentMetrics are the readers' and loaders' metrics URLs the
 	// status page (GET /) reads; RunbookURL is where it links the runbook.
 	ComponentMetrics string
@@ -105,6 +107,10 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
 	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")
 	fs.Secret(&c.Tokens, "TRIBUTARY_API_TOKENS")
+	rate := 0
+	fs.Int(&rate, "token-rate", "TRIBUTARY_API_TOKEN_RATE", 0,
+		"requests per second each token may make, answered 429 with Retry-After beyond (0: no limit)")
+	fs.Int(&c.RateLimit.Burst, "token-burst", "TRIBUTARY_API_TOKEN_BURST", 20, "requests a token may make at once under --token-rate")
 	fs.Duration(&c.TokensReload, "tokens-reload-interval", "TRIBUTARY_API_TOKENS_RELOAD_INTERVAL", 5*time.Second,
 		"how often the tokens file is checked for a change and reloaded (0: only on SIGHUP; a malformed file keeps the tokens in force)")
 	requireAuth := false
@@ -124,6 +130,7 @@ func parse(args []string) (*Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	c.RateLimit.PerSecond = float64(rate)
 	if err := c.Validate(); err != nil {
 		return &c, err
 	}
@@ -144,6 +151,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.ClickHouseTLS.Validate()...)
 	if c.QueryTimeout <= 0 {
 		errs = append(errs, errors.New("--query-timeout must be > 0"))
+	}
+	if c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 1 {
+		errs = append(errs, errors.New("--token-rate must be >= 0 and --token-burst >= 1"))
 	}
 	if c.TokensReload < 0 {
 		errs = append(errs, errors.New("--tokens-reload-interval must be >= 0"))
@@ -217,7 +227,7 @@ func run(ctx context.Context, cfg *Config) error {
 	reg := telemetry.NewRegistry()
 	metrics, _ := cfg.componentMetrics() // checked by Validate
 	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens,
-		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL}, q, log, reg)
+		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL, RateLimit: cfg.RateLimit}, q, log, reg)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.Handler(reg))
 	mux.Handle("/", srv)

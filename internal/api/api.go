@@ -13,7 +13,8 @@
 // tributary_api_request_seconds{route},
 // tributary_api_read_wait_seconds{outcome} (time after= requests waited for
 // the watermarks; outcome visible or not_yet_visible),
-// tributary_api_token_reloads_total{outcome} (tokenreload.go).
+// tributary_api_token_reloads_total{outcome} (tokenreload.go),
+// tributary_api_rate_limited_total{token} (ratelimit.go).
 package api
 
 import (
@@ -51,6 +52,8 @@ type Config struct {
 	// RunbookURL is where the status page links the runbook's sections
 	// (default DefaultRunbookURL).
 	RunbookURL string
+	// RateLimit bounds each token's requests (ratelimit.go); zero: none.
+	RateLimit RateLimit
 }
 
 // Server is the HTTP handler set.
@@ -75,6 +78,7 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	waited   *prometheus.HistogramVec
+	limiter  *rateLimiter
 }
 
 // tableLayout is a table's configured id layout, or why it did not resolve.
@@ -88,6 +92,7 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux(), watch: &watermarkWatch{fetch: q.Freshness, timeout: max(cfg.QueryTimeout, time.Second)},
 		stopped: &stoppedWatch{fetch: q.StoppedTables, timeout: max(cfg.QueryTimeout, time.Second)},
 		layouts: map[string]tableLayout{}}
+	s.limiter = newRateLimiter(cfg.RateLimit, reg)
 	for _, t := range cfg.Tables.Tables {
 		l, err := ids.Lookup(t.IDLayout)
 		s.layouts[t.Name] = tableLayout{layout: l, err: err}
@@ -167,6 +172,11 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		defer cancel()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		principal, err := s.cfg.Tokens.authorize(rec, r, need, s.cfg.DocumentsTable)
+		if err == nil {
+			if ok, wait := s.limiter.allow(principal, start); !ok {
+				err = tooMany(rec, principal, wait)
+			}
+		}
 		if err == nil {
 			err = func() (err error) {
 				defer func() {
