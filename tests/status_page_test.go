@@ -195,8 +195,8 @@ func TestStatusPageInChromium(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#shards"))))
 	guardedAnomalies, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#anomalies")))
 	step("anomalies with a revenue token", err)
-	if !strings.Contains(guardedAnomalies, `lacks the documents:read scope`) {
-		t.Errorf("with a revenue:read token the anomaly sections do not say they need documents:read:\n%s", guardedAnomalies)
+	if !strings.Contains(guardedAnomalies, `lacks the anomalies:read scope this route needs (documents:read or admin also grant it)`) {
+		t.Errorf("with a revenue:read token the anomaly sections do not say they need anomalies:read:\n%s", guardedAnomalies)
 	}
 	cancelBrowser()
 	<-drained

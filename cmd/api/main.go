@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -35,8 +37,11 @@ Routes (scope needed when tokens are configured):
                                     and what the id decodes to                 documents:read
   GET /v1/documents?workspace=&title=&from=&to=&limit=&cursor=
                                     search the documents table, newest first   documents:read
-  GET /v1/tables/{table}/rows/{id}  any replicated table's row by id           documents:read
-  GET /v1/anomalies/duplicates      ids live on more than one shard            documents:read
+  GET /v1/tables/{table}/rows/{id}  any replicated table's row by id           rows:read:{table}
+                                    (documents:read: the documents table's)
+  GET /v1/anomalies/duplicates, /v1/anomalies/moves, /v1/anomalies/misplaced
+                                    anomaly listings                           anomalies:read
+                                                                               (or documents:read)
   GET /v1/revenue                   exact revenue report                       revenue:read
   GET /v1/shards                    per-shard freshness                        any token
   GET /                             status page (HTML; sections need their
@@ -47,8 +52,12 @@ commit; repeatable) and wait= (default 5s, at most 30s): read-your-writes.
 
 Tokens: --tokens-file FILE or $TRIBUTARY_API_TOKENS (never argv), entries
 name:token:scope1,scope2 (one per line; ';' also separates entries in the
-environment). Scopes: documents:read, revenue:read, admin. Without tokens the
+environment). Scopes: documents:read, revenue:read, anomalies:read,
+rows:read:<table> (a configured table), admin. Without tokens the
 API is open (and says so at start-up and in /readyz); --require-auth refuses that.
+The tokens file is reloaded on SIGHUP and when it changes (--tokens-reload-interval);
+a malformed file is refused (logged, tributary_api_token_reloads_total{outcome="refused"})
+and the tokens in force stay.
 
 Example:
   TRIBUTARY_CLICKHOUSE_ADDR=127.0.0.1:59000 api --tables deploy/local/tables.json --listen 127.0.0.1:8080`
@@ -73,6 +82,11 @@ type Config struct {
 	RequireAuth bool
 	// FleetFile is the fleet file, read for its shard numbers only.
 	FleetFile string
+	// TokensReload is how often the tokens file is checked for a change
+	// (0: only on SIGHUP).
+	TokensReload time.Duration
+	// RateLimit is each token's requests/s and burst (0/s: no limit).
+	RateLimit api.RateLimit
 	// ComponentMetrics are the readers' and loaders' metrics URLs the
 	// status page (GET /) reads; RunbookURL is where it links the runbook.
 	ComponentMetrics string
@@ -96,6 +110,12 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
 	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")
 	fs.Secret(&c.Tokens, "TRIBUTARY_API_TOKENS")
+	rate := 0
+	fs.Int(&rate, "token-rate", "TRIBUTARY_API_TOKEN_RATE", 0,
+		"requests per second each token may make, answered 429 with Retry-After beyond (0: no limit)")
+	fs.Int(&c.RateLimit.Burst, "token-burst", "TRIBUTARY_API_TOKEN_BURST", 20, "requests a token may make at once under --token-rate")
+	fs.Duration(&c.TokensReload, "tokens-reload-interval", "TRIBUTARY_API_TOKENS_RELOAD_INTERVAL", 5*time.Second,
+		"how often the tokens file is checked for a change and reloaded (0: only on SIGHUP; a malformed file keeps the tokens in force)")
 	requireAuth := false
 	if v, ok := os.LookupEnv("TRIBUTARY_API_REQUIRE_AUTH"); ok && v != "" {
 		b, err := strconv.ParseBool(v)
@@ -115,6 +135,7 @@ func parse(args []string) (*Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	c.RateLimit.PerSecond = float64(rate)
 	if err := c.Validate(); err != nil {
 		return &c, err
 	}
@@ -135,6 +156,12 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.ClickHouseTLS.Validate()...)
 	if c.QueryTimeout <= 0 {
 		errs = append(errs, errors.New("--query-timeout must be > 0"))
+	}
+	if c.RateLimit.PerSecond < 0 || c.RateLimit.Burst < 1 {
+		errs = append(errs, errors.New("--token-rate must be >= 0 and --token-burst >= 1"))
+	}
+	if c.TokensReload < 0 {
+		errs = append(errs, errors.New("--tokens-reload-interval must be >= 0"))
 	}
 	switch {
 	case c.TokensFile != "" && c.Tokens != "":
@@ -191,6 +218,14 @@ func run(ctx context.Context, cfg *Config) error {
 		}
 		shards = fl.Numbers()
 	}
+	checkTokens := func(t *api.Tokens) error {
+		return t.CheckTables(func(table string) bool { _, ok := tcfg.ByName(table); return ok })
+	}
+	if tokens != nil {
+		if err := checkTokens(tokens); err != nil {
+			return fmt.Errorf("%s: %w", tokenSource(cfg), err)
+		}
+	}
 	q, err := query.Open(ctx, cfg.ClickHouseDB, chstore.DialOptions{
 		Addr: cfg.ClickHouseAddr, Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
 	})
@@ -205,7 +240,7 @@ func run(ctx context.Context, cfg *Config) error {
 	reg := telemetry.NewRegistry()
 	metrics, _ := cfg.componentMetrics() // checked by Validate
 	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens,
-		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL, Shards: shards}, q, log, reg)
+		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL, Shards: shards, RateLimit: cfg.RateLimit}, q, log, reg)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", telemetry.Handler(reg))
 	mux.Handle("/", srv)
@@ -218,6 +253,15 @@ func run(ctx context.Context, cfg *Config) error {
 		WriteTimeout: cfg.QueryTimeout + 5*time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	log.Info("api listening", slog.String("addr", ln.Addr().String()))
 	g, gctx := errgroup.WithContext(ctx)
+	if cfg.TokensFile != "" {
+		// SIGHUP and changes of the file reload it; $TRIBUTARY_API_TOKENS
+		// cannot change under a running process.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		reloader := api.NewTokenReloader(cfg.TokensFile, tokens, checkTokens, log, reg)
+		g.Go(func() error { return reloader.Run(gctx, cfg.TokensReload, hup) })
+	}
 	g.Go(func() error {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("serve: %w", err)
@@ -231,6 +275,14 @@ func run(ctx context.Context, cfg *Config) error {
 		return hs.Shutdown(sctx)
 	})
 	return g.Wait()
+}
+
+// tokenSource names where the tokens come from, for messages.
+func tokenSource(cfg *Config) string {
+	if cfg.TokensFile != "" {
+		return "tokens file " + cfg.TokensFile
+	}
+	return "$TRIBUTARY_API_TOKENS"
 }
 
 // loadTokens reads the configured tokens; nil (an open API, loudly

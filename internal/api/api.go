@@ -12,7 +12,9 @@
 // Metrics (private registry): tributary_api_requests_total{route,code},
 // tributary_api_request_seconds{route},
 // tributary_api_read_wait_seconds{outcome} (time after= requests waited for
-// the watermarks; outcome visible or not_yet_visible).
+// the watermarks; outcome visible or not_yet_visible),
+// tributary_api_token_reloads_total{outcome} (tokenreload.go),
+// tributary_api_rate_limited_total{token} (ratelimit.go).
 package api
 
 import (
@@ -55,6 +57,8 @@ type Config struct {
 	// fleet still in its initial copy (no watermark yet) is waited for.
 	// Without them, the shards are those with watermarks (knownShards).
 	Shards []int
+	// RateLimit bounds each token's requests (ratelimit.go); zero: none.
+	RateLimit RateLimit
 }
 
 // Server is the HTTP handler set.
@@ -79,6 +83,7 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	waited   *prometheus.HistogramVec
+	limiter  *rateLimiter
 }
 
 // tableLayout is a table's configured id layout, or why it did not resolve.
@@ -92,6 +97,7 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux(), watch: &watermarkWatch{fetch: q.Freshness, timeout: max(cfg.QueryTimeout, time.Second)},
 		stopped: &stoppedWatch{fetch: q.StoppedTables, timeout: max(cfg.QueryTimeout, time.Second)},
 		layouts: map[string]tableLayout{}}
+	s.limiter = newRateLimiter(cfg.RateLimit, reg)
 	for _, t := range cfg.Tables.Tables {
 		l, err := ids.Lookup(t.IDLayout)
 		s.layouts[t.Name] = tableLayout{layout: l, err: err}
@@ -108,10 +114,10 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 
 	s.route("GET /v1/documents", ScopeDocumentsRead, s.search)
 	s.route("GET /v1/documents/{id}", ScopeDocumentsRead, s.document)
-	s.route("GET /v1/tables/{table}/rows/{id}", ScopeDocumentsRead, s.tableRow)
-	s.route("GET /v1/anomalies/duplicates", ScopeDocumentsRead, s.duplicates)
-	s.route("GET /v1/anomalies/moves", ScopeDocumentsRead, s.moveAnomalies)
-	s.route("GET /v1/anomalies/misplaced", ScopeDocumentsRead, s.misplaced)
+	s.route("GET /v1/tables/{table}/rows/{id}", accessRows, s.tableRow)
+	s.route("GET /v1/anomalies/duplicates", ScopeAnomaliesRead, s.duplicates)
+	s.route("GET /v1/anomalies/moves", ScopeAnomaliesRead, s.moveAnomalies)
+	s.route("GET /v1/anomalies/misplaced", ScopeAnomaliesRead, s.misplaced)
 	s.route("GET /v1/shards", accessToken, s.shards)
 	s.route("GET /v1/revenue", ScopeRevenueRead, s.revenue)
 	s.route("GET /{$}", accessOpen, s.status) // status.go: checks tokens itself, to answer in HTML
@@ -170,7 +176,12 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QueryTimeout)
 		defer cancel()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		principal, err := s.cfg.Tokens.authorize(rec, r, need)
+		principal, err := s.cfg.Tokens.authorize(rec, r, need, s.cfg.DocumentsTable)
+		if err == nil {
+			if ok, wait := s.limiter.allow(principal, start); !ok {
+				err = tooMany(rec, principal, wait)
+			}
+		}
 		if err == nil {
 			err = func() (err error) {
 				defer func() {

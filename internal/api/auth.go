@@ -26,6 +26,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Scope is a permission a token grants.
@@ -33,17 +34,37 @@ type Scope string
 
 // The scopes. ScopeAdmin grants every other scope.
 const (
-	// ScopeDocumentsRead: documents by id and search, rows of any table,
-	// duplicate-id anomalies.
+	// ScopeDocumentsRead: documents by id and search, the documents
+	// table's rows through /v1/tables/{table}/rows/{id} (the same data as
+	// /v1/documents/{id}), and the anomaly listings (ScopeAnomaliesRead,
+	// which it granted before that scope existed). It does not grant any
+	// other table's rows: those need RowsScope(table).
 	ScopeDocumentsRead Scope = "documents:read"
 	// ScopeRevenueRead: the revenue report.
 	ScopeRevenueRead Scope = "revenue:read"
+	// ScopeAnomaliesRead: the anomaly listings (/v1/anomalies/...).
+	ScopeAnomaliesRead Scope = "anomalies:read"
 	// ScopeAdmin: everything.
 	ScopeAdmin Scope = "admin"
 )
 
-// Scopes lists every scope a token may carry.
-var Scopes = []Scope{ScopeDocumentsRead, ScopeRevenueRead, ScopeAdmin}
+// rowsScopePrefix starts a per-table scope, rows:read:<table>.
+const rowsScopePrefix = "rows:read:"
+
+// RowsScope is the scope that reads table's rows through
+// /v1/tables/{table}/rows/{id}.
+func RowsScope(table string) Scope { return Scope(rowsScopePrefix + table) }
+
+// Scopes lists every fixed scope a token may carry; RowsScope(table), for
+// a configured table, is the one other kind.
+var Scopes = []Scope{ScopeDocumentsRead, ScopeRevenueRead, ScopeAnomaliesRead, ScopeAdmin}
+
+// scopeList is Scopes for error messages.
+const scopeList = "documents:read, revenue:read, anomalies:read, rows:read:<table>, admin"
+
+// tableScopeName is a table name as a rows:read:<table> scope may carry it
+// (whether the table is configured is Tokens.CheckTables' to say).
+var tableScopeName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // Route access levels besides a Scope.
 const (
@@ -52,6 +73,8 @@ const (
 	// accessToken: any valid token, whatever its scopes (freshness, which
 	// says nothing about the data itself).
 	accessToken Scope = "token"
+	// accessRows: RowsScope of the request's {table} path value.
+	accessRows Scope = "rows"
 )
 
 // ErrBadTokens is wrapped by every token configuration error.
@@ -66,21 +89,43 @@ var (
 	tokenText = regexp.MustCompile(`^[A-Za-z0-9._~+/-]+=*$`)
 )
 
-// Tokens is a set of bearer tokens. It is immutable after parsing and safe
-// for concurrent use.
+// Tokens is a set of bearer tokens, safe for concurrent use. The set is
+// replaced whole by Replace (a reload): a request sees the old set or the
+// new one, never a mix.
 type Tokens struct {
+	cur atomic.Pointer[tokenSet]
+}
+
+// tokenSet is one parsed configuration; immutable.
+type tokenSet struct {
 	entries []tokenEntry
 }
 
 type tokenEntry struct {
 	name   string
+	line   int // where it was configured, for error messages
 	hash   [sha256.Size]byte
 	scopes []Scope
 }
 
-// allows reports whether e may use a route needing need.
-func (e *tokenEntry) allows(need Scope) bool {
-	return need == accessOpen || need == accessToken || slices.Contains(e.scopes, ScopeAdmin) || slices.Contains(e.scopes, need)
+// allows reports whether e may use a route needing need; documentsTable
+// is the table whose rows documents:read also grants.
+func (e *tokenEntry) allows(need Scope, documentsTable string) bool {
+	switch {
+	case need == accessOpen || need == accessToken || slices.Contains(e.scopes, ScopeAdmin) || slices.Contains(e.scopes, need):
+		return true
+	case slices.Contains(e.scopes, ScopeDocumentsRead):
+		return need == ScopeAnomaliesRead || (documentsTable != "" && need == RowsScope(documentsTable))
+	}
+	return false
+}
+
+// alsoGranted says which other scope grants need, for a 403's message.
+func alsoGranted(need Scope, documentsTable string) string {
+	if need == ScopeAnomaliesRead || (documentsTable != "" && need == RowsScope(documentsTable)) {
+		return " (documents:read or admin also grant it)"
+	}
+	return " (admin also grants it)"
 }
 
 // LoadTokens reads a token file. A file others can read is the caller's to
@@ -115,7 +160,7 @@ func TokenFileWarning(path string) string {
 // duplicate names or tokens, unknown scopes and tokens shorter than
 // MinTokenLength.
 func ParseTokens(text string, semicolons bool) (*Tokens, error) {
-	t := &Tokens{}
+	t := &tokenSet{}
 	names := map[string]bool{}
 	var errs []error
 	sc := bufio.NewScanner(strings.NewReader(text))
@@ -133,6 +178,7 @@ func ParseTokens(text string, semicolons bool) (*Tokens, error) {
 				continue
 			}
 			e, err := parseTokenEntry(item)
+			e.line = line
 			if err != nil {
 				errs = append(errs, fmt.Errorf("entry on line %d: %w", line, err))
 				continue
@@ -158,8 +204,32 @@ func ParseTokens(text string, semicolons bool) (*Tokens, error) {
 	if len(t.entries) == 0 {
 		return nil, fmt.Errorf("%w: no token entries", ErrBadTokens)
 	}
-	return t, nil
+	out := &Tokens{}
+	out.cur.Store(t)
+	return out, nil
 }
+
+// CheckTables refuses a rows:read:<table> scope whose table is not
+// configured (known says which are), naming the entry's line: a typo would
+// otherwise grant nothing, silently.
+func (t *Tokens) CheckTables(known func(table string) bool) error {
+	var errs []error
+	for _, e := range t.cur.Load().entries {
+		for _, sc := range e.scopes {
+			if table, ok := strings.CutPrefix(string(sc), rowsScopePrefix); ok && !known(table) {
+				errs = append(errs, fmt.Errorf("entry on line %d (%s): scope %s: table %q is not configured", e.line, e.name, sc, table))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrBadTokens, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Replace puts n's tokens in force in place of t's, for every request
+// from now on.
+func (t *Tokens) Replace(n *Tokens) { t.cur.Store(n.cur.Load()) }
 
 // parseTokenEntry parses `name:token:scope1,scope2`. The token is never
 // part of an error message.
@@ -183,9 +253,10 @@ func parseTokenEntry(s string) (tokenEntry, error) {
 		if sc == "" {
 			continue
 		}
-		if !slices.Contains(Scopes, Scope(sc)) {
+		table, isRows := strings.CutPrefix(sc, rowsScopePrefix)
+		if !slices.Contains(Scopes, Scope(sc)) && (!isRows || !tableScopeName.MatchString(table)) {
 			// Not echoed: with fields swapped, the "scope" is the token.
-			return e, fmt.Errorf("%s: scope %d is not one of documents:read, revenue:read, admin", name, i+1)
+			return e, fmt.Errorf("%s: scope %d is not one of %s", name, i+1, scopeList)
 		}
 		if !slices.Contains(e.scopes, Scope(sc)) {
 			e.scopes = append(e.scopes, Scope(sc))
@@ -198,12 +269,13 @@ func parseTokenEntry(s string) (tokenEntry, error) {
 }
 
 // Len is the number of tokens.
-func (t *Tokens) Len() int { return len(t.entries) }
+func (t *Tokens) Len() int { return len(t.cur.Load().entries) }
 
 // Names lists the token names, in configuration order.
 func (t *Tokens) Names() []string {
-	out := make([]string, len(t.entries))
-	for i, e := range t.entries {
+	entries := t.cur.Load().entries
+	out := make([]string, len(entries))
+	for i, e := range entries {
 		out[i] = e.name
 	}
 	return out
@@ -214,9 +286,10 @@ func (t *Tokens) Names() []string {
 func (t *Tokens) lookup(presented string) (*tokenEntry, bool) {
 	h := sha256.Sum256([]byte(presented))
 	var found *tokenEntry
-	for i := range t.entries {
-		if subtle.ConstantTimeCompare(h[:], t.entries[i].hash[:]) == 1 {
-			found = &t.entries[i]
+	entries := t.cur.Load().entries
+	for i := range entries {
+		if subtle.ConstantTimeCompare(h[:], entries[i].hash[:]) == 1 {
+			found = &entries[i]
 		}
 	}
 	return found, found != nil
@@ -227,9 +300,14 @@ const authRealm = `Bearer realm="tributary"`
 
 // authorize checks r's bearer token against need and returns the token's
 // name. With no tokens configured every request passes as "".
-func (t *Tokens) authorize(w http.ResponseWriter, r *http.Request, need Scope) (string, error) {
+// documentsTable is the table whose rows documents:read grants; accessRows
+// needs RowsScope of r's {table}.
+func (t *Tokens) authorize(w http.ResponseWriter, r *http.Request, need Scope, documentsTable string) (string, error) {
 	if t == nil || need == accessOpen {
 		return "", nil
+	}
+	if need == accessRows {
+		need = RowsScope(r.PathValue("table"))
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -249,10 +327,10 @@ func (t *Tokens) authorize(w http.ResponseWriter, r *http.Request, need Scope) (
 		w.Header().Set("WWW-Authenticate", authRealm+`, error="invalid_token"`)
 		return "", &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "the bearer token is not valid"}
 	}
-	if !e.allows(need) {
+	if !e.allows(need, documentsTable) {
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf(`%s, error="insufficient_scope", scope=%q`, authRealm, string(need)))
 		return e.name, &Error{Status: http.StatusForbidden, Code: "forbidden",
-			Message: fmt.Sprintf("token %q lacks the %s scope this route needs", e.name, need)}
+			Message: fmt.Sprintf("token %q lacks the %s scope this route needs%s", e.name, need, alsoGranted(need, documentsTable))}
 	}
 	return e.name, nil
 }

@@ -23,6 +23,8 @@ const (
 	revenueToken = "revenue-token-0123456789abcdef"
 	adminToken   = "admin-token-0123456789abcdef"
 	bothToken    = "both-token-0123456789abcdef"
+	invoiceToken = "invoice-token-0123456789abcdef"
+	anomalyToken = "anomaly-token-0123456789abcdef"
 )
 
 var testTokens = strings.Join([]string{
@@ -32,6 +34,8 @@ var testTokens = strings.Join([]string{
 	"",
 	"ops:" + adminToken + ":admin",
 	"bi:" + bothToken + ":documents:read, revenue:read",
+	"billing:" + invoiceToken + ":rows:read:invoices",
+	"oncall:" + anomalyToken + ":anomalies:read",
 }, "\n")
 
 func TestParseTokens(t *testing.T) {
@@ -42,7 +46,11 @@ func TestParseTokens(t *testing.T) {
 		names      []string
 		err        string
 	}{
-		{name: "file", text: testTokens, names: []string{"support", "finance", "ops", "bi"}},
+		{name: "file", text: testTokens, names: []string{"support", "finance", "ops", "bi", "billing", "oncall"}},
+		{name: "per-table scopes", text: "a:" + tok + ":rows:read:invoices,rows:read:documents,anomalies:read", names: []string{"a"}},
+		{name: "rows scope without a table", text: "a:" + tok + ":rows:read:", err: "scope 1 is not one of"},
+		{name: "rows scope with a bad table", text: "a:" + tok + ":admin,rows:read:in voices", err: "scope 2 is not one of"},
+		{name: "unknown scope names its line", text: "a:" + tok + "1:admin\nb:" + tok + "2:anomalies:write", err: "entry on line 2: b: scope 1 is not one of"},
 		{name: "env with semicolons", text: "a:" + tok + "1:admin; b:" + tok + "2:documents:read;", semicolons: true, names: []string{"a", "b"}},
 		{name: "semicolons not separators in a file", text: "a:" + tok + "1:admin; b:" + tok + "2:documents:read", err: "scope 1 is not one of"},
 		{name: "comments and blanks", text: "\n# x\n  a:" + tok + ":admin  \n\n", names: []string{"a"}},
@@ -91,8 +99,8 @@ func TestTokensStoredHashed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range tk.entries {
-		for _, secret := range []string{docsToken, revenueToken, adminToken, bothToken} {
+	for _, e := range tk.cur.Load().entries {
+		for _, secret := range []string{docsToken, revenueToken, adminToken, bothToken, invoiceToken, anomalyToken} {
 			if strings.Contains(string(e.hash[:]), secret) || strings.Contains(e.name, secret) {
 				t.Fatalf("entry %s holds a token in clear", e.name)
 			}
@@ -139,6 +147,8 @@ func TestAuthDecisions(t *testing.T) {
 		"documents": "/v1/documents/abc",
 		"search":    "/v1/documents?limit=0",
 		"rows":      "/v1/tables/invoices/rows/abc",
+		"docrows":   "/v1/tables/documents/rows/abc",
+		"moves":     "/v1/anomalies/moves?kind=bogus",
 		"anomalies": "/v1/anomalies/duplicates?state=bogus",
 		"revenue":   "/v1/revenue?from=bogus",
 		"shards":    "/v1/shards?after=bogus",
@@ -171,8 +181,12 @@ func TestAuthDecisions(t *testing.T) {
 		{"documents", "Bearer " + docsToken, ok, ""},
 		{"documents", "bearer " + docsToken, ok, ""},
 		{"search", "Bearer " + docsToken, ok, ""},
-		{"rows", "Bearer " + docsToken, ok, ""},
+		// documents:read reads the documents table's rows, not invoices'.
+		{"docrows", "Bearer " + docsToken, ok, ""},
+		{"rows", "Bearer " + docsToken, 403, `error="insufficient_scope", scope="rows:read:invoices"`},
+		// documents:read still grants the anomaly listings.
 		{"anomalies", "Bearer " + docsToken, ok, ""},
+		{"moves", "Bearer " + docsToken, ok, ""},
 		{"shards", "Bearer " + docsToken, ok, ""},
 		{"revenue", "Bearer " + docsToken, 403, `error="insufficient_scope", scope="revenue:read"`},
 		// revenue:read.
@@ -180,12 +194,26 @@ func TestAuthDecisions(t *testing.T) {
 		{"shards", "Bearer " + revenueToken, ok, ""},
 		{"documents", "Bearer " + revenueToken, 403, `error="insufficient_scope", scope="documents:read"`},
 		{"search", "Bearer " + revenueToken, 403, `scope="documents:read"`},
-		{"rows", "Bearer " + revenueToken, 403, `scope="documents:read"`},
-		{"anomalies", "Bearer " + revenueToken, 403, `scope="documents:read"`},
+		{"rows", "Bearer " + revenueToken, 403, `scope="rows:read:invoices"`},
+		{"docrows", "Bearer " + revenueToken, 403, `scope="rows:read:documents"`},
+		{"anomalies", "Bearer " + revenueToken, 403, `scope="anomalies:read"`},
+		// rows:read:invoices: that table's rows and nothing else.
+		{"rows", "Bearer " + invoiceToken, ok, ""},
+		{"docrows", "Bearer " + invoiceToken, 403, `scope="rows:read:documents"`},
+		{"documents", "Bearer " + invoiceToken, 403, `scope="documents:read"`},
+		{"anomalies", "Bearer " + invoiceToken, 403, `scope="anomalies:read"`},
+		{"revenue", "Bearer " + invoiceToken, 403, `scope="revenue:read"`},
+		// anomalies:read: the listings and nothing else.
+		{"anomalies", "Bearer " + anomalyToken, ok, ""},
+		{"moves", "Bearer " + anomalyToken, ok, ""},
+		{"documents", "Bearer " + anomalyToken, 403, `scope="documents:read"`},
+		{"docrows", "Bearer " + anomalyToken, 403, `scope="rows:read:documents"`},
 		// admin and two scopes: everything.
 		{"documents", "Bearer " + adminToken, ok, ""},
 		{"revenue", "Bearer " + adminToken, ok, ""},
 		{"anomalies", "Bearer " + adminToken, ok, ""},
+		{"rows", "Bearer " + adminToken, ok, ""},
+		{"docrows", "Bearer " + adminToken, ok, ""},
 		{"documents", "Bearer " + bothToken, ok, ""},
 		{"revenue", "Bearer " + bothToken, ok, ""},
 		// Open routes ignore a bad token.
@@ -216,11 +244,32 @@ func TestAuthDecisions(t *testing.T) {
 		if got := rec.Header().Get("WWW-Authenticate"); !strings.HasPrefix(got, `Bearer realm="tributary"`) || !strings.Contains(got, c.wwwAuth) {
 			t.Errorf("%s: WWW-Authenticate %q, want one containing %q", name, got, c.wwwAuth)
 		}
-		for _, secret := range []string{docsToken, revenueToken, adminToken, bothToken} {
+		for _, secret := range []string{docsToken, revenueToken, adminToken, bothToken, invoiceToken, anomalyToken} {
 			if strings.Contains(rec.Body.String(), secret) {
 				t.Errorf("%s: the answer echoes a token", name)
 			}
 		}
+	}
+}
+
+// TestCheckTables: a rows:read:<table> scope naming a table that is not
+// configured is refused with its line and name.
+func TestCheckTables(t *testing.T) {
+	tk, err := ParseTokens(testTokens+"\ntypo:typo-token-0123456789abcdef:rows:read:invoice", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := func(table string) bool { return table == "documents" || table == "invoices" }
+	err = tk.CheckTables(known)
+	if err == nil || !errors.Is(err, ErrBadTokens) || !strings.Contains(err.Error(), `entry on line 9 (typo): scope rows:read:invoice: table "invoice" is not configured`) {
+		t.Fatalf("CheckTables: %v", err)
+	}
+	good, err := ParseTokens(testTokens, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := good.CheckTables(known); err != nil {
+		t.Fatalf("CheckTables of configured tables: %v", err)
 	}
 }
 
@@ -232,6 +281,31 @@ func TestNoTokensIsOpen(t *testing.T) {
 		s.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		if rec.Code != 400 {
 			t.Errorf("%s: %d %s, want 400 (validation, no auth)", path, rec.Code, rec.Body)
+		}
+	}
+}
+
+// TestAccessLogNamesToken: the access log carries the token's name, never
+// the token, for granted and refused requests alike.
+func TestAccessLogNamesToken(t *testing.T) {
+	tk, err := ParseTokens(testTokens, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newAuthServer(t, tk)
+	var logs strings.Builder
+	s.log = slog.New(slog.NewTextHandler(&logs, nil))
+	for _, c := range []struct{ path, token, name string }{
+		{"/v1/documents/abc", docsToken, "token=support"},
+		{"/v1/revenue?from=bogus", docsToken, "token=support"},
+		{"/v1/tables/invoices/rows/abc", invoiceToken, "token=billing"},
+	} {
+		logs.Reset()
+		req := httptest.NewRequest("GET", c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		s.ServeHTTP(httptest.NewRecorder(), req)
+		if !strings.Contains(logs.String(), c.name) || strings.Contains(logs.String(), c.token) {
+			t.Errorf("%s: access log %q, want %s and not the token", c.path, logs.String(), c.name)
 		}
 	}
 }

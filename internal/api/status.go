@@ -99,7 +99,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	page := statusPage{Generated: time.Now().UTC(), RefreshMS: statusRefresh.Milliseconds(), RefreshSeconds: int64(statusRefresh / time.Second), Auth: "off", RunbookURL: cmp.Or(s.cfg.RunbookURL, DefaultRunbookURL)}
 	code := http.StatusOK
 	if s.cfg.Tokens != nil {
-		name, err := s.cfg.Tokens.authorize(w, r, accessToken)
+		name, err := s.cfg.Tokens.authorize(w, r, accessToken, s.cfg.DocumentsTable)
 		if apiErr, ok := err.(*Error); ok {
 			page.NeedToken, code = apiErr, apiErr.Status
 		}

@@ -149,7 +149,7 @@ func TestStatusPageHonoursTokens(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `data-shard="3"`) || !strings.Contains(body, "auth: token oncall") {
 		t.Errorf("revenue token: %d\n%s", code, body)
 	}
-	if !strings.Contains(body, "403 forbidden: token &#34;oncall&#34; lacks the documents:read scope") {
-		t.Errorf("the anomaly sections do not say they need documents:read:\n%s", body)
+	if !strings.Contains(body, "403 forbidden: token &#34;oncall&#34; lacks the anomalies:read scope this route needs (documents:read or admin also grant it)") {
+		t.Errorf("the anomaly sections do not say they need anomalies:read:\n%s", body)
 	}
 }
