@@ -58,6 +58,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/tributary/tributary/internal/api"
+	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/envelope"
@@ -1272,7 +1273,7 @@ func apiSummarize(name, via string, clients int, lat []time.Duration, errs int, 
 		return float64(lat[i].Microseconds()) / 1000
 	}
 	r := apiScenarioResult{Name: name, Via: via, Clients: clients, Requests: len(lat), Errors: errs, RPS: float64(len(lat)) / wall.Seconds(),
-		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Load1: loadAvg1()}
+		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Load1: benchwork.LoadAvg1()}
 	if len(lat) > 0 {
 		r.Max = float64(lat[len(lat)-1].Microseconds()) / 1000
 	}
@@ -1287,7 +1288,7 @@ func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*ra
 	if c.rate > 0 {
 		paced = fmt.Sprintf(" at %.0f req/s (open loop)", c.rate)
 	}
-	fmt.Printf("scenario %s: %d clients%s, %s (+%s warm-up), load average before %.2f\n", name, c.clients, paced, c.duration, c.warmup, loadAvg1())
+	fmt.Printf("scenario %s: %d clients%s, %s (+%s warm-up), load average before %.2f\n", name, c.clients, paced, c.duration, c.warmup, benchwork.LoadAvg1())
 	lat, errs, first, wall := apiRunLoad(ctx, c.clients, c.rate, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, r *rand.Rand) error {
 		url, want := next(r)
 		code, err := apiGetJSON(ctx, client, url, nil)
