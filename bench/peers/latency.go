@@ -183,8 +183,8 @@ func (b *bench) runLatency(ctx context.Context, name string, idx int) ([]latResu
 	}()
 	rowsSoFar := 0
 	for _, ph := range phases {
-		ph.loadAvg = loadAvg()
-		if ph.cpu0, err = procCPU(p.pid()); err != nil {
+		ph.loadAvg = benchwork.LoadAvg()
+		if ph.cpu0, err = benchwork.CPU(p.pid()); err != nil {
 			return nil, err
 		}
 		if err := b.pace(ctx, conns, table, ph, lc.txnRows); err != nil {
@@ -204,7 +204,7 @@ func (b *bench) runLatency(ctx context.Context, name string, idx int) ([]latResu
 			}
 		}
 		ph.drained = time.Now()
-		if ph.cpu1, err = procCPU(p.pid()); err != nil {
+		if ph.cpu1, err = benchwork.CPU(p.pid()); err != nil {
 			return nil, err
 		}
 		kind := "phase"
@@ -215,7 +215,7 @@ func (b *bench) runLatency(ctx context.Context, name string, idx int) ([]latResu
 			kind, s.name, ph.rate, ph.achieved(lc.txnRows), ph.drained.Sub(ph.committed).Seconds(), ph.loadAvg)
 		time.Sleep(time.Second) // idle between phases
 	}
-	hwmKB, err := procStatusKB(p.pid(), "VmHWM")
+	hwmKB, err := benchwork.StatusKB(p.pid(), "VmHWM")
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/flagenv"
 )
 
@@ -222,7 +223,7 @@ func run(ctx context.Context, c config) error {
 	defer b.close()
 	fmt.Printf("bench peers: shard %d, kafka %s, cases %s, systems %s, latency rates %v of %s, logs in %s, load average %s\n",
 		c.shard, c.brokers, strings.Join(c.cases, ","), strings.Join(c.systems, ","), c.lat.rates,
-		strings.Join(c.lat.systems, ","), c.workDir, loadAvg())
+		strings.Join(c.lat.systems, ","), c.workDir, benchwork.LoadAvg())
 	var results []runResult
 	var lats []latResult
 	report := func() error {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary/tributary/internal/benchwork"
 )
 
 // A run, measured the same way for every system (see docs/peers.md):
@@ -110,7 +112,7 @@ func (b *bench) pollWait(ctx context.Context, p *process) error {
 // Kafka acknowledged; debezium: the topic holds every change), then derives
 // the figures from the samples.
 func (b *bench) measure(ctx context.Context, s *system, c *workCase, target lsn) (runResult, error) {
-	res := runResult{System: s.name, Case: c.name, Changes: c.changes, LoadAvgBefore: loadAvg()}
+	res := runResult{System: s.name, Case: c.name, Changes: c.changes, LoadAvgBefore: benchwork.LoadAvg()}
 	argv, env, err := s.command(b.cfg, false)
 	if err != nil {
 		return res, err
@@ -124,7 +126,7 @@ func (b *bench) measure(ctx context.Context, s *system, c *workCase, target lsn)
 	if err != nil {
 		return res, err
 	}
-	hwmKB, err := procStatusKB(p.pid(), "VmHWM")
+	hwmKB, err := benchwork.StatusKB(p.pid(), "VmHWM")
 	if err != nil {
 		return res, err
 	}
@@ -135,7 +137,7 @@ func (b *bench) measure(ctx context.Context, s *system, c *workCase, target lsn)
 	if err := s.resumed(p); err != nil {
 		return res, err
 	}
-	res.LoadAvgAfter = loadAvg()
+	res.LoadAvgAfter = benchwork.LoadAvg()
 	tc, err := b.countChanges(ctx, s, samples[len(samples)-1].hwm)
 	if err != nil {
 		return res, err
@@ -174,7 +176,7 @@ func (b *bench) sampleUntilDone(ctx context.Context, s *system, p *process, chan
 			return nil, 0, fmt.Errorf("%s: %w", s.name, err)
 		}
 		now := time.Now()
-		cpu, err := procCPU(p.pid())
+		cpu, err := benchwork.CPU(p.pid())
 		if err != nil {
 			return nil, 0, err
 		}

@@ -53,13 +53,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shopspring/decimal"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tributary/tributary/internal/api"
+	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/envelope"
@@ -97,35 +96,7 @@ average; --json writes them to a file.
 --keep leaves the database in place; a later run with the same --db, data
 flags and --seed reuses it without loading (the data is regenerated in
 memory, not read back). Without --keep the database is dropped at the end.
-A kept database changed by an interrupted revenue-agg check is restored
-to the generated data at the start of the next run.
 
---variants times, straight on ClickHouse and interleaved (each request picks
-one at random, so all share the machine's conditions):
-  byid-shapes    the by-id read in several exact shapes and settings, and SELECT 1
-  byid-read      the API's by-id read against a read of the key columns only,
-                 the wide columns of a known (id, shard, version) without FINAL,
-                 both as two round trips, the watermarks query, and SELECT 1;
-                 the move log's scan against its index by document
-  byid-parts     the API's by-id read restricted to the oldest k active parts
-                 of documents (k = 1..all, _part = literal): what a lookup
-                 costs per part it opens
-  byid-http-ab   GET /v1/documents/{id} (live and never-used ids) from two
-                 in-process APIs, one reading the move log through its index
-                 and one scanning it as before the index (query.UseMoveIndex),
-                 interleaved: a before/after over HTTP that shares the load
-  byid-partition the API's by-id read on documents and on copies partitioned
-                 by intDiv(id, 2^bits) for each --partition-bits (written by
-                 the load's own writer, same batches and order; kept with
-                 --keep), after checking both answer alike
-  byid-churn     --churn-batches batches of --churn-rows random final versions
-                 written again into documents and the copies (same answers),
-                 then byid-partition's timing before the merges catch up
-  revenue-agg    revenue from exact pre-aggregates per id block (tables the
-                 benchmark builds; design in schema/clickhouse.md), then an
-                 incremental check: 5,000 changes with dirty marks, a
-                 recompute round, answers compared with the live query;
-                 the changes undone, compared with the generated data
 See docs/benchmarks.md (API) for results.
 
 Run against the local stack:
@@ -155,22 +126,13 @@ type apiConfig struct {
 	moves      int
 	settle     time.Duration
 	timeout    time.Duration
-	aggBits    int
 	keep       bool
 	preagg     bool
 	check      bool
-	variants   string
 	jsonOut    string
 	cpuProfile string
 	// clientsFlag is --clients as given.
 	clientsFlag string
-	// partitionFlag is --partition-bits as given; partitionBits parsed.
-	partitionFlag string
-	partitionBits []int
-	churnBatches  int
-	churnRows     int
-	optimizeParts bool
-	churnRecent   float64
 }
 
 func (c *apiConfig) validate() error {
@@ -204,25 +166,6 @@ func (c *apiConfig) validate() error {
 			errs = append(errs, fmt.Errorf("--scenarios: unknown %q (%s)", s, strings.Join(apiScenarios, ", ")))
 		}
 	}
-	for _, s := range flagenv.List(c.partitionFlag) {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 32 || n > 62 {
-			errs = append(errs, fmt.Errorf("--partition-bits: %q is not in 32..62", s))
-			continue
-		}
-		c.partitionBits = append(c.partitionBits, n)
-	}
-	if c.churnBatches < 0 || c.churnRows < 1 || c.churnRecent <= 0 || c.churnRecent > 1 {
-		errs = append(errs, errors.New("--churn-batches must be >= 0, --churn-rows >= 1 and --churn-recent in (0, 1]"))
-	}
-	if c.aggBits < 20 || c.aggBits > 62 {
-		errs = append(errs, errors.New("--agg-block-bits must be in 20..62"))
-	}
-	for _, v := range flagenv.List(c.variants) {
-		if !slices.Contains(apiVariantNames, v) {
-			errs = append(errs, fmt.Errorf("--variants: unknown %q (%s)", v, strings.Join(apiVariantNames, ", ")))
-		}
-	}
 	return errors.Join(errs...)
 }
 
@@ -243,7 +186,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.Int(&c.seed, "seed", "", 1, "data seed")
 	fs.Int(&c.batch, "batch", "", 200_000, "rows per INSERT while loading")
 	fs.String(&c.clientsFlag, "clients", "", "8", "concurrent clients; a list (1,4,8) runs every scenario at each")
-	fs.Duration(&c.duration, "duration", "", 20*time.Second, "measured time per scenario (per shape for --variants)")
+	fs.Duration(&c.duration, "duration", "", 20*time.Second, "measured time per scenario")
 	fs.Float64Var(&c.rate, "rate", 0, "HTTP scenarios: send this many requests/s in all, each due at its time whichever client is free, and count a request's latency from when it was due (open loop, free of coordinated omission; --clients bounds the requests in flight); 0: each client sends its next request when answered (closed loop)")
 	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "unmeasured load before each scenario")
 	fs.String(&c.scenarios, "scenarios", "", strings.Join(apiScenarios, ","), "scenarios to run")
@@ -251,17 +194,10 @@ func benchAPI(ctx context.Context, args []string) error {
 	fs.Int(&c.moves, "moves", "", 100_000, "moves in the document_moves log (of deleted documents, two versions each; every by-id read searches the log)")
 	fs.Duration(&c.settle, "settle", "", 10*time.Minute, "wait up to this long for ClickHouse's background merges of the load to finish")
 	fs.Duration(&c.timeout, "query-timeout", "", time.Minute, "the in-process API's --query-timeout (the revenue baseline takes seconds at 10M)")
-	fs.Int(&c.aggBits, "agg-block-bits", "", 49, "revenue-agg: an id block is 2^bits ids (seed000: 46 = 2.3 h, 49 = 18.6 h of creation time)")
 	fs.BoolVar(&c.check, "check", true, "check answers against the generated data before timing (every revenue report takes seconds at 10M)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the database (and reuse it when it holds the same data)")
 	fs.BoolVar(&c.preagg, "preaggregate", false, "compute the revenue pre-aggregates (one full round of internal/preagg, timed) before checking and timing, so that the API answers whole-day revenue from them")
 	fs.BoolVar(&c.compact, "compact", true, "before timing, run one round of the loader's compaction keeper (internal/compact, its defaults): tables of more than 3 parts are merged whole, as a loader keeps them (false: as ClickHouse's own merges leave them)")
-	fs.String(&c.variants, "variants", "", "", "also time alternative query shapes and tables, straight on ClickHouse: "+strings.Join(apiVariantNames, ","))
-	fs.String(&c.partitionFlag, "partition-bits", "", "54", "byid-partition, byid-churn: copies of documents partitioned by intDiv(id, 2^bits), one per value (seed000: 54 = 24.9 days of creation time)")
-	fs.BoolVar(&c.optimizeParts, "optimize-partitions", false, "byid-partition, byid-churn: merge every partition of the copies to one part (OPTIMIZE ... PARTITION p FINAL) before timing")
-	fs.Int(&c.churnBatches, "churn-batches", "", 20, "byid-churn: batches of final versions written again before timing")
-	fs.Int(&c.churnRows, "churn-rows", "", 1000, "byid-churn: random documents per batch")
-	fs.Float64Var(&c.churnRecent, "churn-recent", 1, "byid-churn: the documents are drawn from the newest this share of all (1: any document; 0.05: the newest 5%, about 18 days)")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
 	fs.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the timed scenarios (API, clients and driver: one process) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -315,17 +251,6 @@ func benchAPI(ctx context.Context, args []string) error {
 		res["load_rows"], res["load_seconds"] = n, time.Since(start).Seconds()
 		fmt.Printf("loaded %d rows (inserts, updates, tombstones) in %s: %.0f rows/s\n", n,
 			time.Since(start).Round(time.Millisecond), float64(n)/time.Since(start).Seconds())
-	}
-	if gen.invTable, err = store.EnsureTable(ctx, "invoices", "id", apiInvoiceColumns); err != nil {
-		return err
-	}
-	if loaded {
-		// A kept database must hold the generated data: undo what an
-		// interrupted revenue-agg check changed.
-		w := &apiRowWriter{d: gen, conn: store.Conn(), db: c.db, tab: gen.invTable, table: tInvoices, n: c.invoices, batch: c.batch}
-		if err := gen.repairInvoices(ctx, store.Conn(), w); err != nil {
-			return err
-		}
 	}
 	nMoves, err := gen.loadMoves(ctx, store)
 	if err != nil {
@@ -383,7 +308,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	}
 	defer stopProfile()
 	var results []apiScenarioResult
-	for k, clients := range c.clientList {
+	for _, clients := range c.clientList {
 		c.clients, gen.c.clients = clients, clients
 		for _, name := range flagenv.List(c.scenarios) {
 			r, err := apiRunScenario(ctx, c, name, gen.request(name, base), client)
@@ -391,13 +316,6 @@ func benchAPI(ctx context.Context, args []string) error {
 				return err
 			}
 			results = append(results, r)
-		}
-		if vs := flagenv.List(c.variants); len(vs) > 0 {
-			vr, err := apiRunVariants(ctx, gen, store, vs, k == len(c.clientList)-1)
-			if err != nil {
-				return err
-			}
-			results = append(results, vr...)
 		}
 	}
 	apiPrintResults(results)
@@ -497,10 +415,8 @@ type apiData struct {
 	// revenue[day][currency], day counted from dayBase, in cents.
 	revenue [][]apiRevenueCell
 	dayBase time.Time
-	// tcfg and invTable are set by benchAPI.
-	tcfg     *tables.Config
-	invTable *chstore.Table
-	aggReady bool
+	// tcfg is set by benchAPI.
+	tcfg *tables.Config
 }
 
 type apiRevenueCell struct{ gross, refunds, invoices int64 }
@@ -1357,7 +1273,7 @@ func apiSummarize(name, via string, clients int, lat []time.Duration, errs int, 
 		return float64(lat[i].Microseconds()) / 1000
 	}
 	r := apiScenarioResult{Name: name, Via: via, Clients: clients, Requests: len(lat), Errors: errs, RPS: float64(len(lat)) / wall.Seconds(),
-		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Load1: loadAvg1()}
+		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Load1: benchwork.LoadAvg1()}
 	if len(lat) > 0 {
 		r.Max = float64(lat[len(lat)-1].Microseconds()) / 1000
 	}
@@ -1372,7 +1288,7 @@ func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*ra
 	if c.rate > 0 {
 		paced = fmt.Sprintf(" at %.0f req/s (open loop)", c.rate)
 	}
-	fmt.Printf("scenario %s: %d clients%s, %s (+%s warm-up), load average before %.2f\n", name, c.clients, paced, c.duration, c.warmup, loadAvg1())
+	fmt.Printf("scenario %s: %d clients%s, %s (+%s warm-up), load average before %.2f\n", name, c.clients, paced, c.duration, c.warmup, benchwork.LoadAvg1())
 	lat, errs, first, wall := apiRunLoad(ctx, c.clients, c.rate, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, r *rand.Rand) error {
 		url, want := next(r)
 		code, err := apiGetJSON(ctx, client, url, nil)
@@ -1411,901 +1327,4 @@ func apiPrintResults(rs []apiScenarioResult) {
 			fmt.Printf("%s: first error: %s\n", r.Name, r.FirstErr)
 		}
 	}
-}
-
-// ---- variants: alternative query shapes and tables, timed on ClickHouse ----
-//
-// These run straight on ClickHouse (via "clickhouse" in the table), with
-// the same clients and duration, so that they compare with each other; the
-// HTTP scenarios add the API's own cost on top.
-//
-//	byid-shapes   the by-id query as the API sends it, and alternatives
-//	revenue-agg   revenue from per-id-block pre-aggregates (apiAggDoc)
-
-var apiVariantNames = []string{"byid-shapes", "byid-read", "byid-parts", "byid-http-ab", "byid-partition", "byid-churn", "revenue-agg"}
-
-func apiRunVariants(ctx context.Context, d *apiData, store *chstore.Store, names []string, last bool) ([]apiScenarioResult, error) {
-	conn := store.Conn()
-	var out []apiScenarioResult
-	for _, name := range names {
-		var rs []apiScenarioResult
-		var err error
-		switch name {
-		case "byid-shapes":
-			rs, err = d.byIDShapes(ctx, conn)
-		case "byid-read":
-			rs, err = d.byIDRead(ctx, conn)
-		case "byid-parts":
-			rs, err = d.byIDParts(ctx, conn)
-		case "byid-http-ab":
-			rs, err = d.byIDHTTPAB(ctx, conn)
-		case "byid-partition":
-			rs, err = d.byIDPartition(ctx, store)
-		case "byid-churn":
-			rs, err = d.byIDChurn(ctx, store)
-		case "revenue-agg":
-			rs, err = d.revenueAgg(ctx, conn, last)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("variant %s: %w", name, err)
-		}
-		out = append(out, rs...)
-	}
-	return out, nil
-}
-
-// timeQuery runs one query per call of args with the benchmark's clients
-// and duration, reading every row.
-func (d *apiData) timeQuery(ctx context.Context, conn driver.Conn, name, sql string, args func(r *rand.Rand) []any) apiScenarioResult {
-	fmt.Printf("variant %s: %d clients, %s (+%s warm-up), load average before %.2f\n", name, d.c.clients, d.c.duration, d.c.warmup, loadAvg1())
-	lat, errs, first, wall := apiRunLoad(ctx, d.c.clients, 0, d.c.warmup, d.c.duration, uint64(d.c.seed), func(ctx context.Context, r *rand.Rand) error {
-		rows, err := conn.Query(ctx, sql, args(r)...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-		}
-		return rows.Err()
-	})
-	r := apiSummarize(name, "clickhouse", d.c.clients, lat, errs, first, wall)
-	r.print()
-	return r
-}
-
-// byIDShapes times the by-id lookup in several exact shapes. The shapes
-// are interleaved (every request picks one at random) so that they share
-// the machine's conditions: on a shared machine, shapes timed one after
-// the other mostly measure what the neighbours did meanwhile.
-func (d *apiData) byIDShapes(ctx context.Context, conn driver.Conn) ([]apiScenarioResult, error) {
-	db := chstore.Quote(d.c.db)
-	randID := func(r *rand.Rand) []any {
-		return []any{d.id(tDocs, d.docLive[r.IntN(len(d.docLive))], d.c.docs)}
-	}
-	final := "SELECT * FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0 ORDER BY _shard"
-	prewhere := "SELECT * FROM " + db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0 ORDER BY _shard"
-	small := clickhouse.Settings{"use_uncompressed_cache": 1, "max_threads": 1, "max_block_size": 128}
-	shapes := []apiShape{
-		{"byid-final", final, nil, nil, nil},
-		{"byid-final-cache", final, clickhouse.Settings{"use_uncompressed_cache": 1}, nil, nil},
-		{"byid-final-1thread", final, clickhouse.Settings{"max_threads": 1}, nil, nil},
-		{"byid-final-block128", final, clickhouse.Settings{"max_block_size": 128}, nil, nil},
-		{"byid-final-cache-1thread-block128", final, small, nil, nil},
-		// PREWHERE on the key column is exact: every version of (id,
-		// _shard) has the same id, so FINAL still sees all of them.
-		{"byid-final-prewhere-id", prewhere, nil, nil, nil},
-		{"byid-final-prewhere-id-cache-1thread-block128", prewhere, small, nil, nil},
-		// Newest version per shard without FINAL; tombstones dropped after.
-		{"byid-limit-by", "SELECT * FROM (SELECT * FROM " + db + ".documents WHERE id = ? ORDER BY _shard, _version DESC LIMIT 1 BY _shard) WHERE _deleted = 0", nil, nil, nil},
-		{"byid-final-key-only", "SELECT id, _shard, _version FROM " + db + ".documents FINAL WHERE id = ? AND _deleted = 0", nil, nil, nil},
-		// The floor: a round trip that reads no table.
-		{"select-1", "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0", nil, nil, nil},
-	}
-	for i := range shapes {
-		if shapes[i].settings != nil {
-			shapes[i].settings["optimize_move_to_prewhere"] = 0
-		}
-		// The same answer as the API's shape on a few ids before timing.
-		r := rand.New(rand.NewPCG(3, 4))
-		for range 20 {
-			a := randID(r)
-			var n uint64
-			if err := conn.QueryRow(ctx, "SELECT count() FROM ("+shapes[i].sql+")", a...).Scan(&n); err != nil {
-				return nil, fmt.Errorf("%s: %w", shapes[i].name, err)
-			}
-			if n != 1 {
-				return nil, fmt.Errorf("inexact: %s: %d rows for live id %v", shapes[i].name, n, a[0])
-			}
-		}
-	}
-	return d.timeMixed(ctx, conn, shapes, randID), nil
-}
-
-// byIDRead times the API's by-id read (query.PlanRow, its settings) and
-// its parts, interleaved: the key columns alone with FINAL, the wide
-// columns of one known (id, _shard, _version) without FINAL, the two as
-// sequential round trips (what a two-step read in the API would cost),
-// the watermarks query every answer's freshness comes from, and the
-// floor. The known versions are read first for a sample of live ids.
-func (d *apiData) byIDRead(ctx context.Context, conn driver.Conn) ([]apiScenarioResult, error) {
-	db := chstore.Quote(d.c.db)
-	settings := query.PointLookup()
-	type key struct {
-		id      int64
-		shard   uint16
-		version uint64
-	}
-	keySQL := "SELECT id, _shard, _version FROM " + db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0"
-	wideSQL := "SELECT * FROM " + db + ".documents PREWHERE id = ? AND _shard = ? AND _version = ? LIMIT 1"
-	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(settings))
-	r := rand.New(rand.NewPCG(5, 6))
-	var keys []key
-	for range 2000 {
-		id := d.id(tDocs, d.docLive[r.IntN(len(d.docLive))], d.c.docs)
-		var k key
-		if err := conn.QueryRow(qctx, keySQL, id).Scan(&k.id, &k.shard, &k.version); err != nil {
-			return nil, fmt.Errorf("key of %d: %w", id, err)
-		}
-		keys = append(keys, k)
-	}
-	randID := func(r *rand.Rand) []any { return []any{keys[r.IntN(len(keys))].id} }
-	randKey := func(r *rand.Rand) []any {
-		k := keys[r.IntN(len(keys))]
-		return []any{k.id, k.shard, k.version}
-	}
-	// The move log as the API read it before its index (a scan of the
-	// document column) and as it reads it now (the index built by
-	// loadMoves, as the loader builds it).
-	moves, ok := query.MoveLogOf(d.tcfg, "documents")
-	if !ok {
-		return nil, fmt.Errorf("%s has no move log for documents", d.c.tablesFile)
-	}
-	plain := clickhouse.Settings{"optimize_move_to_prewhere": 0}
-	twoTrips := func(ctx context.Context, r *rand.Rand) error {
-		id := randID(r)
-		var k key
-		if err := conn.QueryRow(ctx, keySQL, id...).Scan(&k.id, &k.shard, &k.version); err != nil {
-			return err
-		}
-		rows, err := conn.Query(ctx, wideSQL, k.id, k.shard, k.version)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-		}
-		return rows.Err()
-	}
-	// What the API sends for one request: the document and the newest move
-	// (through the index), in parallel.
-	rowSQL, moveSQL := query.PlanRow(d.c.db, "documents", "id"), query.PlanLatestMoveIndexed(d.c.db, moves)
-	apiReads := func(ctx context.Context, r *rand.Rand) error {
-		id := randID(r)
-		g, gctx := errgroup.WithContext(ctx)
-		for _, q := range []struct {
-			sql string
-			set clickhouse.Settings
-		}{{rowSQL, settings}, {moveSQL, query.LatestMoveSettings()}} {
-			g.Go(func() error {
-				rows, err := conn.Query(clickhouse.Context(gctx, clickhouse.WithSettings(q.set)), q.sql, id...)
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				for rows.Next() {
-				}
-				return rows.Err()
-			})
-		}
-		return g.Wait()
-	}
-	shapes := []apiShape{
-		{name: "byid-api-reads-parallel", run: apiReads},
-		{name: "byid-api", sql: query.PlanRow(d.c.db, "documents", "id"), settings: settings},
-		// The API's read without the one column it never returns: a
-		// column file less per part.
-		{name: "byid-api-no-loaded-at", settings: settings, sql: "SELECT id, workspace_id, title, body, created_at, updated_at, _shard, _version, _deleted, _commit_lsn, _commit_ts FROM " +
-			db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0 ORDER BY _shard"},
-		{name: "byid-key-columns-final", sql: keySQL, settings: settings},
-		{name: "byid-wide-known-version", sql: wideSQL, settings: settings, args: randKey},
-		{name: "byid-two-round-trips", settings: settings, run: twoTrips},
-		{name: "move-log-plain", sql: query.PlanLatestMove(d.c.db, moves), settings: plain},
-		{name: "move-log-cache", sql: query.PlanLatestMove(d.c.db, moves), settings: clickhouse.Settings{"optimize_move_to_prewhere": 0, "use_uncompressed_cache": 1}},
-		{name: "move-log-scan", sql: query.PlanLatestMove(d.c.db, moves), settings: query.LatestMoveSettings()},
-		{name: "move-log-index", sql: query.PlanLatestMoveIndexed(d.c.db, moves), settings: query.LatestMoveSettings()},
-		{name: "watermarks", sql: "SELECT shard, topic, partition, max(partitions), max(commit_lsn), argMax(commit_ts, commit_lsn) FROM " + db +
-			"._watermarks WHERE 1 = 1 OR ? = 0 GROUP BY shard, topic, partition"},
-		{name: "select-1", sql: "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0"},
-	}
-	return d.timeMixed(ctx, conn, shapes, randID), nil
-}
-
-// byIDParts times the API's by-id read over the oldest k active parts of
-// the documents table, for every k, interleaved: a literal _part set is
-// the one filter that keeps ClickHouse 18.16 from opening a part, so this
-// is what a lookup would cost with fewer parts. Not exact for k < all (a
-// newer version in a left-out part is missed): a measurement only.
-func (d *apiData) byIDParts(ctx context.Context, conn driver.Conn) ([]apiScenarioResult, error) {
-	rows, err := conn.Query(ctx, "SELECT name FROM system.parts WHERE database = ? AND table = 'documents' AND active ORDER BY min_block_number", d.c.db)
-	if err != nil {
-		return nil, err
-	}
-	var parts []string
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		parts = append(parts, "'"+p+"'")
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	db := chstore.Quote(d.c.db)
-	randID := func(r *rand.Rand) []any {
-		return []any{d.id(tDocs, d.docLive[r.IntN(len(d.docLive))], d.c.docs)}
-	}
-	settings := query.PointLookup()
-	shapes := []apiShape{{name: "byid-api", sql: query.PlanRow(d.c.db, "documents", "id"), settings: settings}}
-	for k := 1; k <= len(parts); k++ {
-		shapes = append(shapes, apiShape{name: fmt.Sprintf("byid-api-%d-of-%d-parts", k, len(parts)), settings: settings,
-			sql: "SELECT * FROM " + db + ".documents FINAL PREWHERE id = ? WHERE _deleted = 0 AND _part IN (" + strings.Join(parts[:k], ", ") + ") ORDER BY _shard"})
-	}
-	shapes = append(shapes, apiShape{name: "select-1", sql: "SELECT 1 FROM system.one WHERE 1 = 1 OR ? = 0"})
-	return d.timeMixed(ctx, conn, shapes, randID), nil
-}
-
-// byIDHTTPAB times GET /v1/documents/{id} from two in-process APIs,
-// interleaved per request: the move log read through its index (the
-// default) and by the scan the API did before. Answers are checked
-// (status) like the by-id scenarios'.
-func (d *apiData) byIDHTTPAB(ctx context.Context, conn driver.Conn) ([]apiScenarioResult, error) {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: d.c.clients * 2, MaxConnsPerHost: d.c.clients * 2},
-		Timeout: d.c.timeout + 10*time.Second}
-	var shapes []apiShape
-	for _, arm := range []struct {
-		name  string
-		index bool
-	}{{"scan", false}, {"index", true}} {
-		srv, base, err := apiServeAPI(ctx, d.c, d.tcfg, func(q *query.Queries) { q.UseMoveIndex(arm.index) })
-		if err != nil {
-			return nil, err
-		}
-		defer srv.Close()
-		for _, sc := range []string{"by-id", "by-id-miss"} {
-			next := d.request(sc, base)
-			shapes = append(shapes, apiShape{name: sc + "-http-move-log-" + arm.name, run: func(ctx context.Context, r *rand.Rand) error {
-				url, want := next(r)
-				code, err := apiGetJSON(ctx, client, url, nil)
-				if err == nil && code != want {
-					err = fmt.Errorf("%s answered %d, want %d", url, code, want)
-				}
-				return err
-			}})
-		}
-	}
-	rs := d.timeMixed(ctx, conn, shapes, nil)
-	for i := range rs {
-		rs[i].Via = "http, mixed"
-	}
-	return rs, nil
-}
-
-// apiShape is one query shape of a mixed timing.
-type apiShape struct {
-	name, sql string
-	settings  clickhouse.Settings
-	// args overrides timeMixed's argument source for this shape.
-	args func(*rand.Rand) []any
-	// run, when set, is the request instead of sql (several round trips).
-	run func(ctx context.Context, r *rand.Rand) error
-}
-
-// timeMixed runs the shapes interleaved: each request picks one at random.
-func (d *apiData) timeMixed(ctx context.Context, conn driver.Conn, shapes []apiShape, args func(*rand.Rand) []any) []apiScenarioResult {
-	fmt.Printf("variants %d shapes interleaved: %d clients, %s (+%s warm-up), load average before %.2f\n",
-		len(shapes), d.c.clients, d.c.duration*time.Duration(len(shapes)), d.c.warmup, loadAvg1())
-	var mu sync.Mutex
-	lat := make([][]time.Duration, len(shapes))
-	errs := make([]int, len(shapes))
-	firsts := make([]error, len(shapes))
-	start := time.Now()
-	measureFrom := start.Add(d.c.warmup)
-	end := measureFrom.Add(d.c.duration * time.Duration(len(shapes)))
-	var wg sync.WaitGroup
-	for c := range d.c.clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(d.c.seed), uint64(c)+1000))
-			for {
-				t0 := time.Now()
-				if !t0.Before(end) || ctx.Err() != nil {
-					return
-				}
-				k := r.IntN(len(shapes))
-				qctx := ctx
-				if shapes[k].settings != nil {
-					qctx = clickhouse.Context(ctx, clickhouse.WithSettings(shapes[k].settings))
-				}
-				a := args
-				if shapes[k].args != nil {
-					a = shapes[k].args
-				}
-				err := func() error {
-					if shapes[k].run != nil {
-						return shapes[k].run(qctx, r)
-					}
-					rows, err := conn.Query(qctx, shapes[k].sql, a(r)...)
-					if err != nil {
-						return err
-					}
-					defer rows.Close()
-					for rows.Next() {
-					}
-					return rows.Err()
-				}()
-				t1 := time.Now()
-				if t0.Before(measureFrom) {
-					continue
-				}
-				mu.Lock()
-				if err != nil {
-					errs[k]++
-					if firsts[k] == nil {
-						firsts[k] = err
-					}
-				} else {
-					lat[k] = append(lat[k], t1.Sub(t0))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	wall := time.Since(measureFrom)
-	var out []apiScenarioResult
-	for k, s := range shapes {
-		res := apiSummarize(s.name, "clickhouse, mixed", d.c.clients, lat[k], errs[k], firsts[k], wall)
-		res.print()
-		out = append(out, res)
-	}
-	return out
-}
-
-// ---- revenue-agg: exact pre-aggregates per id block ----
-//
-// apiAggDoc. The invoices table stays as the loader writes it; next to it,
-// one row per id block (ids in [b·W, (b+1)·W), W = 2^--agg-block-bits;
-// with seed000 ids 2^49 is 18.6 hours of creation time, ~21,000 invoices
-// of the 10M data set) holds that
-// block's revenue sums by (day, shard, currency, status) in arrays:
-//
-//	invoices_revenue_blocks (block Int64, computed UInt64, day Array(Date),
-//	  shard Array(UInt16), currency Array(String), status Array(String),
-//	  amount Array(Decimal(38, 2)), invoices Array(UInt64))
-//	ENGINE = ReplacingMergeTree(computed) ORDER BY block
-//
-// A block's row is always recomputed whole, from `invoices FINAL` over the
-// block's id range (a primary-key range: cheap), and replaces the previous
-// row: values are absolute, never deltas, so recomputing twice, late or
-// after a crash changes nothing. An id never leaves its block, so every
-// version of a row (old and new issued_at, status, amount, tombstone) is in
-// the same block: a change can only affect its own block's sums.
-//
-// Which blocks to recompute: the loader, before it inserts a batch, writes
-// (shard, commit_lsn, block) for every row of the batch into
-// invoices_revenue_dirty (marks before data: a crash between the two only
-// over-marks). An aggregator round reads the watermarks W, recomputes the
-// blocks marked with commit_lsn in (W_previous, W] for their shard (their
-// data are applied, since W says so), and records W as the pre-aggregates'
-// freshness. Marks above W wait for a later round. Replays, stale and
-// out-of-order versions, deletes and TRUNCATE tombstones are rows like any
-// other: FINAL resolves them when the block is recomputed.
-//
-// Reads (day-aligned [from, to), any of day/week/month/shard/currency
-// groups, currency and status filters): ARRAY JOIN the block rows with
-// FINAL and sum. Workspace groups and filters, and bounds inside a day,
-// stay on the live FINAL query.
-//
-// The benchmark backfills every block, checks the answers against the
-// generated data, then applies changes (new versions, moves across months,
-// refunds, deletes, redeliveries, stale versions) with marks, runs a round,
-// checks against the API's live FINAL answers, restores the original final
-// states (newer versions again), runs a round and checks against the
-// generated data once more.
-
-const (
-	aggTable = "invoices_revenue_blocks"
-	aggDirty = "invoices_revenue_dirty"
-)
-
-func (d *apiData) revenueAgg(ctx context.Context, conn driver.Conn, last bool) ([]apiScenarioResult, error) {
-	if !d.aggReady {
-		if err := d.aggBackfill(ctx, conn); err != nil {
-			return nil, err
-		}
-		d.aggReady = true
-	}
-	monthSQL, yearSQL := aggQuery(d.c.db, "day"), aggQuery(d.c.db, "month")
-	month := func(r *rand.Rand) []any {
-		from := apiDataStart.AddDate(0, r.IntN(12), 0)
-		return []any{from.Format(time.DateOnly), from.AddDate(0, 1, 0).Format(time.DateOnly)}
-	}
-	year := func(*rand.Rand) []any {
-		return []any{apiDataStart.Format(time.DateOnly), apiDataEnd.Format(time.DateOnly)}
-	}
-	one := clickhouse.Settings{"max_threads": 1}
-	out := d.timeMixed(ctx, conn, []apiShape{
-		{"revenue-month-agg", monthSQL, nil, month, nil},
-		{"revenue-month-agg-1thread", monthSQL, one, month, nil},
-		{"revenue-year-agg", yearSQL, nil, year, nil},
-		{"revenue-year-agg-1thread", yearSQL, one, year, nil},
-	}, nil)
-	if last {
-		if err := d.aggIncremental(ctx, conn); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// aggBackfill creates the pre-aggregate tables and computes every block.
-func (d *apiData) aggBackfill(ctx context.Context, conn driver.Conn) error {
-	db := chstore.Quote(d.c.db)
-	for _, ddl := range []string{
-		"DROP TABLE IF EXISTS " + db + "." + aggTable,
-		"DROP TABLE IF EXISTS " + db + "." + aggDirty,
-		"CREATE TABLE " + db + "." + aggTable + ` (block Int64, computed UInt64,
-			day Array(Date), currency Array(String), status Array(String), amount Array(Decimal(38, 2)), invoices Array(UInt64),
-			s_day Array(Date), s_shard Array(UInt16), s_currency Array(String), s_status Array(String),
-			s_amount Array(Decimal(38, 2)), s_invoices Array(UInt64))
-			ENGINE = ReplacingMergeTree(computed) ORDER BY block`,
-		"CREATE TABLE " + db + "." + aggDirty + ` (shard UInt16, commit_lsn UInt64, block Int64)
-			ENGINE = MergeTree ORDER BY (shard, commit_lsn)`,
-	} {
-		if err := conn.Exec(ctx, ddl); err != nil {
-			return err
-		}
-	}
-	var lo, hi int64
-	if err := conn.QueryRow(ctx, "SELECT min(id), max(id) FROM "+db+".invoices").Scan(&lo, &hi); err != nil {
-		return err
-	}
-	start := time.Now()
-	var all []int64
-	for b := lo >> d.c.aggBits; b <= hi>>d.c.aggBits; b++ {
-		all = append(all, b)
-	}
-	for i := 0; i < len(all); i += 500 {
-		if err := d.aggRecompute(ctx, conn, all[i:min(i+500, len(all))]); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("revenue-agg: backfilled %d blocks in %s\n", len(all), time.Since(start).Round(time.Millisecond))
-	return d.aggCheck(ctx, conn, nil, "backfill vs generated data")
-}
-
-// aggQuery is the read of the pre-aggregates, by day or by month and
-// currency, over [toDate(?), toDate(?)).
-func aggQuery(db, bucket string) string {
-	b := "d"
-	if bucket == "month" {
-		b = "toStartOfMonth(d)"
-	}
-	return fmt.Sprintf(`SELECT %s AS k, c, sumIf(a, s IN ('paid')) AS r_kept, sumIf(a, s IN ('refunded')) AS r_refunds, sum(n) AS r_invoices
-		FROM %s.%s FINAL ARRAY JOIN day AS d, currency AS c, status AS s, amount AS a, invoices AS n
-		WHERE d >= toDate(?) AND d < toDate(?) GROUP BY k, c ORDER BY k, c`, b, chstore.Quote(db), aggTable)
-}
-
-// aggRecompute replaces the rows of blocks (sorted) by sums computed from
-// invoices FINAL over their id ranges.
-func (d *apiData) aggRecompute(ctx context.Context, conn driver.Conn, blocks []int64) error {
-	if len(blocks) == 0 {
-		return nil
-	}
-	computed := uint64(time.Now().UnixNano())
-	var ranges []string
-	for i := 0; i < len(blocks); {
-		j := i
-		for j+1 < len(blocks) && blocks[j+1] == blocks[j]+1 {
-			j++
-		}
-		ranges = append(ranges, fmt.Sprintf("(id >= %d AND id < %d)", blocks[i]<<d.c.aggBits, (blocks[j]+1)<<d.c.aggBits))
-		i = j + 1
-	}
-	sql := fmt.Sprintf(`SELECT intDiv(id, %d) AS b, toDate(toDateTime(assumeNotNull(issued_at), 'UTC')) AS d, _shard,
-		ifNull(upper(currency), '') AS c, assumeNotNull(status) AS s, sum(amount) AS a, count() AS n
-		FROM %s.invoices FINAL
-		WHERE (%s) AND _deleted = 0 AND issued_at IS NOT NULL AND status IN ('paid', 'refunded')
-		GROUP BY b, d, _shard, c, s`, int64(1)<<d.c.aggBits, chstore.Quote(d.c.db), strings.Join(ranges, " OR "))
-	rows, err := conn.Query(ctx, sql)
-	if err != nil {
-		return fmt.Errorf("recompute blocks: %w", err)
-	}
-	type arrays struct {
-		day    []time.Time
-		shard  []uint16
-		cur    []string
-		status []string
-		amount []decimal.Decimal
-		n      []uint64
-	}
-	empty := func() *arrays {
-		return &arrays{day: []time.Time{}, shard: []uint16{}, cur: []string{}, status: []string{}, amount: []decimal.Decimal{}, n: []uint64{}}
-	}
-	type key struct {
-		day     time.Time
-		cur, st string
-	}
-	byBlock := map[int64]*arrays{} // by (day, shard, currency, status)
-	noShard := map[int64]*arrays{} // by (day, currency, status)
-	pos := map[int64]map[key]int{} // index in noShard's arrays
-	for _, b := range blocks {
-		byBlock[b], noShard[b], pos[b] = empty(), empty(), map[key]int{}
-	}
-	for rows.Next() {
-		var b int64
-		var day time.Time
-		var shard uint16
-		var cur, st string
-		var amt *decimal.Decimal
-		var n uint64
-		if err := rows.Scan(&b, &day, &shard, &cur, &st, &amt, &n); err != nil {
-			rows.Close()
-			return err
-		}
-		a := byBlock[b]
-		if a == nil {
-			rows.Close()
-			return fmt.Errorf("recompute: block %d not asked for", b)
-		}
-		if amt == nil {
-			amt = &decimal.Decimal{}
-		}
-		a.day, a.shard, a.cur, a.status, a.amount, a.n = append(a.day, day), append(a.shard, shard), append(a.cur, cur), append(a.status, st), append(a.amount, *amt), append(a.n, n)
-		ns, k := noShard[b], key{day, cur, st}
-		if i, ok := pos[b][k]; ok {
-			ns.amount[i] = ns.amount[i].Add(*amt)
-			ns.n[i] += n
-		} else {
-			pos[b][k] = len(ns.day)
-			ns.day, ns.cur, ns.status, ns.amount, ns.n = append(ns.day, day), append(ns.cur, cur), append(ns.status, st), append(ns.amount, *amt), append(ns.n, n)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	batch, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (block, computed, day, currency, status, amount, invoices, s_day, s_shard, s_currency, s_status, s_amount, s_invoices)",
-		chstore.Quote(d.c.db), aggTable))
-	if err != nil {
-		return err
-	}
-	defer batch.Abort() //nolint:errcheck // no-op after Send
-	for _, b := range blocks {
-		a, ns := byBlock[b], noShard[b]
-		if err := batch.Append(b, computed, ns.day, ns.cur, ns.status, ns.amount, ns.n, a.day, a.shard, a.cur, a.status, a.amount, a.n); err != nil {
-			return err
-		}
-	}
-	return batch.Send()
-}
-
-// aggAnswer runs the pre-aggregate read and returns it keyed like
-// apiCompareRevenue's rows.
-func (d *apiData) aggAnswer(ctx context.Context, conn driver.Conn, bucket string, from, to time.Time) (apiRevenueAnswer, error) {
-	var out apiRevenueAnswer
-	rows, err := conn.Query(ctx, aggQuery(d.c.db, bucket), from.Format(time.DateOnly), to.Format(time.DateOnly))
-	if err != nil {
-		return out, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k time.Time
-		var c string
-		var kept, refunds decimal.Decimal
-		var n uint64
-		if err := rows.Scan(&k, &c, &kept, &refunds, &n); err != nil {
-			return out, err
-		}
-		out.Rows = append(out.Rows, map[string]any{bucket: k.Format(time.DateOnly), "currency": c,
-			"gross": kept.Add(refunds).StringFixed(2), "refunds": refunds.StringFixed(2), "net": kept.StringFixed(2), "invoices": float64(n)})
-	}
-	return out, rows.Err()
-}
-
-// aggCheck compares the pre-aggregates, every month by day and the year by
-// month, with the generated data, or with the API's live answers when
-// live is set.
-func (d *apiData) aggCheck(ctx context.Context, conn driver.Conn, live func(bucket string, from, to time.Time) (map[string]apiRevenueCell, error), what string) error {
-	type win struct {
-		bucket   string
-		from, to time.Time
-		key      func(time.Time) string
-	}
-	var wins []win
-	for m := range 12 {
-		from := apiDataStart.AddDate(0, m, 0)
-		wins = append(wins, win{"day", from, from.AddDate(0, 1, 0), apiDayKey})
-	}
-	wins = append(wins, win{"month", apiDataStart, apiDataEnd, apiMonthKey})
-	for _, w := range wins {
-		got, err := d.aggAnswer(ctx, conn, w.bucket, w.from, w.to)
-		if err != nil {
-			return err
-		}
-		want := d.expectRevenue(w.from, w.to, w.key)
-		if live != nil {
-			if want, err = live(w.bucket, w.from, w.to); err != nil {
-				return err
-			}
-		}
-		if err := apiCompareRevenue(fmt.Sprintf("revenue-agg %s, %s by %s", what, w.from.Format(time.DateOnly), w.bucket), got, w.bucket, want); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("revenue-agg: exact (%s)\n", what)
-	return nil
-}
-
-// aggIncremental changes invoices (with dirty marks), runs an aggregator
-// round and checks the pre-aggregates against the live FINAL query, then
-// restores the original final states (newer versions) and checks against
-// the generated data.
-func (d *apiData) aggIncremental(ctx context.Context, conn driver.Conn) error {
-	cfg, _, ok := d.tcfg.RevenueTable()
-	if !ok {
-		return errors.New("the table config has no revenue section")
-	}
-	q := query.New(conn, d.c.db)
-	live := func(bucket string, from, to time.Time) (map[string]apiRevenueCell, error) {
-		rep, err := q.Revenue(ctx, cfg, query.RevenueRequest{From: from, To: to, GroupBy: []query.Group{query.Group(bucket), query.GroupCurrency}})
-		if err != nil {
-			return nil, err
-		}
-		out := map[string]apiRevenueCell{}
-		for _, r := range rep.Rows {
-			out[fmt.Sprint(r.Key[0])+"/"+r.Currency] = apiRevenueCell{gross: r.Gross.Shift(2).IntPart(), refunds: r.Refunds.Shift(2).IntPart(), invoices: int64(r.Invoices)}
-		}
-		return out, nil
-	}
-	w := &apiRowWriter{d: d, conn: conn, db: d.c.db, tab: d.invTable, table: tInvoices, n: d.c.invoices, batch: d.c.batch}
-	var maxVer uint64
-	if err := conn.QueryRow(ctx, "SELECT max(_version) FROM "+chstore.Quote(d.c.db)+".invoices").Scan(&maxVer); err != nil {
-		return err
-	}
-	r := rand.New(rand.NewPCG(uint64(d.c.seed), uint64(time.Now().UnixNano())))
-	// A burst of changes like a busy hour's: 90% on invoices of the last
-	// 30 days (payments, corrections), 10% anywhere in the year (refunds,
-	// late corrections).
-	n := min(5_000, d.c.invoices/2)
-	recent := d.c.invoices / 12
-	picked := map[int]bool{}
-	for len(picked) < n {
-		if r.IntN(10) == 0 {
-			picked[r.IntN(d.c.invoices)] = true
-		} else {
-			picked[d.c.invoices-1-r.IntN(recent)] = true
-		}
-	}
-	rowsOf := make([]int, 0, n)
-	for i := range picked {
-		rowsOf = append(rowsOf, i)
-	}
-	slices.Sort(rowsOf)
-
-	var marks []int
-	ver := maxVer
-	now := time.Now().UTC().Truncate(time.Second)
-	counts := map[string]int{}
-	for _, i := range rowsOf {
-		u, del := d.updates(tInvoices, i)
-		cur := d.invoiceAt(i, u, d.c.invoices)
-		marks = append(marks, i)
-		ver += 16
-		var err error
-		switch x := r.IntN(100); {
-		case x < 10: // redelivery of the stored final version
-			counts["redelivered"]++
-			err = w.add(ctx, i, u+min(1, boolInt(del)))
-		case x < 20 && u > 0: // a stale version arriving after the newer ones
-			counts["stale"]++
-			err = w.add(ctx, i, 0)
-		case x < 30:
-			counts["deleted"]++
-			err = w.addInvoice(ctx, i, ver, now, true, apiInvoice{})
-		default:
-			counts["updated"]++
-			v := cur
-			switch v.status {
-			case stIssued:
-				v.status = stPaid
-			case stPaid:
-				v.status = stRefunded
-			case stRefunded, stVoid:
-				v.status = stPaid
-			}
-			if r.IntN(3) == 0 {
-				v.cents = 100 + r.Int64N(999_900)
-			}
-			if r.IntN(3) == 0 {
-				v.issuedAt += (r.Int64N(120) - 60) * 86400 // often into another month
-			}
-			err = w.addInvoice(ctx, i, ver, now, false, v)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := d.aggMarkAndFlush(ctx, conn, w, marks); err != nil {
-		return err
-	}
-	if err := d.aggRound(ctx, conn, maxVer); err != nil {
-		return err
-	}
-	fmt.Printf("revenue-agg: applied %v to %d invoices, one round\n", counts, n)
-	if err := d.aggCheck(ctx, conn, live, "after changes vs live FINAL"); err != nil {
-		return err
-	}
-	// Restore every touched row's generated final state with newer versions.
-	restoreFrom := ver
-	for _, i := range rowsOf {
-		u, del := d.updates(tInvoices, i)
-		ver += 16
-		if err := w.addInvoice(ctx, i, ver, now, del, d.invoiceAt(i, u, d.c.invoices)); err != nil {
-			return err
-		}
-	}
-	if err := d.aggMarkAndFlush(ctx, conn, w, rowsOf); err != nil {
-		return err
-	}
-	if err := d.aggRound(ctx, conn, restoreFrom); err != nil {
-		return err
-	}
-	if err := d.aggCheck(ctx, conn, nil, "after restoring vs generated data"); err != nil {
-		return err
-	}
-	if err := d.aggCheck(ctx, conn, live, "after restoring vs live FINAL"); err != nil {
-		return err
-	}
-	return d.markRepaired(ctx, conn)
-}
-
-// repairInvoices rewrites, with newer versions, the generated final state
-// of every invoice written after the load (by an incremental check that
-// was interrupted, e.g. by a ClickHouse restart), so that a kept database
-// holds the generated data again.
-func (d *apiData) repairInvoices(ctx context.Context, conn driver.Conn, w *apiRowWriter) error {
-	db := chstore.Quote(d.c.db)
-	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT id FROM %s.invoices WHERE _loaded_at > (SELECT max(loaded_at) FROM %s.%s)", db, db, apiMetaTable))
-	if err != nil {
-		return err
-	}
-	var touched []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		touched = append(touched, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(touched) == 0 {
-		return err
-	}
-	var ver uint64
-	if err := conn.QueryRow(ctx, "SELECT max(_version) FROM "+db+".invoices").Scan(&ver); err != nil {
-		return err
-	}
-	now := time.Now().UTC().Truncate(time.Second)
-	for _, id := range touched {
-		i, ok := d.rowOf(tInvoices, id, d.c.invoices)
-		if !ok {
-			return fmt.Errorf("repair: id %d is not a generated invoice", id)
-		}
-		u, del := d.updates(tInvoices, i)
-		ver += 16
-		if err := w.addInvoice(ctx, i, ver, now, del, d.invoiceAt(i, u, d.c.invoices)); err != nil {
-			return err
-		}
-	}
-	if err := w.flush(ctx); err != nil {
-		return err
-	}
-	fmt.Printf("restored %d invoices changed after the load (an interrupted revenue-agg check)\n", len(touched))
-	return d.markRepaired(ctx, conn)
-}
-
-// markRepaired records that every row written so far is the generated
-// data again.
-func (d *apiData) markRepaired(ctx context.Context, conn driver.Conn) error {
-	b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (fingerprint, loaded_at)", chstore.Quote(d.c.db), apiMetaTable))
-	if err != nil {
-		return err
-	}
-	if err := b.Append(d.fingerprint(), time.Now().UTC()); err != nil {
-		return err
-	}
-	if err := b.Send(); err != nil {
-		return err
-	}
-	time.Sleep(1100 * time.Millisecond) // _loaded_at has whole seconds: later writes must be later
-	return nil
-}
-
-// rowOf inverts id: the row number of table whose id it is.
-func (d *apiData) rowOf(table byte, id int64, n int) (int, bool) {
-	p, err := d.layout.Split(id)
-	if err != nil {
-		return 0, false
-	}
-	span := apiDataEnd.UnixMilli() - apiDataStart.UnixMilli()
-	est := int((p.UnixMilli - apiDataStart.UnixMilli()) * int64(n) / span)
-	for i := max(0, est-2); i <= min(n-1, est+2); i++ {
-		if d.id(table, i, n) == id {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// aggMarkAndFlush writes the dirty marks of the rows w holds, then the rows
-// (marks first, as the loader would).
-func (d *apiData) aggMarkAndFlush(ctx context.Context, conn driver.Conn, w *apiRowWriter, _ []int) error {
-	b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (shard, commit_lsn, block)", chstore.Quote(d.c.db), aggDirty))
-	if err != nil {
-		return err
-	}
-	defer b.Abort() //nolint:errcheck // no-op after Send
-	for j := range w.id {
-		if err := b.Append(w.shard[j], w.commitLSN[j], w.id[j]>>d.c.aggBits); err != nil {
-			return err
-		}
-	}
-	if err := b.Send(); err != nil {
-		return err
-	}
-	return w.flush(ctx)
-}
-
-// aggRound is one aggregator round: the blocks marked after the previous
-// round's position are recomputed. (The benchmark's watermark is "all of
-// it"; the loader's would be per shard, see apiAggDoc.)
-func (d *apiData) aggRound(ctx context.Context, conn driver.Conn, after uint64) error {
-	start := time.Now()
-	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE commit_lsn > ? ORDER BY block", chstore.Quote(d.c.db), aggDirty), after)
-	if err != nil {
-		return err
-	}
-	var blocks []int64
-	for rows.Next() {
-		var b int64
-		if err := rows.Scan(&b); err != nil {
-			rows.Close()
-			return err
-		}
-		blocks = append(blocks, b)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for i := 0; i < len(blocks); i += 500 {
-		if err := d.aggRecompute(ctx, conn, blocks[i:min(i+500, len(blocks))]); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("revenue-agg: round recomputed %d dirty blocks in %s\n", len(blocks), time.Since(start).Round(time.Millisecond))
-	return nil
 }

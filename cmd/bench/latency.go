@@ -52,6 +52,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/ring"
@@ -303,7 +304,7 @@ func (b *latBench) run(ctx context.Context) error {
 		defer floor.close(ctx)
 	}
 
-	load0 := loadAvg()
+	load0 := benchwork.LoadAvg()
 	before := b.scrape(ctx)
 	fmt.Printf("latency: %d samples at %d/s over %d shards, api %s, background %d changes/s (%d rows per operation); load average %s\n",
 		c.samples, c.rate, len(c.dsns), c.apiURL, c.bgRate, c.rowsPerOp, load0)
@@ -342,7 +343,7 @@ func (b *latBench) run(ctx context.Context) error {
 	floorSamples := <-floorDone
 	wall := time.Since(start)
 	after := b.scrape(ctx)
-	load1 := loadAvg()
+	load1 := benchwork.LoadAvg()
 	var bgOps, bgErrs, bgRows int64
 	if bg != nil {
 		stopBG()

@@ -263,7 +263,7 @@ func benchLoader(ctx context.Context, args []string) error {
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		loadPeak = max(loadPeak, procStatusKB("VmRSS:"))
+		loadPeak = max(loadPeak, selfKB("VmRSS"))
 		lags, err := adm.Lag(ctx, group)
 		if err != nil {
 			continue
@@ -365,27 +365,6 @@ func benchLoader(ctx context.Context, args []string) error {
 		return errors.New("ClickHouse does not hold exactly the expected rows")
 	}
 	return nil
-}
-
-// peakRSS returns VmHWM in kB.
-func peakRSS() int64 { return procStatusKB("VmHWM:") }
-
-// procStatusKB returns a kB field of /proc/self/status (0 if unknown).
-func procStatusKB(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, field) {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				n, _ := strconv.ParseInt(f[1], 10, 64)
-				return n
-			}
-		}
-	}
-	return 0
 }
 
 // decimalEqual compares two decimal texts ("12.50" and "12.5").

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/flagenv"
 )
 
@@ -174,7 +175,7 @@ a superuser DSN for the local stack).`)
 	}
 	defer b.close()
 	fmt.Printf("bench reader: shard %d, kafka %s (%s), %d cores (%s), load average %s, reps %d\n",
-		c.shard, c.kafkaLabel, c.brokers, runtime.NumCPU(), cpuModel(), loadAvg(), c.reps)
+		c.shard, c.kafkaLabel, c.brokers, runtime.NumCPU(), benchwork.CPUModel(), benchwork.LoadAvg(), c.reps)
 	var runs []readerRun
 	for _, name := range strings.Split(c.cases, ",") {
 		rs, err := b.runCase(ctx, b.newCase(name))
@@ -187,7 +188,7 @@ a superuser DSN for the local stack).`)
 	printSummary(os.Stdout, sum)
 	if c.jsonOut != "" {
 		out := map[string]any{
-			"machine": map[string]any{"nproc": runtime.NumCPU(), "cpu_model": cpuModel(), "go": runtime.Version(),
+			"machine": map[string]any{"nproc": runtime.NumCPU(), "cpu_model": benchwork.CPUModel(), "go": runtime.Version(),
 				"gomaxprocs": runtime.GOMAXPROCS(0)},
 			"kafka": map[string]any{"label": c.kafkaLabel, "brokers": c.brokers},
 			"config": map[string]any{"cases": c.cases, "reps": c.reps, "rows": c.rows, "txn_rows": c.txnRows,

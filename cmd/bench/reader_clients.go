@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/reader"
@@ -250,7 +251,7 @@ func (b *readerBench) primeReader(ctx context.Context, n names, rep int, cleanup
 // streamRun resumes the primed reader slot and measures it to the target.
 func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN) (readerRun, error) {
 	slot := n.table + "_r" + strconv.Itoa(rep)
-	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: loadAvg1()}
+	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
 	m := b.beginMeasure(c, rep)
 	ri, _, err := b.startReader(ctx, n, rep, slot)
 	if err != nil {
@@ -288,7 +289,7 @@ func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep
 // end offsets must then cover every row (a sanity check).
 func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, rep int, cleanups *[]func(context.Context) error) (readerRun, error) {
 	slot := n.table + "_r" + strconv.Itoa(rep)
-	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: loadAvg1()}
+	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
 	m := b.beginMeasure(c, rep)
 	ri, topics, err := b.startReader(ctx, n, rep, slot)
 	if err != nil {
@@ -341,7 +342,7 @@ func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, r
 // selectAll is the snapshot's reference: the reader's query, text format,
 // rows discarded.
 func (b *readerBench) selectAll(ctx context.Context, c *readerCase, table string, rep int) (readerRun, error) {
-	res := readerRun{Case: c.name, Client: "pg_select", Rep: rep, Changes: c.changes, LoadAvg1: loadAvg1()}
+	res := readerRun{Case: c.name, Client: "pg_select", Rep: rep, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
 	conn, err := pgx.Connect(ctx, b.cfg.dsn)
 	if err != nil {
 		return res, err
@@ -392,7 +393,7 @@ func (b *readerBench) recvlogicalRun(ctx context.Context, c *readerCase, n names
 	if v2 {
 		slot, client, proto = n.table+"_s"+strconv.Itoa(rep), "pg_recvlogical_v2", []string{"-o", "proto_version=2", "-o", "streaming=on"}
 	}
-	res := readerRun{Case: c.name, Client: client, Rep: rep, Changes: c.changes, LoadAvg1: loadAvg1()}
+	res := readerRun{Case: c.name, Client: client, Rep: rep, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
 	env, db, err := libpqEnv(b.cfg.dsn)
 	if err != nil {
 		return res, err

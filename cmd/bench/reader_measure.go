@@ -13,11 +13,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tributary/tributary/internal/benchwork"
 )
 
 // Measurement for `bench reader`: CPU (process, walsender, machine), peak
 // RSS, allocations, and the reader's log milestones that bound a window.
-// The /proc helpers here are shared with the other benchmarks.
+// The /proc readings of a process are internal/benchwork's.
 
 // measure is what a reader run is measured against.
 type measure struct {
@@ -63,7 +65,7 @@ func (m *measure) end(res *readerRun, from mark, done time.Time) {
 	res.Seconds, res.ChangesPerSec = secs, float64(res.Changes)/secs
 	res.CPUSeconds = cpuSeconds(from.ru, ru)
 	res.Cores = res.CPUSeconds / secs
-	res.PeakRSSMB = float64(peakRSS()) / 1024
+	res.PeakRSSMB = float64(selfKB("VmHWM")) / 1024
 	if m.brokerPID > 0 {
 		res.BrokerCPUSeconds = (procCPU(m.brokerPID) - m.broker).Seconds()
 	}
@@ -121,23 +123,15 @@ func (u procUsage) fill(res *readerRun) { res.WalsenderCPUSeconds = u.cpu.Second
 
 // procCPU returns utime+stime of a process (0 if it is gone).
 func procCPU(pid int) time.Duration {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	// Fields 14 and 15 of stat (utime, stime) in clock ticks; USER_HZ is 100 on Linux.
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	d, _ := benchwork.CPU(pid)
+	return d
+}
+
+// selfKB returns a kB field (VmRSS, VmHWM) of this process's
+// /proc/self/status (0 if unknown).
+func selfKB(field string) int64 {
+	n, _ := benchwork.StatusKB(os.Getpid(), field)
+	return n
 }
 
 // mark is when a log message was first seen, with the process's rusage then.
@@ -226,34 +220,4 @@ func (h *markHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h *markHandler) WithGroup(name string) slog.Handler {
 	return &markHandler{marks: h.marks, out: h.out.WithGroup(name)}
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func loadAvg1() float64 {
-	v, _ := strconv.ParseFloat(strings.Fields(loadAvg() + " ")[0], 64)
-	return v
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "?"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "?"
 }

@@ -41,6 +41,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/loadgen"
@@ -242,7 +243,7 @@ func runSustain(ctx context.Context, c susConfig) error {
 		mode = fmt.Sprintf("bulk operations of %d rows (bodies %d B)", c.rowsPerOp, c.bulkBody)
 	}
 	fmt.Printf("sustain: %d shards, rates %v changes/s, %s each, %s; %s; load average %s\n",
-		len(c.dsns), c.rates, c.step, mode, cpuModel(), loadAvg())
+		len(c.dsns), c.rates, c.step, mode, benchwork.CPUModel(), benchwork.LoadAvg())
 	fmt.Printf("processes: %s\n", strings.Join(procNames(procs), ", "))
 
 	var steps []susStep
@@ -263,7 +264,7 @@ func runSustain(ctx context.Context, c susConfig) error {
 		b, err := json.MarshalIndent(map[string]any{
 			"benchmark": "sustain", "shards": len(c.dsns), "step_seconds": c.step.Seconds(),
 			"rows_per_op": c.rowsPerOp, "bulk_body_bytes": c.bulkBody, "body_bytes": c.bodyBytes,
-			"cpu": cpuModel(), "steps": steps,
+			"cpu": benchwork.CPUModel(), "steps": steps,
 		}, "", "  ")
 		if err != nil {
 			return err
@@ -343,7 +344,7 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 	st.Pipeline = susDerive(full0, full1, wall)
 	st.WallSeconds = wall.Seconds()
 	st.MachineCores = readMachineCPU().busyCoresSince(mach0)
-	st.Load1 = loadAvg1()
+	st.Load1 = benchwork.LoadAvg1()
 	groups := map[string]*susProc{}
 	var order []string
 	for i, p := range procs {
@@ -613,14 +614,17 @@ func (p susProcess) cpu() time.Duration {
 	if !p.tree {
 		return procCPU(p.pid)
 	}
-	total := procCPUWithReaped(p.pid)
-	for _, c := range childPIDs(p.pid) {
+	total, _ := benchwork.CPUWithReaped(p.pid)
+	for _, c := range benchwork.Children(p.pid) {
 		total += procCPU(c)
 	}
 	return total
 }
 
-func (p susProcess) rssKB() int64 { return procKB(p.pid, "VmRSS:") }
+func (p susProcess) rssKB() int64 {
+	n, _ := benchwork.StatusKB(p.pid, "VmRSS")
+	return n
+}
 
 // susProcs finds the pipeline's and the stack's processes from pid files.
 func susProcs(home string) ([]susProcess, error) {
@@ -671,70 +675,6 @@ func procNames(ps []susProcess) []string {
 func alive(pid int) bool {
 	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 	return err == nil
-}
-
-// procCPUWithReaped is utime+stime+cutime+cstime: the process and the
-// children it has waited for.
-func procCPUWithReaped(pid int) time.Duration {
-	f := procStatFields(pid)
-	if len(f) < 15 {
-		return 0
-	}
-	var ticks int64
-	for _, i := range []int{11, 12, 13, 14} {
-		v, _ := strconv.ParseInt(f[i], 10, 64)
-		ticks += v
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
-}
-
-// procStatFields are the fields of /proc/<pid>/stat after the command name.
-func procStatFields(pid int) []string {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil
-	}
-	s := string(raw)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(s[i+1:])
-}
-
-// childPIDs lists the live children of pid.
-func childPIDs(pid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	want := strconv.Itoa(pid)
-	var out []int
-	for _, e := range ents {
-		c, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if f := procStatFields(c); len(f) > 1 && f[1] == want {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// procKB returns a kB field of /proc/<pid>/status (0 if unknown).
-func procKB(pid int, field string) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 func printStep(st susStep) {

@@ -1,6 +1,8 @@
 // Package benchwork is the committed workload of the reader benchmarks:
 // `bench reader` (cmd/bench) and the side-by-side with Debezium
-// (bench/peers) run the same SQL, so that their numbers compare.
+// (bench/peers) run the same SQL, so that their numbers compare. It also
+// holds the /proc readings (a process's CPU time and memory, the machine's
+// load) that every benchmark takes (proc.go).
 package benchwork
 
 import (

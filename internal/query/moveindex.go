@@ -50,7 +50,7 @@ func planLatestMoveIndexed(db string, l *MoveLog) string {
 }
 
 // PlanLatestMoveIndexed is the SQL of LatestMove once the index is built
-// (one parameter: the document id); exported for cmd/bench.
+// (one parameter: the document id); exported for tests/moveindex_test.go.
 func PlanLatestMoveIndexed(db string, l *MoveLog) string { return planLatestMoveIndexed(db, l) }
 
 // moveIndexBuilt says whether l's index may be read, from the last reading
@@ -58,9 +58,6 @@ func PlanLatestMoveIndexed(db string, l *MoveLog) string { return planLatestMove
 // reading (the state table does not exist before a loader ensured an
 // index) is "not built".
 func (q *Queries) moveIndexBuilt(ctx context.Context, l *MoveLog) bool {
-	if q.noMoveIndex.Load() {
-		return false
-	}
 	v, _ := q.moveIndexes.LoadOrStore(l.Log.Name, &moveIndexState{})
 	st := v.(*moveIndexState)
 	st.mu.Lock()
@@ -78,11 +75,6 @@ func (q *Queries) moveIndexBuilt(ctx context.Context, l *MoveLog) bool {
 	st.built, st.checked = err == nil && objects == 2 && built == 1, time.Now()
 	return st.built
 }
-
-// UseMoveIndex turns reading through the move log's index on (the
-// default: when it is built) or off (the log is scanned, as before the
-// index existed). Both answer the same; for measurements (cmd/bench api).
-func (q *Queries) UseMoveIndex(on bool) { q.noMoveIndex.Store(!on) }
 
 // forgetMoveIndex makes the next request read the index state again and
 // this one scan the log.

@@ -219,7 +219,7 @@ func (l *MoveLog) planLatestMoveOf(db, keys string) string {
 }
 
 // PlanLatestMove is the SQL of LatestMove (one parameter: the document
-// id) and MoveColumns its SELECT list; exported for cmd/bench.
+// id) and MoveColumns its SELECT list; exported for tests/moveindex_test.go.
 func PlanLatestMove(db string, l *MoveLog) string { return planLatestMove(db, l) }
 
 // LatestMoveSettings returns a copy of LatestMove's settings.

@@ -39,8 +39,6 @@ type Queries struct {
 	// moveIndexes: per move log, the last reading of whether its index
 	// is built (moveindex.go).
 	moveIndexes sync.Map
-	// noMoveIndex: scan the log even when its index is built (UseMoveIndex).
-	noMoveIndex atomic.Bool
 	// moveLogReads counts LatestMove's queries (MoveLogReads).
 	moveLogReads atomic.Int64
 }
@@ -66,18 +64,9 @@ type Copy struct {
 // a second stream or 64k-row buffers (41 MB of buffers per lookup measured
 // with the defaults, 5 MB with these). They change speed only, never the
 // answer, and exist in 18.16 and current ClickHouse. Measured with cmd/bench
-// api --variants byid-shapes (docs/benchmarks.md, API).
+// api --variants byid-shapes, deleted after 09177d7 (docs/benchmarks.md, API).
 var pointLookup = clickhouse.Settings{"use_uncompressed_cache": 1, "max_threads": 1, "max_block_size": 128,
 	"optimize_move_to_prewhere": 0}
-
-// PointLookup returns a copy of the settings of a by-id read.
-func PointLookup() clickhouse.Settings {
-	out := clickhouse.Settings{}
-	for k, v := range pointLookup {
-		out[k] = v
-	}
-	return out
-}
 
 // planRow is the by-id read: FINAL, PREWHERE on the id column only, then a
 // plain WHERE for the tombstones. PREWHERE is exact here because every
@@ -92,15 +81,11 @@ func planRow(db, table, idColumn, extra string) string {
 		extra, quote(db), quote(table), quote(idColumn))
 }
 
-// PlanRow is the SQL of Row (one parameter: the id), run with
-// PointLookup's settings; exported for cmd/bench.
-func PlanRow(db, table, idColumn string) string { return planRow(db, table, idColumn, "") }
-
 // Row returns every live copy of the row with id in table, one per shard,
 // ordered by shard. idColumn must be a column of the table, and the first
 // column of its sorting key (the loader's tables are ORDER BY (id, _shard)).
 func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Copy, error) {
-	sql := PlanRow(q.db, table, idColumn)
+	sql := planRow(q.db, table, idColumn, "")
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), sql, id)
 	if err != nil {
 		if isUnknownTable(err) {

@@ -9,7 +9,7 @@ import (
 // alone (exact: every version of a row shares its id) and the tombstone
 // filter in a plain WHERE, after the replacing merge.
 func TestPlanRow(t *testing.T) {
-	sql := PlanRow("db", "documents", "id")
+	sql := planRow("db", "documents", "id", "")
 	want := "SELECT * FROM `db`.`documents` FINAL PREWHERE `id` = ? WHERE _deleted = 0 ORDER BY _shard"
 	if sql != want {
 		t.Fatalf("planRow:\n got %s\nwant %s", sql, want)
@@ -18,7 +18,7 @@ func TestPlanRow(t *testing.T) {
 	if strings.Contains(pre, "_deleted") || strings.Count(pre, "?") != 1 || strings.Contains(pre, " AND ") {
 		t.Errorf("PREWHERE must test the id column only: %q", pre)
 	}
-	if got := PlanRow("db", "t", "a`b"); !strings.Contains(got, "PREWHERE `a\\`b` = ?") {
+	if got := planRow("db", "t", "a`b", ""); !strings.Contains(got, "PREWHERE `a\\`b` = ?") {
 		t.Errorf("id column not quoted: %s", got)
 	}
 	for _, k := range []string{"use_uncompressed_cache", "max_threads", "max_block_size"} {

@@ -19,8 +19,8 @@ func TestPlanRowWithMoves(t *testing.T) {
 	if !strings.Contains(sql, count) {
 		t.Fatalf("planRowWithMoves lacks the index count %q:\n%s", count, sql)
 	}
-	if row := strings.Replace(sql, count, "", 1); row != PlanRow("db", "documents", "id") {
-		t.Fatalf("planRowWithMoves without the count is not Row's read:\n got %s\nwant %s", row, PlanRow("db", "documents", "id"))
+	if row := strings.Replace(sql, count, "", 1); row != planRow("db", "documents", "id", "") {
+		t.Fatalf("planRowWithMoves without the count is not Row's read:\n got %s\nwant %s", row, planRow("db", "documents", "id", ""))
 	}
 	if strings.Index(sql, count) > strings.Index(sql, "PREWHERE") {
 		t.Fatalf("the count must be bound before the id of the read: %s", sql)
