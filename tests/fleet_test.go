@@ -1,10 +1,7 @@
 package tests
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -144,28 +141,7 @@ func TestFleetSparseVerify(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	runVerify := func(fleetFile string, env []string, wait string) (*verify.Report, int, string) {
-		cmd := exec.CommandContext(ctx, bin, "--fleet", fleetFile, "--tables", tablesFile, "--api", p.api.URL,
-			"--clickhouse-addr", p.stack.ClickHouseAddr, "--clickhouse-db", p.chDB, "--json",
-			"--sample", "0", "--api-sample", "30", "--wait", wait, "--max-diffs", "5", "--log-level", "warn")
-		cmd.Env = append(os.Environ(), env...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			code = exit.ExitCode()
-		} else if err != nil {
-			t.Fatalf("verify: %v", err)
-		}
-		if code == 2 {
-			return nil, code, stderr.String()
-		}
-		var rep verify.Report
-		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-			t.Fatalf("verify exit %d, report not JSON: %v\n%s\n%s", code, err, stdout.String(), stderr.String())
-		}
-		return &rep, code, stderr.String()
+		return verifyBinary(ctx, t, bin, p, fleetFile, tablesFile, env, wait)
 	}
 
 	rep, code, stderr := runVerify(fleetFile, env, "60s")
