@@ -159,6 +159,16 @@ type Config struct {
 // DefaultBatchBytes is the default bound on a batch's record bytes.
 const DefaultBatchBytes = 64 << 20
 
+// Defaults of the Config fields that cmd/loader has flags for; New applies
+// them to fields left zero (in-process loaders of tests and benchmarks),
+// and the flags start from them, so each default is written once.
+const (
+	DefaultDedupeKeys        = 1 << 20
+	DefaultDuplicateGrace    = 5 * time.Minute
+	DefaultMisplacedInterval = 30 * time.Second
+	DefaultSessionTimeout    = 15 * time.Second
+)
+
 // Loader applies change envelopes to ClickHouse.
 type Loader struct {
 	cfg   Config
@@ -197,13 +207,13 @@ type Loader struct {
 // New builds a loader; it connects nothing until Run.
 func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *Loader {
 	if cfg.DedupeKeys <= 0 {
-		cfg.DedupeKeys = 1 << 20
+		cfg.DedupeKeys = DefaultDedupeKeys
 	}
 	if cfg.BatchBytes <= 0 {
 		cfg.BatchBytes = DefaultBatchBytes
 	}
 	if cfg.DuplicateGrace <= 0 {
-		cfg.DuplicateGrace = 5 * time.Minute
+		cfg.DuplicateGrace = DefaultDuplicateGrace
 	}
 	if cfg.AnomalyInterval <= 0 {
 		cfg.AnomalyInterval = 5 * time.Second
@@ -212,10 +222,10 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		cfg.LagInterval = 10 * time.Second
 	}
 	if cfg.MisplacedInterval <= 0 {
-		cfg.MisplacedInterval = 30 * time.Second
+		cfg.MisplacedInterval = DefaultMisplacedInterval
 	}
 	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 15 * time.Second
+		cfg.SessionTimeout = DefaultSessionTimeout
 	}
 	decoders := make([]*envelope.Decoder, max(1, runtime.GOMAXPROCS(0)))
 	for i := range decoders {
