@@ -95,7 +95,7 @@ verify:
 loadgen:
 	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
 		export TRIBUTARY_FLEET=$${FLEET:-$$TRIBUTARY_FLEET}; \
-		TRIBUTARY_RING=$$(deploy/local/demo.sh ring-map) \
+		TRIBUTARY_RING_MAP=$$(deploy/local/demo.sh ring-map) \
 		$(GO) run ./cmd/loadgen $(ARGS)
 
 # Benchmarks print numbers; see docs/benchmarks.md for results and machine.

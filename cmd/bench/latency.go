@@ -172,7 +172,7 @@ func benchLatency(ctx context.Context, args []string) error {
 	fs.String(&c.apiURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "the running API")
 	fs.Secret(&c.token, "TRIBUTARY_API_TOKEN")
 	fs.String(&c.fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards to write to (required; the stack's is in stack.env)")
-	fs.String(&c.ringFile, "ring", "TRIBUTARY_RING", "", "ring map JSON (default: generated, the fleet's shards x 64 vnodes — equal to deploy/local/ringmap.json for shards 0..3)")
+	fs.String(&c.ringFile, "ring-map", "TRIBUTARY_RING_MAP", "", "ring map JSON (default: generated, the fleet's shards x 64 vnodes — equal to deploy/local/ringmap.json for shards 0..3)")
 	fs.Int(&c.workspaces, "workspaces", "", 50, "workspaces 1..n to place documents in (as loadgen)")
 	fs.Int(&c.samples, "samples", "", 300, "writes to measure")
 	fs.Int(&c.rate, "rate", "", 10, "samples started per second (open loop)")

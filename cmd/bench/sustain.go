@@ -95,7 +95,7 @@ func benchSustain(ctx context.Context, args []string) error {
 	fs := flagenv.New("bench sustain", susUsage)
 	fs.String(&fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards loadgen writes to (required; the stack's is in stack.env)")
 	fs.String(&c.apiURL, "api", "", "http://127.0.0.1:8080", "the API's base URL")
-	fs.String(&c.ringFile, "ring", "", "deploy/local/ringmap.json", "the ring map the demo places workspaces by (loadgen writes each workspace on its owner)")
+	fs.String(&c.ringFile, "ring-map", "", "deploy/local/ringmap.json", "the ring map the demo places workspaces by (loadgen writes each workspace on its owner)")
 	fs.String(&rates, "rates", "", "200,500,1000,2000", "offered row changes/s over all shards (operations/s x --rows-per-op), one step each, in order")
 	fs.Duration(&c.step, "step", "", 60*time.Second, "how long each rate is offered")
 	fs.Duration(&c.drain, "drain", "", 2*time.Minute, "after a step, how long to wait at most for the backlog to drain")

@@ -25,7 +25,7 @@ const usage = `loadgen — demo traffic on the shards.
 The shards are those of the fleet file (--fleet: each shard's number and
 the environment variable or file holding its DSN; see README "Fleet file"),
 whatever their numbers; deploy/local/stack.sh writes one and names it in
-stack.env. Workspaces are placed by the ring map (--ring file, or a
+stack.env. Workspaces are placed by the ring map (--ring-map file, or a
 generated map of the fleet's shards with 64 virtual nodes each), which may
 only name shards of the fleet.
 
@@ -89,7 +89,7 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&bodyBytes, "body-bytes", "TRIBUTARY_LOADGEN_BODY_BYTES", 8192, "size of large document bodies (TOASTed above ~2 kB)")
 	fs.Int(&workers, "workers", "TRIBUTARY_LOADGEN_WORKERS", 8, "concurrent writers")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards by number and where each one's DSN comes from (required)")
-	fs.String(&c.RingFile, "ring", "TRIBUTARY_RING", "", "ring map JSON file (default: generated for all shards)")
+	fs.String(&c.RingFile, "ring-map", "TRIBUTARY_RING_MAP", "", "ring map JSON file (default: generated for all shards)")
 	fs.Int(&movePct, "move-percent", "TRIBUTARY_LOADGEN_MOVE_PERCENT", 2, "percent of operations that move a document to another shard (saga; 0 with --rows-per-op > 1)")
 	fs.Int(&halfPct, "half-done-percent", "TRIBUTARY_LOADGEN_HALF_DONE_PERCENT", 10, "percent of moves stopped half-way (copied, source kept)")
 	fs.Int(&losePct, "lose-percent", "TRIBUTARY_LOADGEN_LOSE_PERCENT", 0, "percent of moves that skip the copy (document on neither shard)")

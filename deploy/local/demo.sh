@@ -130,12 +130,10 @@ done
 # shards (ring_map above); the loader checks every row against the same
 # map (tributary_misplaced_rows).
 ring_args=()
-loader_ring=()
 if [[ -n $RING_MAP ]]; then
-	ring_args=(--ring "$RING_MAP")
-	loader_ring=(--ring-map "$RING_MAP")
+	ring_args=(--ring-map "$RING_MAP")
 fi
-start loader "$BIN/loader" --metrics-addr "$LOADER_METRICS" --revenue-aggregate-interval 1s "${loader_ring[@]}"
+start loader "$BIN/loader" --metrics-addr "$LOADER_METRICS" --revenue-aggregate-interval 1s "${ring_args[@]}"
 # The status page (GET /) reads the readers' and the loader's metrics.
 component_metrics=http://$LOADER_METRICS/metrics
 for i in "${SHARD_NUMBERS[@]}"; do
