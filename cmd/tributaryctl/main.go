@@ -1,17 +1,25 @@
 // Command tributaryctl is the operator's command: it lists and replays
-// dead letters. See internal/admin for what each action does and refuses.
+// dead letters and tears a deployment down. See internal/admin for what
+// each action does and refuses.
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sys/unix"
 
 	"github.com/tributary/tributary/internal/admin"
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
 )
@@ -20,6 +28,8 @@ const usage = `tributaryctl — operator actions on a deployment.
 
   tributaryctl dlq list   [flags]   the dead-letter topic's records, with reasons
   tributaryctl dlq replay [flags]   re-produce them to their source topics
+  tributaryctl teardown   [flags]   remove the deployment's slots, publications,
+                                    topics, consumer group and ClickHouse database
 
 dlq replay is a dry run unless --yes: it prints what it would replay.
 Replay once the cause is fixed (see docs/runbook.md "Dead letters"): the
@@ -28,10 +38,20 @@ replaying a change older than the row's, changes nothing. --reason and
 --table choose which dead letters; a record of a topic no table reads is
 not replayed. Every action is logged on stderr.
 
+teardown lists what exists first and asks (type the ClickHouse database's
+name) unless --yes; without a terminal and without --yes it is a dry run.
+It refuses while anything runs: a reader's slot in use, a loader in the
+consumer group. Stop the readers, loaders and APIs first. It needs the
+fleet file (shards' DSNs: a role that may drop slots and publications),
+the same --slot/--publication/--state-topic/--group names the components
+run with, and a ClickHouse user that may drop the database. Run twice, the
+second finds nothing to remove.
+
 Example:
   set -a; . .stack/stack.env; set +a
   tributaryctl dlq list --tables deploy/local/tables.json
-  tributaryctl dlq replay --tables deploy/local/tables.json --reason convert --yes`
+  tributaryctl dlq replay --tables deploy/local/tables.json --reason convert --yes
+  tributaryctl teardown --tables deploy/local/tables.json --fleet "$TRIBUTARY_HOME/fleet.json"`
 
 // Config is tributaryctl's whole configuration.
 type Config struct {
@@ -44,14 +64,26 @@ type Config struct {
 	JSON       bool
 	Yes        bool
 	LogLevel   string
+
+	// teardown
+	FleetFile   string
+	Slot        string
+	Publication string
+	StateTopic  string
+	Group       string
+	ClickHouse  chstore.DialOptions
+	Database    string
 }
 
 func parse(args []string) (*Config, error) {
 	var c Config
-	if len(args) >= 2 && args[0] == "dlq" && (args[1] == "list" || args[1] == "replay") {
+	switch {
+	case len(args) >= 2 && args[0] == "dlq" && (args[1] == "list" || args[1] == "replay"):
 		c.Action, args = "dlq "+args[1], args[2:]
-	} else if len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "-help" {
-		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want dlq list or dlq replay", args[0])}
+	case len(args) >= 1 && args[0] == "teardown":
+		c.Action, args = "teardown", args[1:]
+	case len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "-help":
+		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want dlq list, dlq replay or teardown", args[0])}
 	}
 	fs := flagenv.New("tributaryctl", usage)
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
@@ -62,11 +94,27 @@ func parse(args []string) (*Config, error) {
 	fs.BoolVar(&c.JSON, "json", false, "dlq list: write JSON on stdout")
 	fs.BoolVar(&c.Yes, "yes", false, "dlq replay: do it (without: a dry run)")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level on stderr: debug, info, warn, error")
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "teardown: fleet file, the shards whose slots and publications go (required for teardown)")
+	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "teardown: the readers' slot name, <N> standing for the shard's number (default tributary_shard_<N>)")
+	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "teardown: the readers' publication")
+	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "teardown: the readers' state topic")
+	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "teardown: the loaders' consumer group")
+	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "teardown: ClickHouse native protocol host:port")
+	fs.String(&c.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "teardown: the ClickHouse database to drop")
+	fs.String(&c.ClickHouse.Username, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "teardown: a ClickHouse user that may drop the database")
+	fs.Secret(&c.ClickHouse.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")
+	var passFile string
+	chstore.AddPasswordFileFlag(fs, &passFile)
+	chstore.AddTLSFlags(fs, &c.ClickHouse.TLS)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if c.Action == "" {
-		return nil, &flagenv.UsageError{Err: errors.New("no action: want dlq list or dlq replay")}
+		return nil, &flagenv.UsageError{Err: errors.New("no action: want dlq list, dlq replay or teardown")}
+	}
+	var err error
+	if c.ClickHouse.Password, err = chstore.Password(c.ClickHouse.Password, passFile); err != nil {
+		return nil, err
 	}
 	return &c, c.Validate()
 }
@@ -82,6 +130,18 @@ func (c *Config) Validate() error {
 	}
 	if c.DLQTopic == "" {
 		errs = append(errs, errors.New("--dlq-topic must not be empty"))
+	}
+	if c.Action == "teardown" {
+		if c.FleetFile == "" {
+			errs = append(errs, errors.New("teardown: --fleet (or $TRIBUTARY_FLEET) is required: the shards whose slots and publications go"))
+		}
+		if c.ClickHouse.Addr == "" {
+			errs = append(errs, errors.New("teardown: --clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
+		}
+		if c.Database == "" || c.Publication == "" || c.StateTopic == "" || c.Group == "" {
+			errs = append(errs, errors.New("teardown: --clickhouse-db, --publication, --state-topic and --group must not be empty"))
+		}
+		errs = append(errs, c.ClickHouse.TLS.Validate()...)
 	}
 	return errors.Join(errs...)
 }
@@ -107,6 +167,9 @@ func run(ctx context.Context, c *Config) error {
 		return err
 	}
 	defer cl.Close()
+	if c.Action == "teardown" {
+		return teardown(ctx, c, cfg, cl, log)
+	}
 	dead, err := admin.ReadDLQ(ctx, cl, c.DLQTopic, cfg, admin.Filter{Reason: c.Reason, Table: c.Table})
 	if err != nil {
 		return err
@@ -131,4 +194,56 @@ func run(ctx context.Context, c *Config) error {
 	}
 	log.Info("dlq replay done", slog.Int("replayed", n), slog.Int("skipped", len(dead)-n))
 	return nil
+}
+
+// teardown plans, shows the plan, asks (or takes --yes), and removes.
+func teardown(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, log *slog.Logger) error {
+	f, err := fleet.Load(c.FleetFile)
+	if err != nil {
+		return err
+	}
+	shards, err := f.Resolve(os.Getenv)
+	if err != nil {
+		return err
+	}
+	ch, err := chstore.Dial(ctx, c.ClickHouse)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	d := &admin.Deployment{Shards: shards, Slot: c.Slot, Publication: c.Publication,
+		Topics: append(cfg.Topics(), c.StateTopic, c.DLQTopic), Group: c.Group,
+		Kafka: cl, ClickHouse: ch, Database: c.Database}
+	plan, err := admin.PlanTeardown(ctx, d)
+	if err != nil {
+		return err
+	}
+	admin.WritePlan(os.Stdout, plan)
+	switch {
+	case len(plan.Busy) > 0:
+		return fmt.Errorf("teardown refused: %w; nothing was removed", admin.ErrBusy)
+	case plan.Empty():
+		return nil
+	case !c.Yes && !isTerminal(os.Stdin):
+		fmt.Println("dry run: nothing removed; run again with --yes to remove these")
+		return nil
+	case !c.Yes:
+		fmt.Printf("type the ClickHouse database's name (%s) to remove all of the above: ", c.Database)
+		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		if strings.TrimSpace(answer) != c.Database {
+			return errors.New("teardown not confirmed; nothing was removed")
+		}
+	}
+	if err := admin.Teardown(ctx, d, plan, log); err != nil {
+		return err
+	}
+	log.Info("teardown done")
+	return nil
+}
+
+// isTerminal reports whether f is a terminal (it answers the terminal
+// ioctl; /dev/null, a character device too, does not).
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
