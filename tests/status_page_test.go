@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tributary/tributary/internal/admin"
 	"github.com/tributary/tributary/internal/api"
 	"github.com/tributary/tributary/internal/query"
 )
@@ -91,6 +92,21 @@ func TestStatusPageInChromium(t *testing.T) {
 		ComponentMetrics: endpoints}, query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
 	t.Cleanup(status.Close)
 	waitForDuplicate(ctx, t, status.URL, dup)
+
+	// tributaryctl status prints the same sections (GET /v1/status).
+	st, _, err := admin.FetchStatus(ctx, http.DefaultClient, status.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := admin.WriteStatus(&text, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\n0   ", "\n1   ", "streaming", dup, "metrics endpoint " + dead.URL + "/metrics failed: ", "loaders: 1,"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("tributaryctl status lacks %q:\n%s", want, text.String())
+		}
+	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),

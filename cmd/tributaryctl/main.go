@@ -1,5 +1,5 @@
-// Command tributaryctl is the operator's command: it lists and replays
-// dead letters and tears a deployment down. See internal/admin for what
+// Command tributaryctl is the operator's command: it shows a deployment's
+// status, lists and replays dead letters, and tears a deployment down. See internal/admin for what
 // each action does and refuses.
 package main
 
@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sys/unix"
@@ -26,10 +28,16 @@ import (
 
 const usage = `tributaryctl — operator actions on a deployment.
 
+  tributaryctl status     [flags]   the status page's overview (GET /v1/status), as text or --json
   tributaryctl dlq list   [flags]   the dead-letter topic's records, with reasons
   tributaryctl dlq replay [flags]   re-produce them to their source topics
   tributaryctl teardown   [flags]   remove the deployment's slots, publications,
                                     topics, consumer group and ClickHouse database
+
+status asks the API (--api, a token from $TRIBUTARY_API_TOKEN when the API
+has tokens): per shard its freshness and reader state, stopped tables, the
+loaders' lag and dead letters, open anomalies. Reader and loader state need
+the API's --component-metrics.
 
 dlq replay is a dry run unless --yes: it prints what it would replay.
 Replay once the cause is fixed (see docs/runbook.md "Dead letters"): the
@@ -49,6 +57,7 @@ second finds nothing to remove.
 
 Example:
   set -a; . .stack/stack.env; set +a
+  tributaryctl status --api http://127.0.0.1:8080
   tributaryctl dlq list --tables deploy/local/tables.json
   tributaryctl dlq replay --tables deploy/local/tables.json --reason convert --yes
   tributaryctl teardown --tables deploy/local/tables.json --fleet "$TRIBUTARY_HOME/fleet.json"`
@@ -65,6 +74,10 @@ type Config struct {
 	Yes        bool
 	LogLevel   string
 
+	// status
+	APIURL   string
+	APIToken string
+
 	// teardown
 	FleetFile   string
 	Slot        string
@@ -80,10 +93,10 @@ func parse(args []string) (*Config, error) {
 	switch {
 	case len(args) >= 2 && args[0] == "dlq" && (args[1] == "list" || args[1] == "replay"):
 		c.Action, args = "dlq "+args[1], args[2:]
-	case len(args) >= 1 && args[0] == "teardown":
-		c.Action, args = "teardown", args[1:]
+	case len(args) >= 1 && (args[0] == "teardown" || args[0] == "status"):
+		c.Action, args = args[0], args[1:]
 	case len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "-help":
-		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want dlq list, dlq replay or teardown", args[0])}
+		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want status, dlq list, dlq replay or teardown", args[0])}
 	}
 	fs := flagenv.New("tributaryctl", usage)
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
@@ -91,9 +104,11 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.Reason, "reason", "", "", "dlq: only dead letters of this reason (decode, convert, toast_without_base, ...)")
 	fs.String(&c.Table, "table", "", "", "dlq: only dead letters of this table")
-	fs.BoolVar(&c.JSON, "json", false, "dlq list: write JSON on stdout")
+	fs.BoolVar(&c.JSON, "json", false, "status, dlq list: write JSON on stdout")
 	fs.BoolVar(&c.Yes, "yes", false, "dlq replay: do it (without: a dry run)")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level on stderr: debug, info, warn, error")
+	fs.String(&c.APIURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "status: the API's base URL")
+	fs.Secret(&c.APIToken, "TRIBUTARY_API_TOKEN")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "teardown: fleet file, the shards whose slots and publications go (required for teardown)")
 	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "teardown: the readers' slot name, <N> standing for the shard's number (default tributary_shard_<N>)")
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "teardown: the readers' publication")
@@ -110,7 +125,7 @@ func parse(args []string) (*Config, error) {
 		return nil, err
 	}
 	if c.Action == "" {
-		return nil, &flagenv.UsageError{Err: errors.New("no action: want dlq list, dlq replay or teardown")}
+		return nil, &flagenv.UsageError{Err: errors.New("no action: want status, dlq list, dlq replay or teardown")}
 	}
 	var err error
 	if c.ClickHouse.Password, err = chstore.Password(c.ClickHouse.Password, passFile); err != nil {
@@ -122,6 +137,12 @@ func parse(args []string) (*Config, error) {
 // Validate reports every missing setting at once.
 func (c *Config) Validate() error {
 	var errs []error
+	if c.Action == "status" {
+		if c.APIURL == "" {
+			errs = append(errs, errors.New("status: --api (or $TRIBUTARY_API_URL) must not be empty"))
+		}
+		return errors.Join(errs...)
+	}
 	if len(flagenv.List(c.Brokers)) == 0 {
 		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
 	}
@@ -152,6 +173,9 @@ func run(ctx context.Context, c *Config) error {
 	log, err := telemetry.Logger("text", c.LogLevel)
 	if err != nil {
 		return err
+	}
+	if c.Action == "status" {
+		return status(ctx, c)
 	}
 	cfg, err := tables.Load(c.TablesFile)
 	if err != nil {
@@ -246,4 +270,17 @@ func teardown(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// status prints GET /v1/status as text, or as it came with --json.
+func status(ctx context.Context, c *Config) error {
+	st, body, err := admin.FetchStatus(ctx, &http.Client{Timeout: 30 * time.Second}, c.APIURL, c.APIToken)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		_, err = os.Stdout.Write(append(body, '\n'))
+		return err //nolint:wrapcheck // stdout's error
+	}
+	return admin.WriteStatus(os.Stdout, st)
 }

@@ -120,7 +120,8 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 	s.route("GET /v1/anomalies/misplaced", ScopeAnomaliesRead, s.misplaced)
 	s.route("GET /v1/shards", accessToken, s.shards)
 	s.route("GET /v1/revenue", ScopeRevenueRead, s.revenue)
-	s.route("GET /{$}", accessOpen, s.status) // status.go: checks tokens itself, to answer in HTML
+	s.route("GET /v1/status", accessToken, s.statusJSON) // status.go
+	s.route("GET /{$}", accessOpen, s.status)            // status.go: checks tokens itself, to answer in HTML
 	s.route("GET /v1/openapi.json", accessOpen, s.openapi)
 	s.route("GET /readyz", accessOpen, s.ready)
 	s.route("GET /healthz", accessOpen, func(w http.ResponseWriter, _ *http.Request) error {

@@ -61,38 +61,42 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 }).Parse(statusHTML))
 
 // statusPage is what the template renders.
+// GET /v1/status answers the same in JSON, without the page's own fields
+// (json:"-") and the revenue chart: tributaryctl status prints it.
 type statusPage struct {
-	Generated      time.Time
-	RefreshMS      int64
-	RefreshSeconds int64
-	Auth           string
-	RunbookURL     string
+	Generated      time.Time `json:"generated"`
+	RefreshMS      int64     `json:"-"`
+	RefreshSeconds int64     `json:"-"`
+	Auth           string    `json:"-"`
+	RunbookURL     string    `json:"-"`
 	// NeedToken, when set, is why the caller may see nothing (401/403).
-	NeedToken *Error
+	NeedToken *Error `json:"-"`
 
-	Shards     []shardStatus
-	ShardsErr  string
-	Stopped    []stoppedTableStatus
-	Components componentsView
-	Anomalies  []anomalySection
-	Revenue    revenueChart
+	Shards     []shardStatus        `json:"shards"`
+	ShardsErr  string               `json:"shards_error,omitempty"`
+	Stopped    []stoppedTableStatus `json:"stopped_tables"`
+	Components componentsView       `json:"components"`
+	Anomalies  []anomalySection     `json:"anomalies"`
+	Revenue    revenueChart         `json:"-"`
 }
 
 // shardStatus is one shard's row: its freshness and its reader's state.
 type shardStatus struct {
-	Shard     int
-	Freshness *query.ShardFreshness
-	Reader    *readerView
+	Shard     int                   `json:"shard"`
+	Freshness *query.ShardFreshness `json:"freshness"`
+	Reader    *readerView           `json:"reader"`
 }
 
 // anomalySection is one kind of open anomaly.
 type anomalySection struct {
-	Title, Listing, Runbook string
+	Title   string `json:"title"`
+	Listing string `json:"listing"`
+	Runbook string `json:"runbook"`
 	// Err says why the listing could not be read (no scope, not
 	// configured, failure).
-	Err   string
-	Items []string
-	More  bool
+	Err   string   `json:"error,omitempty"`
+	Items []string `json:"items"`
+	More  bool     `json:"more"`
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
@@ -106,7 +110,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 		page.Auth = "token " + name
 	}
 	if page.NeedToken == nil {
-		s.fillStatus(r, &page)
+		s.fillStatus(r, &page, true)
 	}
 	var b bytes.Buffer
 	if err := statusTemplate.Execute(&b, page); err != nil {
@@ -119,8 +123,15 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	return err //nolint:wrapcheck // the client went away
 }
 
-// fillStatus reads every section at once.
-func (s *Server) fillStatus(r *http.Request, page *statusPage) {
+// statusJSON is GET /v1/status: the page's sections as JSON.
+func (s *Server) statusJSON(w http.ResponseWriter, r *http.Request) error {
+	page := statusPage{Generated: time.Now().UTC()}
+	s.fillStatus(r, &page, false)
+	return writeJSON(w, http.StatusOK, page)
+}
+
+// fillStatus reads every section at once (the revenue chart if chart).
+func (s *Server) fillStatus(r *http.Request, page *statusPage, chart bool) {
 	var (
 		wg         sync.WaitGroup
 		shards     shardsAnswer
@@ -147,7 +158,9 @@ func (s *Server) fillStatus(r *http.Request, page *statusPage) {
 	run(func() {
 		misErr = s.internalGet(r, "/v1/anomalies/misplaced?limit="+strconv.Itoa(statusListLimit), &misplaced)
 	})
-	run(func() { page.Revenue = s.revenueChart(r, page.Generated) })
+	if chart {
+		run(func() { page.Revenue = s.revenueChart(r, page.Generated) })
+	}
 	if len(s.cfg.ComponentMetrics) > 0 {
 		run(func() {
 			components = readComponents(scrapeComponents(r.Context(), componentClient, s.cfg.ComponentMetrics))

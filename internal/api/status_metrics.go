@@ -34,8 +34,8 @@ const maxMetricsBytes = 8 << 20
 
 // endpointResult is one endpoint's scrape: its families, or why not.
 type endpointResult struct {
-	URL      string
-	Err      string
+	URL      string `json:"url"`
+	Err      string `json:"error,omitempty"`
 	families map[string]*dto.MetricFamily
 }
 
@@ -85,50 +85,51 @@ func scrapeOne(ctx context.Context, client *http.Client, url string) (map[string
 
 // readerView is what one shard's reader reports.
 type readerView struct {
-	Shard int
+	Shard int `json:"shard"`
 	// State is streaming, snapshotting (with Progress), or error.
-	State          string
-	Progress       float64 // 0..1, while snapshotting
-	LagBytes       float64
-	LagSeconds     float64
-	RetainedBytes  float64
-	WALStatus      string
-	Errors         float64
-	SnapshotTables int
+	State          string  `json:"state"`
+	Progress       float64 `json:"snapshot_progress"` // 0..1, while snapshotting
+	LagBytes       float64 `json:"slot_lag_bytes"`
+	LagSeconds     float64 `json:"lag_seconds"`
+	RetainedBytes  float64 `json:"retained_wal_bytes"`
+	WALStatus      string  `json:"wal_status"`
+	Errors         float64 `json:"errors"`
+	SnapshotTables int     `json:"snapshot_tables"`
 }
 
 // partitionLag is the loader group's lag on one partition.
 type partitionLag struct {
-	Topic     string
-	Partition int
-	Records   float64
+	Topic     string  `json:"topic"`
+	Partition int     `json:"partition"`
+	Records   float64 `json:"records"`
 }
 
 // stageTime is the loader's time in one stage.
 type stageTime struct {
-	Stage   string
-	Seconds float64
-	Share   float64 // of all stages, 0..1
+	Stage   string  `json:"stage"`
+	Seconds float64 `json:"seconds"`
+	Share   float64 `json:"share"` // of all stages, 0..1
 }
 
 // deadLetters counts dead letters by reason.
 type deadLetters struct {
-	Reason string
-	Count  float64
+	Reason string  `json:"reason"`
+	Count  float64 `json:"count"`
 }
 
 // componentsView is every scraped endpoint, read.
 type componentsView struct {
-	Configured bool
-	Endpoints  []endpointResult
+	Configured bool             `json:"configured"`
+	Endpoints  []endpointResult `json:"endpoints"`
 	// Failed counts the endpoints that did not answer with metrics.
-	Failed   int
-	Readers  map[int]*readerView
-	Lag      []partitionLag
-	Stages   []stageTime
-	DLQTotal float64
-	DLQ      []deadLetters
-	Loaders  int
+	Failed int `json:"failed"`
+	// Readers are in the shards' rows of the JSON answer.
+	Readers  map[int]*readerView `json:"-"`
+	Lag      []partitionLag      `json:"loader_lag"`
+	Stages   []stageTime         `json:"loader_stages"`
+	DLQTotal float64             `json:"dead_letters_total"`
+	DLQ      []deadLetters       `json:"dead_letters"`
+	Loaders  int                 `json:"loaders"`
 }
 
 // readComponents turns the scrapes into the page's view: reader metrics

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -151,5 +152,76 @@ func TestStatusPageHonoursTokens(t *testing.T) {
 	}
 	if !strings.Contains(body, "403 forbidden: token &#34;oncall&#34; lacks the anomalies:read scope this route needs (documents:read or admin also grant it)") {
 		t.Errorf("the anomaly sections do not say they need anomalies:read:\n%s", body)
+	}
+}
+
+// TestStatusJSON: GET /v1/status carries the page's sections as JSON —
+// shard 5's reader beside its freshness, the loader's lag and dead
+// letters, a failed endpoint, each anomaly listing's failure — and no
+// token is a 401 when tokens are configured.
+func TestStatusJSON(t *testing.T) {
+	readerSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, readerMetricsFixture) }))
+	defer readerSrv.Close()
+	loaderSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, loaderMetricsFixture) }))
+	defer loaderSrv.Close()
+	s := newStatusServer(t, nil, []string{readerSrv.URL, loaderSrv.URL})
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/status", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var got struct {
+		Shards []struct {
+			Shard     int `json:"shard"`
+			Freshness *struct {
+				CommitLSN string `json:"commit_lsn"`
+			} `json:"freshness"`
+			Reader *struct {
+				State    string  `json:"state"`
+				Progress float64 `json:"snapshot_progress"`
+				Retained float64 `json:"retained_wal_bytes"`
+			} `json:"reader"`
+		} `json:"shards"`
+		Components struct {
+			Lag []struct {
+				Topic   string  `json:"topic"`
+				Records float64 `json:"records"`
+			} `json:"loader_lag"`
+			DLQTotal float64 `json:"dead_letters_total"`
+		} `json:"components"`
+		Anomalies []struct {
+			Title string `json:"title"`
+			Err   string `json:"error"`
+		} `json:"anomalies"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, rec.Body)
+	}
+	if len(got.Shards) != 2 || got.Shards[1].Shard != 5 || got.Shards[1].Freshness == nil || got.Shards[1].Freshness.CommitLSN != "0/20" ||
+		got.Shards[1].Reader == nil || got.Shards[1].Reader.State != "snapshotting" || got.Shards[1].Reader.Progress != 0.5 || got.Shards[1].Reader.Retained != 3<<20 {
+		t.Errorf("shards = %s", rec.Body)
+	}
+	if got.Shards[0].Reader != nil {
+		t.Errorf("shard 3 has no reader metrics, got %+v", got.Shards[0].Reader)
+	}
+	if len(got.Components.Lag) != 1 || got.Components.Lag[0].Records != 17 || got.Components.DLQTotal != 5 {
+		t.Errorf("components = %+v", got.Components)
+	}
+	if len(got.Anomalies) == 0 || !strings.Contains(got.Anomalies[0].Err, "500 query_failed") {
+		t.Errorf("anomalies = %+v, want the duplicates listing's failure first", got.Anomalies)
+	}
+	if strings.Contains(rec.Body.String(), "svg") || strings.Contains(rec.Body.String(), "Refresh") {
+		t.Errorf("the JSON carries page-only fields: %s", rec.Body)
+	}
+
+	tokens, err := ParseTokens("oncall:oncall-token-0123456789:revenue:read", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := newStatusServer(t, tokens, nil)
+	rec = httptest.NewRecorder()
+	tok.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/status", nil))
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", rec.Code)
 	}
 }
