@@ -1,5 +1,6 @@
 // Command tributaryctl is the operator's command: it shows a deployment's
-// status, lists and replays dead letters, and tears a deployment down. See internal/admin for what
+// status, pauses and resumes tables, lists and replays dead letters, and
+// tears a deployment down. See internal/admin for what
 // each action does and refuses.
 package main
 
@@ -12,9 +13,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/user"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sys/unix"
 
@@ -29,6 +34,8 @@ import (
 const usage = `tributaryctl — operator actions on a deployment.
 
   tributaryctl status     [flags]   the status page's overview (GET /v1/status), as text or --json
+  tributaryctl pause      [flags]   stop applying --table (its changes wait in Kafka)
+  tributaryctl resume     [flags]   apply it again, from where it was paused
   tributaryctl dlq list   [flags]   the dead-letter topic's records, with reasons
   tributaryctl dlq replay [flags]   re-produce them to their source topics
   tributaryctl teardown   [flags]   remove the deployment's slots, publications,
@@ -38,6 +45,14 @@ status asks the API (--api, a token from $TRIBUTARY_API_TOKEN when the API
 has tokens): per shard its freshness and reader state, stopped tables, the
 loaders' lag and dead letters, open anomalies. Reader and loader state need
 the API's --component-metrics.
+
+pause writes a pause record in ClickHouse that every loader reads within
+2 s: the table's topic is no longer applied nor committed, /v1/shards lists
+it under stopped_tables (reason: paused) and leaves it out of the fleet's
+freshness. The readers keep streaming it into Kafka, so their slots stay
+confirmed and WAL does not pile up on the shards; the topic's retention
+bounds how long a pause may last (pause prints it). resume continues from
+the committed offsets. Both are idempotent.
 
 dlq replay is a dry run unless --yes: it prints what it would replay.
 Replay once the cause is fixed (see docs/runbook.md "Dead letters"): the
@@ -58,6 +73,7 @@ second finds nothing to remove.
 Example:
   set -a; . .stack/stack.env; set +a
   tributaryctl status --api http://127.0.0.1:8080
+  tributaryctl pause --tables deploy/local/tables.json --table invoices --reason "backfill on shard 2"
   tributaryctl dlq list --tables deploy/local/tables.json
   tributaryctl dlq replay --tables deploy/local/tables.json --reason convert --yes
   tributaryctl teardown --tables deploy/local/tables.json --fleet "$TRIBUTARY_HOME/fleet.json"`
@@ -93,17 +109,17 @@ func parse(args []string) (*Config, error) {
 	switch {
 	case len(args) >= 2 && args[0] == "dlq" && (args[1] == "list" || args[1] == "replay"):
 		c.Action, args = "dlq "+args[1], args[2:]
-	case len(args) >= 1 && (args[0] == "teardown" || args[0] == "status"):
+	case len(args) >= 1 && slices.Contains([]string{"teardown", "status", "pause", "resume"}, args[0]):
 		c.Action, args = args[0], args[1:]
 	case len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "-help":
-		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want status, dlq list, dlq replay or teardown", args[0])}
+		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want status, pause, resume, dlq list, dlq replay or teardown", args[0])}
 	}
 	fs := flagenv.New("tributaryctl", usage)
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
 	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "the loaders' dead-letter topic")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
-	fs.String(&c.Reason, "reason", "", "", "dlq: only dead letters of this reason (decode, convert, toast_without_base, ...)")
-	fs.String(&c.Table, "table", "", "", "dlq: only dead letters of this table")
+	fs.String(&c.Reason, "reason", "", "", "dlq: only dead letters of this reason (decode, convert, toast_without_base, ...); pause: why, shown with the pause in /v1/shards and the loaders' log")
+	fs.String(&c.Table, "table", "", "", "dlq: only dead letters of this table; pause, resume: the table (required)")
 	fs.BoolVar(&c.JSON, "json", false, "status, dlq list: write JSON on stdout")
 	fs.BoolVar(&c.Yes, "yes", false, "dlq replay: do it (without: a dry run)")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level on stderr: debug, info, warn, error")
@@ -114,9 +130,9 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "teardown: the readers' publication")
 	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "teardown: the readers' state topic")
 	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "teardown: the loaders' consumer group")
-	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "teardown: ClickHouse native protocol host:port")
-	fs.String(&c.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "teardown: the ClickHouse database to drop")
-	fs.String(&c.ClickHouse.Username, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "teardown: a ClickHouse user that may drop the database")
+	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "teardown, pause, resume: ClickHouse native protocol host:port")
+	fs.String(&c.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "teardown: the ClickHouse database to drop; pause, resume: the loaders' database")
+	fs.String(&c.ClickHouse.Username, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "teardown: a ClickHouse user that may drop the database; pause, resume: one that may insert into it")
 	fs.Secret(&c.ClickHouse.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	var passFile string
 	chstore.AddPasswordFileFlag(fs, &passFile)
@@ -125,7 +141,7 @@ func parse(args []string) (*Config, error) {
 		return nil, err
 	}
 	if c.Action == "" {
-		return nil, &flagenv.UsageError{Err: errors.New("no action: want status, dlq list, dlq replay or teardown")}
+		return nil, &flagenv.UsageError{Err: errors.New("no action: want status, pause, resume, dlq list, dlq replay or teardown")}
 	}
 	var err error
 	if c.ClickHouse.Password, err = chstore.Password(c.ClickHouse.Password, passFile); err != nil {
@@ -151,6 +167,15 @@ func (c *Config) Validate() error {
 	}
 	if c.DLQTopic == "" {
 		errs = append(errs, errors.New("--dlq-topic must not be empty"))
+	}
+	if c.Action == "pause" || c.Action == "resume" {
+		if c.Table == "" {
+			errs = append(errs, fmt.Errorf("%s: --table is required", c.Action))
+		}
+		if c.ClickHouse.Addr == "" {
+			errs = append(errs, fmt.Errorf("%s: --clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required: the pause is recorded in the loaders' database", c.Action))
+		}
+		errs = append(errs, c.ClickHouse.TLS.Validate()...)
 	}
 	if c.Action == "teardown" {
 		if c.FleetFile == "" {
@@ -191,8 +216,11 @@ func run(ctx context.Context, c *Config) error {
 		return err
 	}
 	defer cl.Close()
-	if c.Action == "teardown" {
+	switch c.Action {
+	case "teardown":
 		return teardown(ctx, c, cfg, cl, log)
+	case "pause", "resume":
+		return pause(ctx, c, cfg, cl, log)
 	}
 	dead, err := admin.ReadDLQ(ctx, cl, c.DLQTopic, cfg, admin.Filter{Reason: c.Reason, Table: c.Table})
 	if err != nil {
@@ -283,4 +311,62 @@ func status(ctx context.Context, c *Config) error {
 		return err //nolint:wrapcheck // stdout's error
 	}
 	return admin.WriteStatus(os.Stdout, st)
+}
+
+// pause records a pause or resume of --table for the loaders.
+func pause(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, log *slog.Logger) error {
+	t, ok := cfg.ByName(c.Table)
+	if !ok {
+		return fmt.Errorf("--table %q: no such table in %s", c.Table, c.TablesFile)
+	}
+	ch, err := chstore.Dial(ctx, c.ClickHouse)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := chstore.EnsurePaused(ctx, ch, c.Database); err != nil {
+		return err
+	}
+	all, err := chstore.Pauses(ctx, ch, c.Database)
+	if err != nil {
+		return err
+	}
+	cur, want := all[t.Name], c.Action == "pause"
+	if cur.Paused == want {
+		if want {
+			fmt.Printf("%s is already paused, since %s by %s: %s\n", t.Name, cur.At.UTC().Format(time.RFC3339), cur.By, cur.Reason)
+		} else {
+			fmt.Printf("%s is not paused: nothing to resume\n", t.Name)
+		}
+		return nil
+	}
+	by := "unknown"
+	if u, err := user.Current(); err == nil {
+		by = u.Username
+	}
+	if err := chstore.WritePause(ctx, ch, c.Database, chstore.Pause{Table: t.Name, Paused: want, Reason: c.Reason, By: by, At: time.Now()}); err != nil {
+		return err
+	}
+	log.Info("table "+c.Action+"d", slog.String("table", t.Name), slog.String("by", by), slog.String("reason", c.Reason))
+	if !want {
+		fmt.Printf("%s resumed: the loaders apply it again from where they stopped, within seconds\n", t.Name)
+		return nil
+	}
+	retention := "the broker's default"
+	if rc, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, t.Topic); err == nil {
+		if r, err := rc.On(t.Topic, nil); err == nil {
+			for _, kv := range r.Configs {
+				if kv.Key == "retention.ms" && kv.Value != nil {
+					if ms, err := strconv.ParseInt(*kv.Value, 10, 64); err == nil && ms > 0 {
+						retention = (time.Duration(ms) * time.Millisecond).String()
+					} else if ms < 0 {
+						retention = "unlimited"
+					}
+				}
+			}
+		}
+	}
+	fmt.Printf("%s paused: the loaders stop applying it within seconds; its changes wait in topic %s, which keeps them for %s (retention.ms): resume before then\n",
+		t.Name, t.Topic, retention)
+	return nil
 }

@@ -91,7 +91,7 @@ func (s *Store) ensureStoppedTables(ctx context.Context) error {
 	if err := s.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("create stopped tables table: %w", err)
 	}
-	return nil
+	return EnsurePaused(ctx, s.conn, s.db)
 }
 
 // WriteStopped stores stopped-table records.

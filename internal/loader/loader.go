@@ -182,7 +182,11 @@ type Loader struct {
 	forget   atomic.Bool         // set on rebalances and failed commits: forget versions and images before the next batch
 	// rebalanceWanted is set when a rebalance waits for AllowRebalance.
 	rebalanceWanted atomic.Bool
-	images          *dedupe.Images
+	// pauses is the newest operator pause record per table (paused.go),
+	// read by a monitor; the applier acts on it between batches.
+	pauses atomic.Pointer[map[string]chstore.Pause]
+	resume resumes
+	images *dedupe.Images
 	// imageBudget is the cache's budget (<= 0: off); toastCols, by table,
 	// the columns seen unchanged, which images keep; evictedSeen, the
 	// evictions already counted in metrics.
@@ -355,10 +359,15 @@ func (l *Loader) Run(ctx context.Context) error {
 		return err
 	}
 
+	if err := l.readPausesAtStart(ctx); err != nil {
+		return nil // only ctx ends it
+	}
+
 	// The monitors end with Run: they use the client closed above.
 	mctx, stopMonitors := context.WithCancel(ctx)
 	var monitors sync.WaitGroup
-	monitors.Add(4)
+	monitors.Add(5)
+	go func() { defer monitors.Done(); l.watchPauses(mctx) }()
 	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
 	go func() { defer monitors.Done(); watchStopped(mctx, l.stops, l.store, chstore.StopRenew, l.log) }()
 	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
@@ -411,6 +420,7 @@ func (l *Loader) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-idle.C:
+			l.applyPauses(cl)
 			// Nothing is being applied: once the last batch is detected
 			// and committed, a pending rebalance may go ahead. A tail
 			// still running is waited for only when a rebalance waits:
@@ -441,6 +451,8 @@ func (l *Loader) Run(ctx context.Context) error {
 			l.versions.Forget()
 			l.images.Forget()
 		}
+		l.endPauses(b.resumed)
+		l.applyPauses(cl)
 		bt, err := l.apply(tctx, cl, b.recs, b.decoded) // the tail it returns writes with tctx too
 		l.cacheMetrics()
 		if err != nil {
@@ -473,6 +485,9 @@ type polled struct {
 	recs    []*kgo.Record
 	decoded []decodeResult
 	err     error
+	// resumed are the paused tables the poller resumed before this batch's
+	// first poll (paused.go).
+	resumed []string
 }
 
 // poller fetches and decodes one batch per permit and hands it over.
@@ -483,8 +498,16 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 			return
 		case <-permit:
 		}
+		// A poll woken for a resume (paused.go) returns no records: resume,
+		// and poll again for the same batch.
+		var resumed []string
+		var f *fill
+		var err error
 		t0 := time.Now()
-		f, err := l.poll(ctx, cl)
+		for f == nil || err == nil && len(f.recs) == 0 {
+			resumed = append(resumed, l.resumeAsked(cl)...)
+			f, err = l.poll(ctx, cl)
+		}
 		t0 = l.m.since(stagePoll, t0)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -496,7 +519,7 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 			}
 			return
 		}
-		b := polled{recs: f.recs, decoded: l.decodeAll(f.recs)}
+		b := polled{recs: f.recs, decoded: l.decodeAll(f.recs), resumed: resumed}
 		l.m.since(stageDecode, t0)
 		if !l.handOver(ctx, cl, f, &b, out) {
 			return
@@ -612,8 +635,19 @@ func (f *fill) full(maxRecords, maxBytes int) bool {
 func (l *Loader) poll(ctx context.Context, cl *kgo.Client) (*fill, error) {
 	f := &fill{}
 	for len(f.recs) == 0 {
-		if err := l.pollInto(ctx, ctx, cl, f); err != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		if !l.resume.arm(cancel) {
+			cancel()
+			return f, nil // a resume waits: the caller does it first
+		}
+		err := l.pollInto(ctx, pctx, cl, f)
+		l.resume.disarm()
+		cancel()
+		if err != nil {
 			return f, err
+		}
+		if ctx.Err() != nil {
+			return f, ctx.Err() //nolint:wrapcheck // stopping
 		}
 	}
 	f.first = time.Now()

@@ -24,6 +24,7 @@ type metrics struct {
 	insertErrors    *prometheus.CounterVec // table
 	schemaChanges   *prometheus.CounterVec // table
 	tableStopped    *prometheus.GaugeVec   // table
+	tablePaused     *prometheus.GaugeVec   // table
 	watermarkLSN    *prometheus.GaugeVec   // shard
 	lag             *prometheus.GaugeVec   // topic, partition
 	commitErrors    prometheus.Counter
@@ -107,6 +108,9 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 		tableStopped: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_loader_table_stopped", Help: "1 when a table is stopped by an incompatible schema change.",
 		}, []string{"table"}),
+		tablePaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_loader_table_paused", Help: "1 while an operator has paused the table (tributaryctl pause): its changes wait in Kafka.",
+		}, []string{"table"}),
 		watermarkLSN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_loader_watermark_lsn", Help: "Highest commit LSN written as a watermark by this loader, by shard.",
 		}, []string{"shard"}),
@@ -162,7 +166,7 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 	reg.MustRegister(m.toastBases, m.imageBytes, m.imageEntries, m.imageEvictions)
 	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
 	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
-		m.insertErrors, m.schemaChanges, m.tableStopped, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
+		m.insertErrors, m.schemaChanges, m.tableStopped, m.tablePaused, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
 	m.zero(tc)
 	m.zeroPlacement(tc, rm)
 	return m
@@ -179,6 +183,7 @@ func (m *metrics) zero(tc *tables.Config) {
 	}
 	for _, t := range tc.Tables {
 		m.tableStopped.WithLabelValues(t.Name).Set(0)
+		m.tablePaused.WithLabelValues(t.Name).Set(0)
 		m.insertErrors.WithLabelValues(t.Name)
 		for _, k := range anomalyKinds {
 			m.dupIDs.WithLabelValues(t.Name, k).Set(0)

@@ -37,6 +37,9 @@ type stopRecords struct {
 	loader string // this loader's name in the records
 	mu     sync.Mutex
 	tables map[string]chstore.StoppedTable // by table; guarded by mu
+	// cleared are records of tables no longer stopped (a resumed pause),
+	// written once with stopped false; guarded by mu.
+	cleared []chstore.StoppedTable
 	// changed wakes the writer when a table stops (buffered 1).
 	changed chan struct{}
 }
@@ -72,12 +75,32 @@ func (r *stopRecords) note(table, topic string, err error, now time.Time) {
 	}
 }
 
+// clear ends table's stop (a resumed pause): its record is written once
+// more with stopped false, dated a second on so that it wins over a
+// renewal written in the same second (updated_at counts seconds).
+func (r *stopRecords) clear(table string, now time.Time) {
+	r.mu.Lock()
+	if t, ok := r.tables[table]; ok {
+		delete(r.tables, table)
+		t.Stopped, t.UpdatedAt = false, now.Add(time.Second)
+		r.cleared = append(r.cleared, t)
+	}
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
 // records are the records to write now: every stopped table, renewed at
-// now, or with stopped false to clear them.
+// now, or with stopped false to clear them, and the tables cleared since
+// the last call.
 func (r *stopRecords) records(now time.Time, stopped bool) []chstore.StoppedTable {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]chstore.StoppedTable, 0, len(r.tables))
+	out := make([]chstore.StoppedTable, 0, len(r.tables)+len(r.cleared))
+	out = append(out, r.cleared...)
+	r.cleared = nil
 	for _, t := range r.tables {
 		t.UpdatedAt, t.Stopped = now, stopped
 		out = append(out, t)
