@@ -7,7 +7,7 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.stack
 STACK := deploy/local/stack.sh
 GO ?= go
 
-.PHONY: help install up down purge status build demo demo-down test test-kafka-cluster test-chdb unit vet verify loadgen bench-loader
+.PHONY: help install up down purge status build demo demo-down test test-kafka-cluster test-chdb test-chart unit vet verify loadgen bench-loader
 
 help:
 	@echo "make demo    - install, start the stack + readers/loader/api, run traffic, print a tour"
@@ -71,6 +71,11 @@ test-kafka-cluster: install
 	TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 10m -v -run 'TestKafkaClusterBrokerKilled$$' ./tests
+
+# The Helm chart (deploy/helm/charttest, its own Go module: helm lint, and
+# every manifest decoded strictly into Kubernetes types). No stack needed.
+test-chart:
+	cd deploy/helm/charttest && $(GO) test -count=1 ./...
 
 test-chdb: install
 	TRIBUTARY_KAFKA=both $(STACK) up

@@ -47,6 +47,8 @@ install_packages() {
 	# when the commands are missing, so a newer JDK set up by hand is kept.
 	command -v java >/dev/null || want+=(default-jre-headless)
 	command -v mvn >/dev/null || want+=(maven)
+	# systemd-analyze checks the units in deploy/systemd (tests/deploy_units_test.go).
+	command -v systemd-analyze >/dev/null || want+=(systemd)
 
 	local missing=() p
 	for p in "${want[@]}"; do
