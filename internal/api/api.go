@@ -206,8 +206,13 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		}
 		s.requests.WithLabelValues(name, strconv.Itoa(rec.code)).Inc()
 		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
-		s.log.Info("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.String("query", loggedQuery(r.URL.RawQuery)), slog.Int("status", rec.code), slog.Duration("took", time.Since(start)), slog.String("token", principal))
+		attrs := []any{slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("query", loggedQuery(r.URL.RawQuery)), slog.Int("status", rec.code), slog.Duration("took", time.Since(start)), slog.String("token", principal)}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			// Under client-certificate authentication: who, by its subject.
+			attrs = append(attrs, slog.String("client_cert", r.TLS.PeerCertificates[0].Subject.String()))
+		}
+		s.log.Info("request", attrs...)
 	}))
 }
 

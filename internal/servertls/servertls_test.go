@@ -1,0 +1,340 @@
+package servertls
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// ca is a test certificate authority.
+type ca struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+var serial int64
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func newCA(t *testing.T, name string) *ca {
+	t.Helper()
+	key := newKey(t)
+	serial++
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	return &ca{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue signs a leaf for name (a server for 127.0.0.1 unless client),
+// valid from notBefore to notAfter; it returns the certificate and key PEM.
+func (c *ca) issue(t *testing.T, name string, client bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key := newKey(t)
+	serial++
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	if client {
+		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+}
+
+func valid(c *ca, t *testing.T, name string, client bool) ([]byte, []byte) {
+	return c.issue(t, name, client, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+}
+
+func write(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// value reads a counter's or a gauge's value.
+func value(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Counter != nil {
+		return d.GetCounter().GetValue()
+	}
+	return d.GetGauge().GetValue()
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// serve starts a TLS listener with s's configuration that completes the
+// handshake of every connection and closes it.
+func serve(t *testing.T, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	tln := tls.NewListener(ln, s.Config())
+	go func() {
+		for {
+			c, err := tln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if c.(*tls.Conn).Handshake() == nil {
+					c.Write([]byte("ok")) //nolint:errcheck // the client reads it or not
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// dial handshakes with addr trusting roots, showing cert if any, and
+// returns the server certificate's common name; the error is the
+// handshake's or, for a refused client certificate (TLS 1.3 reports it
+// after the handshake), the first read's.
+func dial(addr string, roots *x509.CertPool, cert *tls.Certificate) (string, error) {
+	cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:errcheck // only bounds the read
+	if _, err := io.ReadFull(c, make([]byte, 2)); err != nil {
+		return "", err
+	}
+	return c.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
+}
+
+func pool(cas ...*ca) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, c := range cas {
+		p.AddCert(c.cert)
+	}
+	return p
+}
+
+func TestReloadOnChange(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	root := newCA(t, "root")
+	c, k := valid(root, t, "first", false)
+	write(t, certFile, c)
+	write(t, keyFile, k)
+	reg := prometheus.NewRegistry()
+	s, err := New(Options{CertFile: certFile, KeyFile: keyFile}, quiet, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, s)
+	if name, err := dial(addr, pool(root), nil); err != nil || name != "first" {
+		t.Fatalf("first handshake: %q, %v", name, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, 10*time.Millisecond, nil) }()
+
+	// A replacement expired an hour ago is refused; the first stays.
+	c2, k2 := root.issue(t, "expired", false, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	write(t, keyFile, k2)
+	write(t, certFile, c2)
+	for value(t, s.reloads.WithLabelValues("refused")) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the expired replacement was never tried")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if name, err := dial(addr, pool(root), nil); err != nil || name != "first" {
+		t.Fatalf("after an expired replacement: %q, %v; want the first certificate still", name, err)
+	}
+
+	// A good replacement is put in force without a restart.
+	c3, k3 := valid(root, t, "second", false)
+	write(t, keyFile, k3)
+	write(t, certFile, c3)
+	for {
+		name, err := dial(addr, pool(root), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "second" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the new certificate was never served")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := value(t, s.reloads.WithLabelValues("loaded")); n < 1 {
+		t.Errorf("loaded reloads %v, want >= 1", n)
+	}
+	leaf, _ := tls.X509KeyPair(c3, k3)
+	if got, want := value(t, s.expiry), float64(leaf.Leaf.NotAfter.Unix()); got != want {
+		t.Errorf("expiry gauge %v, want %v", got, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRefusedFiles(t *testing.T) {
+	dir := t.TempDir()
+	root := newCA(t, "root")
+	goodCert, goodKey := valid(root, t, "server", false)
+	_, otherKey := valid(root, t, "other", false)
+	expired, expiredKey := root.issue(t, "old", false, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	future, futureKey := root.issue(t, "future", false, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	files := map[string][]byte{"good.crt": goodCert, "good.key": goodKey, "other.key": otherKey, "expired.crt": expired,
+		"expired.key": expiredKey, "future.crt": future, "future.key": futureKey, "garbage": []byte("not PEM\n"),
+		"ca.pem": root.pem, "key-as-ca.pem": goodKey}
+	for name, b := range files {
+		write(t, filepath.Join(dir, name), b)
+	}
+	p := func(name string) string { return filepath.Join(dir, name) }
+	cases := []struct {
+		name string
+		o    Options
+		want []string
+	}{
+		{"key of another certificate", Options{CertFile: p("good.crt"), KeyFile: p("other.key")},
+			[]string{p("good.crt"), p("other.key"), "private key does not match public key"}},
+		{"expired", Options{CertFile: p("expired.crt"), KeyFile: p("expired.key")}, []string{p("expired.crt"), `"CN=old"`, "expired on"}},
+		{"not yet valid", Options{CertFile: p("future.crt"), KeyFile: p("future.key")}, []string{p("future.crt"), "not valid before"}},
+		{"not PEM", Options{CertFile: p("garbage"), KeyFile: p("good.key")}, []string{p("garbage"), "failed to find any PEM data"}},
+		{"missing", Options{CertFile: p("nothing"), KeyFile: p("good.key")}, []string{p("nothing"), "no such file"}},
+		{"client CA without certificates", Options{CertFile: p("good.crt"), KeyFile: p("good.key"), ClientCAFile: p("garbage")},
+			[]string{p("garbage"), "no PEM certificate"}},
+		{"key as client CA", Options{CertFile: p("good.crt"), KeyFile: p("good.key"), ClientCAFile: p("key-as-ca.pem")},
+			[]string{p("key-as-ca.pem"), "PEM block 1 is a PRIVATE KEY"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.o, quiet, prometheus.NewRegistry())
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			for _, key := range [][]byte{goodKey, otherKey, expiredKey, futureKey} {
+				if line := strings.Split(string(key), "\n")[1]; strings.Contains(err.Error(), line) {
+					t.Errorf("error shows a key: %q", err)
+				}
+			}
+		})
+	}
+	if _, err := New(Options{CertFile: p("good.crt"), KeyFile: p("good.key"), ClientCAFile: p("ca.pem")}, quiet, prometheus.NewRegistry()); err != nil {
+		t.Errorf("good files refused: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{CertFile: "a"}, "--tls-cert-file and --tls-key-file go together"},
+		{Options{KeyFile: "a"}, "--tls-cert-file and --tls-key-file go together"},
+		{Options{ClientCAFile: "a"}, "--tls-client-ca-file needs --tls-cert-file"},
+	} {
+		errs := c.o.Validate("--tls")
+		if len(errs) == 0 || !strings.Contains(errs[0].Error(), c.want) {
+			t.Errorf("%+v: errors %v, want %q", c.o, errs, c.want)
+		}
+	}
+	if errs := (Options{CertFile: "a", KeyFile: "b", ClientCAFile: "c"}).Validate("--tls"); len(errs) != 0 {
+		t.Errorf("complete options refused: %v", errs)
+	}
+}
+
+func TestClientCertificates(t *testing.T) {
+	dir := t.TempDir()
+	root, clients, stranger := newCA(t, "root"), newCA(t, "clients"), newCA(t, "stranger")
+	c, k := valid(root, t, "server", false)
+	write(t, filepath.Join(dir, "tls.crt"), c)
+	write(t, filepath.Join(dir, "tls.key"), k)
+	write(t, filepath.Join(dir, "clients.pem"), clients.pem)
+	s, err := New(Options{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
+		ClientCAFile: filepath.Join(dir, "clients.pem")}, quiet, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, s)
+	pair := func(cert, key []byte) *tls.Certificate {
+		p, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &p
+	}
+	good := pair(valid(clients, t, "app", true))
+	if name, err := dial(addr, pool(root), good); err != nil || name != "server" {
+		t.Fatalf("a client with a good certificate: %q, %v", name, err)
+	}
+	for _, bad := range []struct {
+		name string
+		cert *tls.Certificate
+	}{
+		{"no certificate", nil},
+		{"signed by another CA", pair(valid(stranger, t, "app", true))},
+		{"expired", pair(clients.issue(t, "app", true, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))},
+	} {
+		if _, err := dial(addr, pool(root), bad.cert); err == nil {
+			t.Errorf("a client with %s was let in", bad.name)
+		} else {
+			t.Logf("%s: %v", bad.name, err)
+		}
+	}
+}
