@@ -2,16 +2,10 @@ package servertls
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,68 +14,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	dto "github.com/prometheus/client_model/go"
+	"github.com/tributary/tributary/internal/testcert"
 )
 
-// ca is a test certificate authority.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var serial int64
-
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func newCA(t *testing.T, name string) *ca {
-	t.Helper()
-	key := newKey(t)
-	serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	return &ca{cert: c, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue signs a leaf for name (a server for 127.0.0.1 unless client),
-// valid from notBefore to notAfter; it returns the certificate and key PEM.
-func (c *ca) issue(t *testing.T, name string, client bool, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key := newKey(t)
-	serial++
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	if client {
-		tmpl.ExtKeyUsage, tmpl.IPAddresses = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
-}
-
-func valid(c *ca, t *testing.T, name string, client bool) ([]byte, []byte) {
-	return c.issue(t, name, client, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
-}
+func leafPEM(l testcert.Leaf) ([]byte, []byte) { return l.CertPEM, l.KeyPEM }
 
 func write(t *testing.T, path string, b []byte) {
 	t.Helper()
@@ -153,19 +91,11 @@ func dial(addr string, roots *x509.CertPool, cert *tls.Certificate) (string, err
 	return c.ConnectionState().PeerCertificates[0].Subject.CommonName, nil
 }
 
-func pool(cas ...*ca) *x509.CertPool {
-	p := x509.NewCertPool()
-	for _, c := range cas {
-		p.AddCert(c.cert)
-	}
-	return p
-}
-
 func TestReloadOnChange(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	root := newCA(t, "root")
-	c, k := valid(root, t, "first", false)
+	root := testcert.NewCA(t, "root")
+	c, k := leafPEM(root.Server(t, "first"))
 	write(t, certFile, c)
 	write(t, keyFile, k)
 	reg := prometheus.NewRegistry()
@@ -174,7 +104,7 @@ func TestReloadOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := serve(t, s)
-	if name, err := dial(addr, pool(root), nil); err != nil || name != "first" {
+	if name, err := dial(addr, testcert.Pool(root), nil); err != nil || name != "first" {
 		t.Fatalf("first handshake: %q, %v", name, err)
 	}
 
@@ -184,7 +114,7 @@ func TestReloadOnChange(t *testing.T) {
 	go func() { done <- s.Run(ctx, 10*time.Millisecond, nil) }()
 
 	// A replacement expired an hour ago is refused; the first stays.
-	c2, k2 := root.issue(t, "expired", false, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	c2, k2 := leafPEM(root.Issue(t, "expired", false, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))
 	write(t, keyFile, k2)
 	write(t, certFile, c2)
 	for value(t, s.reloads.WithLabelValues("refused")) == 0 {
@@ -193,16 +123,16 @@ func TestReloadOnChange(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if name, err := dial(addr, pool(root), nil); err != nil || name != "first" {
+	if name, err := dial(addr, testcert.Pool(root), nil); err != nil || name != "first" {
 		t.Fatalf("after an expired replacement: %q, %v; want the first certificate still", name, err)
 	}
 
 	// A good replacement is put in force without a restart.
-	c3, k3 := valid(root, t, "second", false)
+	c3, k3 := leafPEM(root.Server(t, "second"))
 	write(t, keyFile, k3)
 	write(t, certFile, c3)
 	for {
-		name, err := dial(addr, pool(root), nil)
+		name, err := dial(addr, testcert.Pool(root), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,14 +159,14 @@ func TestReloadOnChange(t *testing.T) {
 
 func TestRefusedFiles(t *testing.T) {
 	dir := t.TempDir()
-	root := newCA(t, "root")
-	goodCert, goodKey := valid(root, t, "server", false)
-	_, otherKey := valid(root, t, "other", false)
-	expired, expiredKey := root.issue(t, "old", false, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
-	future, futureKey := root.issue(t, "future", false, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	root := testcert.NewCA(t, "root")
+	goodCert, goodKey := leafPEM(root.Server(t, "server"))
+	_, otherKey := leafPEM(root.Server(t, "other"))
+	expired, expiredKey := leafPEM(root.Issue(t, "old", false, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))
+	future, futureKey := leafPEM(root.Issue(t, "future", false, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)))
 	files := map[string][]byte{"good.crt": goodCert, "good.key": goodKey, "other.key": otherKey, "expired.crt": expired,
 		"expired.key": expiredKey, "future.crt": future, "future.key": futureKey, "garbage": []byte("not PEM\n"),
-		"ca.pem": root.pem, "key-as-ca.pem": goodKey}
+		"ca.pem": root.PEM, "key-as-ca.pem": goodKey}
 	for name, b := range files {
 		write(t, filepath.Join(dir, name), b)
 	}
@@ -301,26 +231,23 @@ func TestValidate(t *testing.T) {
 
 func TestClientCertificates(t *testing.T) {
 	dir := t.TempDir()
-	root, clients, stranger := newCA(t, "root"), newCA(t, "clients"), newCA(t, "stranger")
-	c, k := valid(root, t, "server", false)
+	root, clients, stranger := testcert.NewCA(t, "root"), testcert.NewCA(t, "clients"), testcert.NewCA(t, "stranger")
+	c, k := leafPEM(root.Server(t, "server"))
 	write(t, filepath.Join(dir, "tls.crt"), c)
 	write(t, filepath.Join(dir, "tls.key"), k)
-	write(t, filepath.Join(dir, "clients.pem"), clients.pem)
+	write(t, filepath.Join(dir, "clients.pem"), clients.PEM)
 	s, err := New(Options{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
 		ClientCAFile: filepath.Join(dir, "clients.pem")}, quiet, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := serve(t, s)
-	pair := func(cert, key []byte) *tls.Certificate {
-		p, err := tls.X509KeyPair(cert, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+	pair := func(l testcert.Leaf) *tls.Certificate {
+		p := l.Pair(t)
 		return &p
 	}
-	good := pair(valid(clients, t, "app", true))
-	if name, err := dial(addr, pool(root), good); err != nil || name != "server" {
+	good := pair(clients.Client(t, "app"))
+	if name, err := dial(addr, testcert.Pool(root), good); err != nil || name != "server" {
 		t.Fatalf("a client with a good certificate: %q, %v", name, err)
 	}
 	for _, bad := range []struct {
@@ -328,10 +255,10 @@ func TestClientCertificates(t *testing.T) {
 		cert *tls.Certificate
 	}{
 		{"no certificate", nil},
-		{"signed by another CA", pair(valid(stranger, t, "app", true))},
-		{"expired", pair(clients.issue(t, "app", true, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))},
+		{"signed by another CA", pair(stranger.Client(t, "app"))},
+		{"expired", pair(clients.Issue(t, "app", true, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)))},
 	} {
-		if _, err := dial(addr, pool(root), bad.cert); err == nil {
+		if _, err := dial(addr, testcert.Pool(root), bad.cert); err == nil {
 			t.Errorf("a client with %s was let in", bad.name)
 		} else {
 			t.Logf("%s: %v", bad.name, err)
