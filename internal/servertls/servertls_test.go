@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 	dto "github.com/prometheus/client_model/go"
+
 	"github.com/tributary/tributary/internal/testcert"
 )
 
