@@ -14,7 +14,10 @@
 // tributary_api_read_wait_seconds{outcome} (time after= requests waited for
 // the watermarks; outcome visible or not_yet_visible),
 // tributary_api_token_reloads_total{outcome} (tokenreload.go),
-// tributary_api_rate_limited_total{token} (ratelimit.go).
+// tributary_api_rate_limited_total{token} (ratelimit.go). Served over HTTPS
+// (cmd/api --tls-cert-file), the binary also exports internal/servertls'
+// tributary_tls_reloads_total{outcome} and
+// tributary_tls_certificate_expiry_timestamp_seconds.
 package api
 
 import (
