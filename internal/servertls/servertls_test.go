@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -263,5 +264,35 @@ func TestClientCertificates(t *testing.T) {
 		} else {
 			t.Logf("%s: %v", bad.name, err)
 		}
+	}
+}
+
+// TestReloadOnSignal: with polling off, a signal reloads the files.
+func TestReloadOnSignal(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	root := testcert.NewCA(t, "root")
+	root.Server(t, "first").Write(t, certFile, keyFile)
+	s, err := New(Options{CertFile: certFile, KeyFile: keyFile}, quiet, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	hup := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, 0, hup) }()
+	root.Server(t, "second").Write(t, certFile, keyFile)
+	hup <- syscall.SIGHUP
+	for value(t, s.reloads.WithLabelValues("loaded")) == 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if name, err := dial(addr, testcert.Pool(root), nil); err != nil || name != "second" {
+		t.Fatalf("after SIGHUP: %q, %v; want the second certificate", name, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
