@@ -173,7 +173,8 @@ const twoTablesJSON = `{"topic_prefix":"e2e_%[1]s.","tables":[
 // one in force); clients without a valid certificate are refused at the
 // handshake; a documents:read token reads documents but not the other
 // table, whose rows:read token reads it; a reloaded tokens file takes
-// effect (a new token in, a removed one out); a token over its rate gets
+// effect (a new token in, a removed one out) and a malformed one is refused
+// naming its line, the tokens in force staying; a token over its rate gets
 // 429 with Retry-After; the access log names the tokens and client
 // certificate and shows no token.
 func TestAPIOverHTTPS(t *testing.T) {
@@ -343,6 +344,16 @@ func TestAPIOverHTTPS(t *testing.T) {
 	}
 	expect("a token removed from the file", "/v1/shards", tok["finance"], http.StatusUnauthorized, "not valid")
 	expect("the reloaded token's scope", fmt.Sprintf("/v1/tables/%s/rows/%d", inv, invID), tok["newcomer"], http.StatusOK, "tls invoice")
+
+	// A malformed file is refused, naming its line and not the token on
+	// it, and the tokens in force stay.
+	tok["malformed"] = randomToken()
+	writeTokensFile("support:"+tok["support"]+":documents:read", "newcomer:"+tok["newcomer"]+":"+"rows:read:"+inv,
+		"intruder "+tok["malformed"]+" admin")
+	api.waitLog(ctx, t, regexp.MustCompile(`tokens reload refused; the tokens in force stay.*`+regexp.QuoteMeta(tokensFile)+`.*line 3`))
+	expect("a token in force after a malformed reload", fmt.Sprintf("/v1/tables/%s/rows/%d", inv, invID), tok["newcomer"],
+		http.StatusOK, "tls invoice")
+	expect("the malformed line's token", "/v1/shards", tok["malformed"], http.StatusUnauthorized, "not valid")
 
 	// The server certificate swapped for one of another CA, no restart.
 	next := rotated.Server(t, "api rotated")
