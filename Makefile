@@ -88,9 +88,10 @@ test-chdb: install
 # one by one and the rest read from ClickHouse in bulk
 # (TRIBUTARY_VERIFY_SAMPLE, TRIBUTARY_VERIFY_API_SAMPLE; cmd/verify --help).
 # The shards are the fleet file's ($$TRIBUTARY_FLEET from stack.env: the
-# stack's fleet.json; FLEET=file checks another fleet).
+# stack's fleet.json; FLEET=file checks another fleet). A TRIBUTARY_SECURE=1
+# demo leaves the API's https URL, CA and token in demo/api.env.
 verify:
-	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
+	set -a; . $(TRIBUTARY_HOME)/stack.env; [ ! -f $(TRIBUTARY_HOME)/demo/api.env ] || . $(TRIBUTARY_HOME)/demo/api.env; set +a; \
 		export TRIBUTARY_FLEET=$${FLEET:-$$TRIBUTARY_FLEET}; \
 		TRIBUTARY_TABLES=deploy/local/tables.json TRIBUTARY_RING_MAP=$$(deploy/local/demo.sh ring-map) \
 		$(GO) run ./cmd/verify

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/servertls"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
 )
@@ -59,8 +61,18 @@ The tokens file is reloaded on SIGHUP and when it changes (--tokens-reload-inter
 a malformed file is refused (logged, tributary_api_token_reloads_total{outcome="refused"})
 and the tokens in force stay.
 
+HTTPS: --tls-cert-file and --tls-key-file (PEM) serve HTTPS on --listen instead of
+plain HTTP (the default). Both files are reloaded on SIGHUP and when they change
+(--tls-reload-interval): renew the certificate by replacing them, no restart; a
+replacement that does not load (a key of another certificate, expired) is logged
+and counted (tributary_tls_reloads_total{outcome="refused"}), the one in force stays.
+--tls-client-ca-file also asks every client for a certificate signed by one of its
+authorities: a client without a valid one fails the TLS handshake.
+
 Example:
-  TRIBUTARY_CLICKHOUSE_ADDR=127.0.0.1:59000 api --tables deploy/local/tables.json --listen 127.0.0.1:8080`
+  TRIBUTARY_CLICKHOUSE_ADDR=127.0.0.1:59000 api --tables deploy/local/tables.json --listen 127.0.0.1:8080
+  ... api --tables deploy/local/tables.json --tokens-file tokens --require-auth \
+      --tls-cert-file /etc/tributary/api.crt --tls-key-file /etc/tributary/api.key`
 
 // Config is the API's whole configuration.
 type Config struct {
@@ -74,7 +86,11 @@ type Config struct {
 	// ClickHousePassFile names a file holding the password instead.
 	ClickHousePassFile string
 	ClickHouseTLS      chstore.TLSOptions
-	QueryTimeout       time.Duration
+	// TLS serves HTTPS when set (servertls); TLSReload is how often its
+	// files are checked for a change (0: only on SIGHUP).
+	TLS          servertls.Options
+	TLSReload    time.Duration
+	QueryTimeout time.Duration
 	// TokensFile and Tokens (environment only) configure bearer tokens; at
 	// most one is set. RequireAuth refuses to start without tokens.
 	TokensFile  string
@@ -98,7 +114,14 @@ type Config struct {
 func parse(args []string) (*Config, error) {
 	var c Config
 	fs := flagenv.New("api", usage)
-	fs.String(&c.Listen, "listen", "TRIBUTARY_API_LISTEN", "127.0.0.1:8080", "HTTP listen address")
+	fs.String(&c.Listen, "listen", "TRIBUTARY_API_LISTEN", "127.0.0.1:8080", "HTTP listen address (HTTPS with --tls-cert-file)")
+	fs.String(&c.TLS.CertFile, "tls-cert-file", "TRIBUTARY_API_TLS_CERT_FILE", "",
+		"PEM certificate (chain) to serve HTTPS with, with --tls-key-file; reloaded when it changes (empty: plain HTTP)")
+	fs.String(&c.TLS.KeyFile, "tls-key-file", "TRIBUTARY_API_TLS_KEY_FILE", "", "PEM private key of --tls-cert-file")
+	fs.String(&c.TLS.ClientCAFile, "tls-client-ca-file", "TRIBUTARY_API_TLS_CLIENT_CA_FILE", "",
+		"PEM authorities that sign client certificates: every client must show a valid one (empty: none asked for)")
+	fs.Duration(&c.TLSReload, "tls-reload-interval", "TRIBUTARY_API_TLS_RELOAD_INTERVAL", servertls.DefaultReloadInterval,
+		"how often the TLS files are checked for a change and reloaded (0: only on SIGHUP; files that do not load keep the ones in force)")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.DocumentsTable, "documents-table", "TRIBUTARY_DOCUMENTS_TABLE", "documents", "table served by /v1/documents/{id} and searched by /v1/documents")
 	fs.String(&c.ClickHouseAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required)")
@@ -154,6 +177,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
 	}
 	errs = append(errs, c.ClickHouseTLS.Validate()...)
+	errs = append(errs, c.TLS.Validate("--tls")...)
+	if c.TLSReload < 0 {
+		errs = append(errs, errors.New("--tls-reload-interval must be >= 0"))
+	}
 	if c.QueryTimeout <= 0 {
 		errs = append(errs, errors.New("--query-timeout must be > 0"))
 	}
@@ -226,6 +253,14 @@ func run(ctx context.Context, cfg *Config) error {
 			return fmt.Errorf("%s: %w", tokenSource(cfg), err)
 		}
 	}
+	reg := telemetry.NewRegistry()
+	var certs *servertls.Server
+	if cfg.TLS.On() {
+		// Before ClickHouse: bad files are the operator's to fix now.
+		if certs, err = servertls.New(cfg.TLS, log, reg); err != nil {
+			return err
+		}
+	}
 	q, err := query.Open(ctx, cfg.ClickHouseDB, chstore.DialOptions{
 		Addr: cfg.ClickHouseAddr, Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
 	})
@@ -237,7 +272,6 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	defer q.Close()
-	reg := telemetry.NewRegistry()
 	metrics, _ := cfg.componentMetrics() // checked by Validate
 	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens,
 		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL, Shards: shards, RateLimit: cfg.RateLimit}, q, log, reg)
@@ -250,9 +284,21 @@ func run(ctx context.Context, cfg *Config) error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: cfg.QueryTimeout + 5*time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
-	log.Info("api listening", slog.String("addr", ln.Addr().String()))
+		WriteTimeout: cfg.QueryTimeout + 5*time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		// Refused TLS handshakes (a client without a valid certificate) are
+		// logged here, with the client's address and why.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	scheme := "http"
 	g, gctx := errgroup.WithContext(ctx)
+	if certs != nil {
+		ln, scheme = tls.NewListener(ln, certs.Config()), "https"
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		g.Go(func() error { return certs.Run(gctx, cfg.TLSReload, hup) })
+	}
+	log.Info("api listening", slog.String("addr", ln.Addr().String()), slog.String("scheme", scheme),
+		slog.Bool("client_certificates", cfg.TLS.ClientCAFile != ""))
 	if cfg.TokensFile != "" {
 		// SIGHUP and changes of the file reload it; $TRIBUTARY_API_TOKENS
 		// cannot change under a running process.

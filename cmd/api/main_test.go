@@ -74,3 +74,27 @@ func TestConfigComponentMetrics(t *testing.T) {
 		t.Errorf("error %v, want one naming entry 2", err)
 	}
 }
+
+func TestConfigTLS(t *testing.T) {
+	base := []string{"--tables", "x.json", "--clickhouse-addr", "127.0.0.1:1"}
+	cfg, err := parse(base)
+	if err != nil || cfg.TLS.On() {
+		t.Fatalf("without TLS flags: TLS on %v, err %v; want plain HTTP", cfg.TLS.On(), err)
+	}
+	t.Setenv("TRIBUTARY_API_TLS_KEY_FILE", "api.key")
+	cfg, err = parse(append(base, "--tls-cert-file", "api.crt"))
+	if err != nil || cfg.TLS.CertFile != "api.crt" || cfg.TLS.KeyFile != "api.key" {
+		t.Fatalf("cert by flag, key by env: %+v, %v", cfg.TLS, err)
+	}
+	t.Setenv("TRIBUTARY_API_TLS_KEY_FILE", "")
+	for args, want := range map[string]string{
+		"--tls-cert-file api.crt":                                      "--tls-cert-file and --tls-key-file go together",
+		"--tls-client-ca-file ca.pem":                                  "--tls-client-ca-file needs --tls-cert-file",
+		"--tls-cert-file a --tls-key-file b --tls-reload-interval -1s": "--tls-reload-interval must be >= 0",
+	} {
+		_, err := parse(append(base, strings.Fields(args)...))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", args, err, want)
+		}
+	}
+}

@@ -49,6 +49,10 @@ argv; see README "Fleet file"): every shard listed is checked, whatever its
 number. deploy/local/stack.sh writes one for its shards and names it in
 stack.env. The shard sessions are read-only.
 
+An API with tokens: the token (admin, or documents:read, rows:read of every
+table and revenue:read) from $TRIBUTARY_API_TOKEN, never argv; an https --api
+with a private CA: --api-ca-file.
+
 Exit status: 0 no differences, 1 differences, 2 usage or connection error.
 
 Example:
@@ -69,6 +73,8 @@ func parse(args []string) (*Config, error) {
 	c := Config{}
 	fs := flagenv.New("verify", usage)
 	fs.String(&c.APIURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "API base URL")
+	fs.String(&c.APICAFile, "api-ca-file", "TRIBUTARY_API_CA_FILE", "", "PEM file of the authorities trusted to sign an https --api's certificate (empty: the system's)")
+	fs.Secret(&c.APIToken, "TRIBUTARY_API_TOKEN")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards by number and where each one's DSN comes from (required)")
 	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required)")

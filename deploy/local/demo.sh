@@ -14,6 +14,12 @@
 #
 # Logs and pid files: $TRIBUTARY_HOME/demo/.
 #
+# TRIBUTARY_SECURE=1: the API serves HTTPS with the stack's certificate
+# ($TRIBUTARY_HOME/tls) and requires bearer tokens ($TRIBUTARY_HOME/demo/tokens,
+# made once: admin, support = documents:read, finance = revenue:read and
+# rows:read:invoices); the tour's curl commands carry --cacert and a token, and
+# $TRIBUTARY_HOME/demo/api.env gives make verify the URL, CA and token.
+#
 # Ports: the API on 8080, the loader's metrics on 9101 and reader i's on
 # 9110+i, each plus $TRIBUTARY_PORT_OFFSET (stack.env carries the stack's),
 # so that demos of stacks at different offsets run side by side.
@@ -139,11 +145,43 @@ component_metrics=http://$LOADER_METRICS/metrics
 for i in "${SHARD_NUMBERS[@]}"; do
 	component_metrics+=",http://127.0.0.1:$((READER_METRICS_BASE + i))/metrics"
 done
-start api "$BIN/api" --listen "$API_ADDR" --fleet "$TRIBUTARY_FLEET" --component-metrics "$component_metrics"
+# TRIBUTARY_SECURE=1: HTTPS and tokens on the API (see the top). API_URL and
+# CURL are how everything below reaches it; TOUR_CURL is how the tour says so.
+API_URL=http://$API_ADDR
+CURL=(curl)
+TOUR_CURL="curl -s"
+api_secure=()
+TOKEN_LINE=
+rm -f "$DEMO/api.env"
+if [[ ${TRIBUTARY_SECURE:-0} == 1 ]]; then
+	tokens=$DEMO/tokens
+	if [[ ! -s $tokens ]]; then
+		(
+			umask 077
+			printf 'admin:%s:admin\nsupport:%s:documents:read\nfinance:%s:revenue:read,rows:read:invoices\n' \
+				"$(openssl rand -hex 24)" "$(openssl rand -hex 24)" "$(openssl rand -hex 24)" >"$tokens"
+		)
+	fi
+	api_secure=(--tls-cert-file "$TRIBUTARY_HOME/tls/server.crt" --tls-key-file "$TRIBUTARY_HOME/tls/server.key"
+		--tokens-file "$tokens" --require-auth)
+	API_URL=https://$API_ADDR
+	# The token goes in a header file, not on curl's command line (ps shows it).
+	(
+		umask 077
+		echo "Authorization: Bearer $(awk -F: '$1 == "admin" {print $2}' "$tokens")" >"$DEMO/admin.header"
+		printf 'TRIBUTARY_API_URL=%s\nTRIBUTARY_API_CA_FILE=%s\nTRIBUTARY_API_TOKEN=%s\n' "$API_URL" "$TRIBUTARY_STACK_CA_FILE" \
+			"$(awk -F: '$1 == "admin" {print $2}' "$tokens")" >"$DEMO/api.env"
+	)
+	CURL=(curl --cacert "$TRIBUTARY_STACK_CA_FILE" -H "@$DEMO/admin.header")
+	TOUR_CURL="curl -s --cacert $TRIBUTARY_STACK_CA_FILE -H @$DEMO/admin.header"
+	TOKEN_LINE=$'\n'"  The API serves HTTPS (the stack's CA: $TRIBUTARY_STACK_CA_FILE) and wants a bearer token:"
+	TOKEN_LINE+=$'\n'"    $DEMO/admin.header is 'Authorization: Bearer <the admin token>'; $DEMO/tokens also has support and finance"
+fi
+start api "$BIN/api" --listen "$API_ADDR" --fleet "$TRIBUTARY_FLEET" --component-metrics "$component_metrics" "${api_secure[@]}"
 
 echo -n "demo: waiting for the API"
 for _ in $(seq 1 100); do
-	if curl -fsS "http://$API_ADDR/readyz" >/dev/null 2>&1; then
+	if "${CURL[@]}" -fsS "$API_URL/readyz" >/dev/null 2>&1; then
 		echo " - ready"
 		break
 	fi
@@ -153,7 +191,7 @@ for _ in $(seq 1 100); do
 	echo -n .
 	sleep 0.2
 done
-curl -fsS "http://$API_ADDR/readyz" >/dev/null || die "API not ready after 20 s; see $DEMO/api.log"
+"${CURL[@]}" -fsS "$API_URL/readyz" >/dev/null || die "API not ready after 20 s; see $DEMO/api.log"
 
 echo "demo: running traffic for $TRAFFIC at $RATE ops/s"
 "$BIN/loadgen" --rate "$RATE" --duration "$TRAFFIC" --move-percent 2 --half-done-percent 10 --legacy-percent 3 "${ring_args[@]}" | tee "$DEMO/loadgen.out"
@@ -174,37 +212,36 @@ cat <<EOF
 
 ──────────────────────────────── Tributary tour ────────────────────────────────
 The stack (${#SHARD_NUMBERS[@]} PostgreSQL shards, numbered ${SHARD_NUMBERS[*]} in $TRIBUTARY_FLEET;
-Kafka: $TRIBUTARY_KAFKA_KIND; ClickHouse) is up, one cdc-reader per shard, a loader and the API are running.
-
+Kafka: $TRIBUTARY_KAFKA_KIND; ClickHouse) is up, one cdc-reader per shard, a loader and the API are running.$TOKEN_LINE
   The status page (freshness, readers, loader, anomalies, revenue), in a browser:
-    http://$API_ADDR/
+    $API_URL/
   Per-shard freshness (watermark LSN and commit time):
-    curl -s http://$API_ADDR/v1/shards
+    $TOUR_CURL $API_URL/v1/shards
   A document by global id, from any shard, with the shard it lives on:
-    curl -s http://$API_ADDR/v1/documents/${id:-<id>}
+    $TOUR_CURL $API_URL/v1/documents/${id:-<id>}
   Any replicated table by id:
-    curl -s http://$API_ADDR/v1/tables/invoices/rows/<id>
+    $TOUR_CURL $API_URL/v1/tables/invoices/rows/<id>
   Metrics:
-    curl -s http://$API_ADDR/metrics | grep tributary_api
+    $TOUR_CURL $API_URL/metrics | grep tributary_api
     curl -s http://$LOADER_METRICS/metrics | grep tributary_loader      # loader
     curl -s http://127.0.0.1:$((READER_METRICS_BASE + SHARD_NUMBERS[0]))/metrics | grep tributary_reader      # reader of shard ${SHARD_NUMBERS[0]}
   Check the API against the shards (scatter-gather ground truth):
     make verify
   Revenue across every workspace, by day and currency (CSV: add &format=csv):
-    curl -s 'http://$API_ADDR/v1/revenue?from=$(date -u +%Y-%m-01)&to=$(date -u -d tomorrow +%Y-%m-%d)&group_by=day,currency'
+    $TOUR_CURL '$API_URL/v1/revenue?from=$(date -u +%Y-%m-01)&to=$(date -u -d tomorrow +%Y-%m-%d)&group_by=day,currency'
   More traffic:
     set -a; . $TRIBUTARY_HOME/stack.env; set +a; bin/loadgen --rate 500 --duration 30s
   Logs: $DEMO/*.log      Stop: make down   (make purge also deletes the data)
 EOF
 if [[ -n $id ]]; then
 	echo
-	echo "\$ curl -s http://$API_ADDR/v1/documents/$id"
+	echo "\$ $TOUR_CURL $API_URL/v1/documents/$id"
 	# Read whole, then cut: piping into head ends curl with EPIPE (exit 23)
 	# once the answer is longer, and pipefail then fails the whole demo.
-	doc=$(curl -s "http://$API_ADDR/v1/documents/$id" || true)
+	doc=$("${CURL[@]}" -s "$API_URL/v1/documents/$id" || true)
 	printf '%s' "${doc:0:1500}"
 	((${#doc} <= 1500)) || printf ' ...'
 	echo
 fi
-echo "\$ curl -s http://$API_ADDR/v1/shards"
-curl -s "http://$API_ADDR/v1/shards"
+echo "\$ $TOUR_CURL $API_URL/v1/shards"
+"${CURL[@]}" -s "$API_URL/v1/shards"

@@ -14,7 +14,10 @@
 // tributary_api_read_wait_seconds{outcome} (time after= requests waited for
 // the watermarks; outcome visible or not_yet_visible),
 // tributary_api_token_reloads_total{outcome} (tokenreload.go),
-// tributary_api_rate_limited_total{token} (ratelimit.go).
+// tributary_api_rate_limited_total{token} (ratelimit.go). Served over HTTPS
+// (cmd/api --tls-cert-file), the binary also exports internal/servertls'
+// tributary_tls_reloads_total{outcome} and
+// tributary_tls_certificate_expiry_timestamp_seconds.
 package api
 
 import (
@@ -207,8 +210,13 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		}
 		s.requests.WithLabelValues(name, strconv.Itoa(rec.code)).Inc()
 		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
-		s.log.Info("request", slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.String("query", loggedQuery(r.URL.RawQuery)), slog.Int("status", rec.code), slog.Duration("took", time.Since(start)), slog.String("token", principal))
+		attrs := []any{slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("query", loggedQuery(r.URL.RawQuery)), slog.Int("status", rec.code), slog.Duration("took", time.Since(start)), slog.String("token", principal)}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			// Under client-certificate authentication: who, by its subject.
+			attrs = append(attrs, slog.String("client_cert", r.TLS.PeerCertificates[0].Subject.String()))
+		}
+		s.log.Info("request", attrs...)
 	}))
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/time/rate"
 
+	"github.com/tributary/tributary/internal/pgdsn"
 	"github.com/tributary/tributary/internal/ring"
 )
 
@@ -181,6 +182,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Generator, error) 
 		names: names, docsT: ident(names.Documents), invT: ident(names.Invoices), notesT: ident(names.LegacyNotes),
 		saga: Saga{Documents: names.Documents, Moves: names.Moves, IDColumn: "id", WorkspaceColumn: "workspace_id"}}
 	for _, n := range slices.Sorted(maps.Keys(cfg.DSNs)) {
+		if err := pgdsn.Check(cfg.DSNs[n]); err != nil { // pgx's error may show some of the password
+			g.Close()
+			return nil, fmt.Errorf("shard %d: %w", n, err)
+		}
 		p, err := pgxpool.New(ctx, cfg.DSNs[n])
 		if err != nil {
 			g.Close()

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tributary/tributary/internal/fleet"
+	"github.com/tributary/tributary/internal/pgdsn"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -133,6 +134,10 @@ func (c *shardCheck) add(table, field, format string, args ...any) {
 }
 
 func (c *shardCheck) run(ctx context.Context) {
+	if err := pgdsn.Check(c.shard.DSN); err != nil { // pgx's error may show some of the password
+		c.add("", "", "the reader's DSN: %v", err)
+		return
+	}
 	conn, err := pgx.Connect(ctx, c.shard.DSN)
 	if err != nil {
 		c.add("", "", "cannot connect with the reader's DSN: %v", redact(err))

@@ -55,6 +55,7 @@ import (
 
 	"github.com/tributary/tributary/internal/decode"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/pgdsn"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -187,6 +188,10 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 // continues an unfinished one), and streams until ctx is done. On return the producer is flushed and the final position
 // reported to the server.
 func (r *Reader) Run(ctx context.Context) error {
+	// pgx's own parse error may show part of the DSN's password.
+	if err := pgdsn.Check(r.cfg.DSN); err != nil {
+		return fmt.Errorf("shard %d: %w", r.cfg.Shard, err)
+	}
 	sqlConn, err := pgx.Connect(ctx, r.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("connect shard %d: %w", r.cfg.Shard, err)

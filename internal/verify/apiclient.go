@@ -3,12 +3,15 @@ package verify
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -32,6 +35,7 @@ func (e *APIError) Error() string {
 type apiClient struct {
 	base    string
 	http    *http.Client
+	token   string // bearer token, if any; never logged
 	timeout time.Duration
 	// attempts is how often a request is tried when the transport fails or
 	// the API answers 5xx.
@@ -39,13 +43,26 @@ type apiClient struct {
 	backoff  time.Duration
 }
 
-func newAPIClient(base string, hc *http.Client, timeout time.Duration, concurrency int) *apiClient {
+func newAPIClient(cfg Config, timeout time.Duration) (*apiClient, error) {
+	hc := cfg.HTTPClient
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = concurrency
+		tr.MaxIdleConnsPerHost = cfg.Concurrency
+		if cfg.APICAFile != "" {
+			b, err := os.ReadFile(cfg.APICAFile)
+			if err != nil {
+				return nil, fmt.Errorf("API CA file: %w", err)
+			}
+			roots := x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(b) {
+				return nil, fmt.Errorf("API CA file %s: no PEM certificate in it", cfg.APICAFile)
+			}
+			tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &apiClient{base: strings.TrimRight(base, "/"), http: hc, timeout: timeout, attempts: 3, backoff: 200 * time.Millisecond}
+	return &apiClient{base: strings.TrimRight(cfg.APIURL, "/"), http: hc, token: cfg.APIToken, timeout: timeout,
+		attempts: 3, backoff: 200 * time.Millisecond}, nil
 }
 
 // get fetches path and returns the status and body of the last attempt.
@@ -80,6 +97,9 @@ func (c *apiClient) once(ctx context.Context, path string) (int, []byte, error) 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return 0, nil, fmt.Errorf("api %s: %w", path, err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -3,9 +3,13 @@ package verify
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,7 +70,10 @@ func fakeAPI(t *testing.T) (*apiClient, *atomic.Int32) {
 	mux.HandleFunc("GET /v1/shards", func(w http.ResponseWriter, _ *http.Request) { write(w, 200, shardsAnswer) })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	c := newAPIClient(srv.URL+"/", nil, 5*time.Second, 4)
+	c, err := newAPIClient(Config{APIURL: srv.URL + "/", Concurrency: 4}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.backoff = time.Millisecond
 	return c, &flaky
 }
@@ -160,5 +167,49 @@ func TestPositions(t *testing.T) {
 	api = append(api, apiShard{Shard: 3, CommitLSN: 0x500, Complete: true})
 	if _, all := positions(target, api); !all {
 		t.Fatal("all reached, but not reported so")
+	}
+}
+
+// TestAPIClientHTTPSAndToken: with APICAFile and APIToken the client
+// trusts the API's CA and sends the token on every request; without the
+// CA file the certificate is refused.
+func TestAPIClientHTTPSAndToken(t *testing.T) {
+	const token = "verify-token-0123456789"
+	write := func(w http.ResponseWriter, status int, body string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write([]byte(body)) //nolint:errcheck
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			write(w, 401, `{"error": "unauthorized", "message": "the bearer token is not valid"}`)
+			return
+		}
+		write(w, 200, shardsAnswer)
+	}))
+	t.Cleanup(srv.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := newAPIClient(Config{APIURL: srv.URL, APIToken: token, APICAFile: caFile, Concurrency: 1}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body, err := c.get(ctx, "/v1/shards"); err != nil || status != 200 {
+		t.Fatalf("with the CA and the token: %d %s %v", status, body, err)
+	}
+	c, _ = newAPIClient(Config{APIURL: srv.URL, APICAFile: caFile, Concurrency: 1}, 5*time.Second)
+	if status, _, err := c.get(ctx, "/v1/shards"); err != nil || status != 401 {
+		t.Fatalf("without the token: %d %v, want 401", status, err)
+	}
+	c, _ = newAPIClient(Config{APIURL: srv.URL, APIToken: token, Concurrency: 1}, 5*time.Second)
+	c.attempts = 1
+	if _, _, err := c.get(ctx, "/v1/shards"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without the CA: %v, want a certificate error", err)
+	}
+	if _, err := newAPIClient(Config{APIURL: srv.URL, APICAFile: filepath.Join(t.TempDir(), "none")}, time.Second); err == nil {
+		t.Error("a missing CA file was accepted")
 	}
 }

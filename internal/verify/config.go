@@ -38,8 +38,13 @@ type Config struct {
 	Shards []Shard
 	Tables *tables.Config
 	// APIURL is the API's base URL, e.g. http://127.0.0.1:8080.
-	APIURL     string
-	ClickHouse ClickHouse
+	APIURL string
+	// APIToken, if set, is sent as the bearer token of every API request
+	// (it needs documents:read, rows:read of every table and revenue:read,
+	// or admin). APICAFile, if set, is the PEM bundle trusted to sign an
+	// https APIURL's certificate instead of the system's.
+	APIToken, APICAFile string
+	ClickHouse          ClickHouse
 	// Sample bounds the ids checked per table and shard: with more live
 	// rows than this, a random sample of this many is checked. 0: all.
 	Sample int

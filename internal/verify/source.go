@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/pgdsn"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -25,9 +26,13 @@ type shardSource struct {
 // values in the text forms pgoutput sends: DateStyle ISO, and TimeZone UTC
 // (timestamptz text carries its offset either way).
 func openShard(ctx context.Context, s Shard, timeout time.Duration) (*shardSource, error) {
+	// pgx's own parse error may show part of the DSN's password.
+	if err := pgdsn.Check(s.DSN); err != nil {
+		return nil, fmt.Errorf("shard %d: %w", s.ID, err)
+	}
 	cfg, err := pgxpool.ParseConfig(s.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("shard %d: bad DSN: %w", s.ID, err)
+		return nil, fmt.Errorf("shard %d: bad DSN", s.ID)
 	}
 	rp := cfg.ConnConfig.RuntimeParams
 	rp["default_transaction_read_only"] = "on"

@@ -74,7 +74,10 @@ func open(ctx context.Context, cfg Config) (*verifier, error) {
 		v.close()
 		return nil, err
 	}
-	v.api = newAPIClient(cfg.APIURL, cfg.HTTPClient, cfg.ShardTimeout, cfg.Concurrency)
+	if v.api, err = newAPIClient(cfg, cfg.ShardTimeout); err != nil {
+		v.close()
+		return nil, err
+	}
 	return v, nil
 }
 
