@@ -256,7 +256,7 @@ func TestCurrentClickHouseAnswersAlike(t *testing.T) {
 		{Name: "cur", Type: "text", OID: 25},
 		{Name: "status", Type: "text", OID: 25},
 	}
-	tab, err := store.EnsureTable(ctx, "t", "id", cols)
+	tab, err := store.EnsureTable(ctx, "t", []string{"id"}, cols)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		}
 	})
 
-	k, err := identity.Read(ctx, conn, "public", pay, "id")
+	k, err := identity.Read(ctx, conn, "public", pay, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 	if err := k.Check(); err != nil {
 		t.Fatalf("%s by id: %v, want accepted", pay, err)
 	}
-	k, err = identity.Read(ctx, conn, "public", pay+"_01_eu", "id")
+	k, err = identity.Read(ctx, conn, "public", pay+"_01_eu", []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		t.Fatalf("partition %s_01_eu: partition columns %v, check %v; want (id, paid_at, region) and accepted", pay, k.PartitionColumns, k.Check())
 	}
 
-	k, err = identity.Read(ctx, conn, "public", lines, "line_no")
+	k, err = identity.Read(ctx, conn, "public", lines, []string{"line_no"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		t.Fatalf("%s by line_no: %v\nwant an error starting %q", lines, err, want)
 	}
 
-	k, err = identity.Read(ctx, conn, "public", wide, "id")
+	k, err = identity.Read(ctx, conn, "public", wide, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", wide)); err != nil {
 		t.Fatal(err)
 	}
-	if k, err = identity.Read(ctx, conn, "public", wide, "id"); err != nil || !k.IDUnique || k.Check() != nil {
+	if k, err = identity.Read(ctx, conn, "public", wide, []string{"id"}); err != nil || !k.IDUnique || k.Check() != nil {
 		t.Fatalf("%s by id, with a primary key on id: %+v, %v; want unique and accepted", wide, k, err)
 	}
 }
