@@ -14,6 +14,11 @@ func TestKeyConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Validate again, as a caller changing a validated copy does: the
+	// same answer.
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("second Validate: %v", err)
+	}
 	lines, _ := cfg.ByName("lines")
 	if !lines.Composite() || lines.IDColumn != "" || !slices.Equal(lines.Key(), []string{"tenant_id", "line_no"}) || lines.KeyForm() != "(tenant_id, line_no)" {
 		t.Errorf("lines: composite %v, id_column %q, key %q", lines.Composite(), lines.IDColumn, lines.Key())
@@ -28,7 +33,7 @@ func TestKeyConfig(t *testing.T) {
 
 func TestKeyConfigRefused(t *testing.T) {
 	cases := []struct{ table, want string }{
-		{`"id_column":"id","id_columns":["id"],"id_layout":"serial"`, "not both"},
+		{`"id_column":"id","id_columns":["id","x"],"id_layout":"key"`, "not both"},
 		{`"id_layout":"serial"`, "id_column or id_columns is required"},
 		{`"id_columns":["a","b"],"id_layout":"serial"`, `set id_layout to "key"`},
 		{`"id_column":"id","id_layout":"key"`, `id_layout "key" is for tables identified by several columns`},

@@ -94,6 +94,9 @@ func (t *Table) KeyForm() string { return "(" + strings.Join(t.Key(), ", ") + ")
 func (t *Table) validateKey(i int) []error {
 	var errs []error
 	switch {
+	case t.IDColumn != "" && slices.Equal(t.IDColumns, []string{t.IDColumn}):
+		// Validated before (Validate may run again on a copy), or both
+		// spelt alike: the same one-column key.
 	case t.IDColumn != "" && len(t.IDColumns) > 0:
 		return []error{fmt.Errorf("table %s: set id_column (one column) or id_columns (the whole key, in key order), not both", t.Name)}
 	case t.IDColumn == "" && len(t.IDColumns) == 0:
