@@ -22,14 +22,17 @@ import (
 
 // compositeDDL creates the table (its name is the %s).
 const compositeDDL = `CREATE TABLE %s (tenant_id text NOT NULL, line_no integer NOT NULL, note text, amount numeric(12,2),
-	PRIMARY KEY (tenant_id, line_no))`
+	created_at timestamptz NOT NULL DEFAULT '2026-01-01 00:00:00+00', PRIMARY KEY (tenant_id, line_no))`
 
 // compositeTableJSON is the config entry of a table keyed like
 // compositeDDL's, named %[2]s (setupPipelineOn's arguments).
 const compositeTableJSON = `{"name": %[2]q, "id_columns": ["tenant_id", "line_no"], "id_layout": "key"}`
 
-// compositeTablesJSON is a table config of one composite-key table.
-const compositeTablesJSON = `{"topic_prefix": "e2e_%[1]s.", "tables": [` + compositeTableJSON + `]}`
+// compositeTablesJSON is a table config of one composite-key table,
+// searchable by created_at (every row has the same: pages are ordered by
+// the key alone).
+const compositeTablesJSON = `{"topic_prefix": "e2e_%[1]s.", "tables": [
+	{"name": %[2]q, "id_columns": ["tenant_id", "line_no"], "id_layout": "key", "search": {"time_column": "created_at"}}]}`
 
 // compositeKey is a row's key text (what the API and the anomalies
 // list name it by).
@@ -206,6 +209,44 @@ func TestCompositeIdentity(t *testing.T) {
 		if status != http.StatusBadRequest || !strings.Contains(body, form) {
 			t.Errorf("GET malformed key %q: %d %s; want 400 naming %q", bad, status, body, form)
 		}
+	}
+
+	// Search pages through every live row once, ordered by the key (the
+	// times tie), two at a time.
+	var searched []string
+	cursor := ""
+	for page := 0; page < 20; page++ {
+		path := "/v1/documents?from=2025-12-01&limit=2"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		status, _, body := apiGet(ctx, t, p.api.URL, path, "")
+		var ans struct {
+			Documents []struct {
+				Shard int            `json:"shard"`
+				Row   map[string]any `json:"row"`
+			} `json:"documents"`
+			Next string `json:"next_cursor"`
+		}
+		if status != http.StatusOK || json.Unmarshal(body, &ans) != nil {
+			t.Fatalf("search %s: %d %s", path, status, body)
+		}
+		for _, d := range ans.Documents {
+			searched = append(searched, fmt.Sprintf("%s@%d", compositeKey(fmt.Sprint(d.Row["tenant_id"]), int(d.Row["line_no"].(float64))), d.Shard))
+		}
+		if cursor = ans.Next; cursor == "" {
+			break
+		}
+	}
+	var all []string
+	for k, shards := range where {
+		for _, s := range shards {
+			all = append(all, fmt.Sprintf("%s@%d", k, s))
+		}
+	}
+	slices.Sort(all)
+	if got := slices.Sorted(slices.Values(searched)); !slices.Equal(got, all) || len(searched) != len(all) {
+		t.Errorf("search returned %q, want every live row once: %q", searched, all)
 	}
 
 	// The key live on both shards is one duplicate, named by its key text.

@@ -41,7 +41,6 @@ func TestKeyConfigRefused(t *testing.T) {
 		{`"id_columns":["a","b c"],"id_layout":"key"`, `"b c" is not a plain identifier`},
 		{`"id_columns":["a","b"],"id_layout":"key","exclude_columns":["b"]`, `exclude_columns cannot hold the id column "b"`},
 		{`"id_columns":["a","b"],"id_layout":"key","columns":["a","c"]`, `columns must include the id column "b"`},
-		{`"id_columns":["a","b"],"id_layout":"key","search":{"time_column":"at"}`, "search pages by one id column"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(`{"tables":[{"name":"t",` + c.table + `}]}`))

@@ -317,10 +317,7 @@ func (c *Config) Validate() error {
 				errs = append(errs, fmt.Errorf(`table %s: column_types: %s: %q is not "String" or "Decimal(P, S)"`, t.Name, col, typ))
 			}
 		}
-		if t.Search != nil && len(t.IDColumns) > 1 {
-			errs = append(errs, fmt.Errorf("table %s: search pages by one id column, and the table is identified by %s: leave search out for this table (its rows are read by key: GET /v1/tables/%s/rows/{key})",
-				t.Name, t.KeyForm(), t.Name))
-		} else if t.Search != nil {
+		if t.Search != nil {
 			if err := t.Search.validate(t.Name); err != nil {
 				errs = append(errs, err)
 			}
