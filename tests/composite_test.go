@@ -94,7 +94,8 @@ func (p *pipeline) compositeRow(ctx context.Context, table, key string) (int, []
 // numbered 3 and 7, two tenants per shard with the same line numbers, one
 // tenant name with a comma in it (escaped in the key text), and the key
 // ("dup", 1) on both shards. Copied by the initial snapshot, then
-// streamed: inserts, updates of non-key columns, an update of a key
+// streamed: inserts, updates of non-key columns (one leaving a TOASTed
+// column unchanged, which the loader reads back by key), an update of a key
 // column (a delete of the old key and an insert of the new), deletes and a
 // truncate of one shard's table followed by new rows. Then: ClickHouse
 // sorts by (tenant_id, line_no, _shard); the verifier passes, every row of
@@ -128,7 +129,7 @@ func TestCompositeIdentity(t *testing.T) {
 	for _, s := range numbers {
 		p.startReader(runCtx, s)
 	}
-	p.startLoader(runCtx, "l1")
+	_, stopFirst := p.stoppableLoader(runCtx, "l1")
 	for _, s := range numbers {
 		p.waitSlotStreaming(ctx, s)
 	}
@@ -141,6 +142,17 @@ func TestCompositeIdentity(t *testing.T) {
 			p.exec(ctx, s, "DELETE FROM "+tbl+" WHERE tenant_id = $1 AND line_no = 3", tn)
 		}
 	}
+	// A TOASTed note, then (to a loader started since, whose image cache
+	// is empty) an update that leaves it unchanged: pgoutput does not send
+	// it, and the loader reads it back from ClickHouse by key.
+	p.exec(ctx, 3, "UPDATE "+tbl+" SET note = (SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 300)) WHERE tenant_id = $1 AND line_no = 4", tenants[3][0])
+	p.waitFor(ctx, time.Minute, "the TOASTed note in ClickHouse", func() bool {
+		return p.chCount(ctx, "SELECT count() FROM %s.%s FINAL WHERE tenant_id = ? AND line_no = 4 AND length(note) > 5000 AND _deleted = 0", tenants[3][0]) == 1
+	})
+	stopFirst()
+	_, stopSecond := p.stoppableLoader(runCtx, "l2")
+	defer stopSecond()
+	p.exec(ctx, 3, "UPDATE "+tbl+" SET amount = amount + 1 WHERE tenant_id = $1 AND line_no = 4", tenants[3][0])
 	// Key columns change on shard 3: (tenant, 5) becomes (tenant, 50),
 	// and (other tenant, 4) moves to tenant t3c.
 	p.exec(ctx, 3, "UPDATE "+tbl+" SET line_no = 50 WHERE tenant_id = $1 AND line_no = 5", tenants[3][0])
@@ -216,7 +228,7 @@ func TestCompositeIdentity(t *testing.T) {
 	var searched []string
 	cursor := ""
 	for page := 0; page < 20; page++ {
-		path := "/v1/documents?from=2025-12-01&limit=2"
+		path := "/v1/documents?from=2025-12-31&to=2026-01-02&limit=2"
 		if cursor != "" {
 			path += "&cursor=" + url.QueryEscape(cursor)
 		}
