@@ -35,7 +35,7 @@ func TestByIDMoveCount(t *testing.T) {
 	defer cancel()
 	db := f.store.Database()
 
-	docs, err := f.store.EnsureTable(ctx, "documents", "id", []envelope.Column{
+	docs, err := f.store.EnsureTable(ctx, "documents", []string{"id"}, []envelope.Column{
 		{Name: "id", Type: "bigint", OID: 20, Key: true}, {Name: "title", Type: "text", OID: 25}})
 	if err != nil {
 		t.Fatal(err)

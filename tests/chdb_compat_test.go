@@ -256,7 +256,7 @@ func TestCurrentClickHouseAnswersAlike(t *testing.T) {
 		{Name: "cur", Type: "text", OID: 25},
 		{Name: "status", Type: "text", OID: 25},
 	}
-	tab, err := store.EnsureTable(ctx, "t", "id", cols)
+	tab, err := store.EnsureTable(ctx, "t", []string{"id"}, cols)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,6 +339,39 @@ func TestCurrentClickHouseAnswersAlike(t *testing.T) {
 	if outcome, err := agg.Round(ctx); err != nil || outcome != "full" {
 		t.Fatalf("pre-aggregation round: %q, %v; want a full round", outcome, err)
 	}
+	// A composite-key table (tenant_id, line_no): two tenants with the same
+	// line numbers, a superseded version, a tombstone, a key on two shards.
+	lines, err := store.EnsureTable(ctx, "lines", []string{"tenant_id", "line_no"}, []envelope.Column{
+		{Name: "tenant_id", Type: "text", OID: 25, Key: true}, {Name: "line_no", Type: "integer", OID: 23, Key: true},
+		{Name: "note", Type: "text", OID: 25}, {Name: "ws", Type: "bigint", OID: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := func(tenant string, no, shard int, version uint64, deleted bool, note string) *chstore.Row {
+		return &chstore.Row{Shard: uint16(shard), Version: version, Deleted: deleted, CommitLSN: version, CommitTS: base,
+			Values: map[string]*string{"tenant_id": s(tenant), "line_no": s(strconv.Itoa(no)), "note": s(note), "ws": s(strconv.Itoa(shard + 1))}}
+	}
+	for _, rows := range [][]*chstore.Row{
+		{line("acme, inc", 1, 0, 10, false, "a1"), line("acme, inc", 2, 0, 11, false, "a2"), line("t2", 1, 0, 12, false, "b1"), line("t2", 2, 1, 13, false, "b2")},
+		{line("acme, inc", 1, 0, 20, false, "a1 updated"), line("acme, inc", 2, 0, 21, true, "a2"), line("t2", 1, 1, 22, false, "b1 copy")},
+	} {
+		b := lines.NewBlock(len(rows), base)
+		idx := make([]int, len(rows))
+		for i, r := range rows {
+			if err := b.Set(i, r); err != nil {
+				t.Fatal(err)
+			}
+			idx[i] = i
+		}
+		if err := store.InsertBlock(ctx, b, idx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.WriteOwnership(ctx, []chstore.Ownership{
+		{Table: "lines", Key: "1", Owner: 1, RingVersion: 1}, {Table: "lines", Key: "2", Owner: 0, RingVersion: 1},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	setup := append(opened, ch.queryLog(t, db, seen)...)
 
 	// Reads: the product's query shapes.
@@ -365,6 +398,20 @@ func TestCurrentClickHouseAnswersAlike(t *testing.T) {
 	}
 	if _, err := q.Misplaced(ctx, query.MisplacedRequest{Tables: []query.PlacedTable{{Name: "t", IDColumn: "id", ShardKey: "ws"}}, Limit: 10}); err != nil {
 		t.Fatal(err)
+	}
+	for _, key := range [][]string{{"acme, inc", "1"}, {"acme, inc", "2"}, {"t2", "1"}, {"t2", "9"}} {
+		if _, err := q.KeyRow(ctx, "lines", []string{"tenant_id", "line_no"}, key); err != nil {
+			t.Fatalf("by key %q: %v", key, err)
+		}
+	}
+	linesPlaced := query.PlacedTable{Name: "lines", IDColumns: []string{"tenant_id", "line_no"}, ShardKey: "ws"}
+	first, err := q.Misplaced(ctx, query.MisplacedRequest{Tables: []query.PlacedTable{linesPlaced}, Limit: 1})
+	if err != nil || len(first.Rows) != 1 {
+		t.Fatalf("misplaced lines: %+v, %v; want a first page of one", first, err)
+	}
+	if _, err := q.Misplaced(ctx, query.MisplacedRequest{Tables: []query.PlacedTable{linesPlaced}, Limit: 10,
+		After: &query.MisplacedKey{Table: "lines", ID: first.Rows[0].ID, Shard: uint16(first.Rows[0].Shard)}}); err != nil {
+		t.Fatalf("misplaced lines after %s: %v", first.Rows[0].ID, err)
 	}
 	if _, err := store.MisplacedCounts(ctx, tab, "ws"); err != nil {
 		t.Fatal(err)
@@ -451,6 +498,7 @@ func TestCurrentClickHouseAnswersAlike(t *testing.T) {
 	for what, marker := range map[string]string{
 		"pre-aggregated revenue": "`" + query.PreaggBlocksTable("t") + "`", "live revenue": "__revenue_kept",
 		"search": "__search_time", "ownership": "_ownership", "watermarks": "_watermarks",
+		"by composite key": "PREWHERE `tenant_id` = ", "misplaced by composite key": "id_text1",
 	} {
 		found := false
 		for _, r := range plan.Reads {

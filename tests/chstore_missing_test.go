@@ -63,7 +63,7 @@ func TestAddColumnMissingValues(t *testing.T) {
 
 	insert := func(st *chstore.Store, cols []envelope.Column, rows ...*chstore.Row) {
 		t.Helper()
-		tab, err := st.EnsureTable(ctx, "t", "id", cols)
+		tab, err := st.EnsureTable(ctx, "t", []string{"id"}, cols)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -117,7 +117,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		}
 	})
 
-	k, err := identity.Read(ctx, conn, "public", pay, "id")
+	k, err := identity.Read(ctx, conn, "public", pay, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 	if err := k.Check(); err != nil {
 		t.Fatalf("%s by id: %v, want accepted", pay, err)
 	}
-	k, err = identity.Read(ctx, conn, "public", pay+"_01_eu", "id")
+	k, err = identity.Read(ctx, conn, "public", pay+"_01_eu", []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		t.Fatalf("partition %s_01_eu: partition columns %v, check %v; want (id, paid_at, region) and accepted", pay, k.PartitionColumns, k.Check())
 	}
 
-	k, err = identity.Read(ctx, conn, "public", lines, "line_no")
+	k, err = identity.Read(ctx, conn, "public", lines, []string{"line_no"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 		t.Fatalf("%s by line_no: %v\nwant an error starting %q", lines, err, want)
 	}
 
-	k, err = identity.Read(ctx, conn, "public", wide, "id")
+	k, err = identity.Read(ctx, conn, "public", wide, []string{"id"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,76 @@ func TestIdentityOfPartitionedTables(t *testing.T) {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD PRIMARY KEY (id)", wide)); err != nil {
 		t.Fatal(err)
 	}
-	if k, err = identity.Read(ctx, conn, "public", wide, "id"); err != nil || !k.IDUnique || k.Check() != nil {
+	if k, err = identity.Read(ctx, conn, "public", wide, []string{"id"}); err != nil || !k.IDUnique || k.Check() != nil {
 		t.Fatalf("%s by id, with a primary key on id: %+v, %v; want unique and accepted", wide, k, err)
+	}
+}
+
+// TestIdentityOfCompositeKeys: identity reads a list of id columns
+// against a real catalogue: the whole primary key in index order is
+// accepted (a key column of a domain over text too); out of order, a
+// missing column, a nullable one or a timestamp are refused with the fix,
+// and one column of the key names the id_columns that would identify it.
+func TestIdentityOfCompositeKeys(t *testing.T) {
+	st := loadStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, st.ShardDSNs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	sfx := randSuffix()
+	lines, stamped, keyless, coded := "idcl_"+sfx, "idcs_"+sfx, "idck_"+sfx, "idcd_"+sfx
+	for _, stmt := range []string{
+		`CREATE TABLE %[1]s (tenant_id text NOT NULL, line_no integer NOT NULL, note text, PRIMARY KEY (tenant_id, line_no))`,
+		`CREATE TABLE %[2]s (a bigint NOT NULL, b timestamptz NOT NULL, PRIMARY KEY (a, b))`,
+		`CREATE TABLE %[3]s (x integer NOT NULL, n integer)`,
+		`ALTER TABLE %[3]s REPLICA IDENTITY FULL`,
+		`CREATE DOMAIN %[4]s_code AS varchar(12)`,
+		`CREATE TABLE %[4]s (code %[4]s_code NOT NULL, id uuid NOT NULL, PRIMARY KEY (code, id))`,
+	} {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(stmt, lines, stamped, keyless, coded)); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		if c, err := pgx.Connect(cctx, st.ShardDSNs[0]); err == nil {
+			c.Exec(cctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s, %s, %s", lines, stamped, keyless, coded)) //nolint:errcheck
+			c.Exec(cctx, fmt.Sprintf("DROP DOMAIN IF EXISTS %s_code", coded))                                //nolint:errcheck
+			c.Close(cctx)
+		}
+	})
+	for _, c := range []struct {
+		table string
+		key   []string
+		want  string // "" accepted; else the start of the refusal
+	}{
+		{lines, []string{"tenant_id", "line_no"}, ""},
+		{coded, []string{"code", "id"}, ""},
+		{keyless, []string{"x", "x2"}, "column x2 does not exist in public." + keyless},
+		{lines, []string{"line_no", "tenant_id"}, fmt.Sprintf(`id_columns ["line_no", "tenant_id"] name the key's columns out of order: the primary key %s_pkey orders them ["tenant_id", "line_no"]`, lines)},
+		{lines, []string{"tenant_id", "note"}, `key column note may be NULL`},
+		{lines, []string{"tenant_id", "nope"}, "column nope does not exist in public." + lines},
+		{stamped, []string{"a", "b"}, "key column b has type timestamp with time zone; a key of several columns takes only smallint, integer, bigint, uuid, text, character varying columns"},
+		{keyless, []string{"x", "n"}, "key column n may be NULL"},
+		{lines, []string{"line_no"}, "column line_no is part of the key (tenant_id, line_no)"},
+	} {
+		k, err := identity.Read(ctx, conn, "public", c.table, c.key)
+		if err != nil {
+			t.Fatalf("%s %v: %v", c.table, c.key, err)
+		}
+		err = k.Check()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s %v: %v, want accepted", c.table, c.key, err)
+		case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), c.want)):
+			t.Errorf("%s %v: %v\nwant an error starting %q", c.table, c.key, err, c.want)
+		}
+		if len(c.key) == 1 && err != nil && !strings.Contains(err.Error(), `"id_columns": ["tenant_id", "line_no"], "id_layout": "key"`) {
+			t.Errorf("%s %v: %v\nwant the id_columns that identify it", c.table, c.key, err)
+		}
 	}
 }

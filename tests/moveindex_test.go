@@ -30,7 +30,7 @@ func newMoveIndexFixture(t *testing.T) *moveIndexFixture {
 	store, _ := scratchStore(t, "e2e_moveidx_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	logT, err := store.EnsureTable(ctx, "document_moves", "move_id", loadgen.MoveLogColumns)
+	logT, err := store.EnsureTable(ctx, "document_moves", []string{"move_id"}, loadgen.MoveLogColumns)
 	if err != nil {
 		t.Fatal(err)
 	}

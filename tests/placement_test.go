@@ -70,7 +70,7 @@ func TestMisplacedRows(t *testing.T) {
 
 	misplaced := func(want map[uint16]uint64) func() bool {
 		return func() bool {
-			t, err := p.store.Lookup(ctx, tbl, "id")
+			t, err := p.store.Lookup(ctx, tbl, []string{"id"})
 			if err != nil || t == nil {
 				return false
 			}
@@ -91,7 +91,7 @@ func TestMisplacedRows(t *testing.T) {
 	if v, ok := metricOf(t, reg, "tributary_misplaced_writes_total", map[string]string{"table": tbl, "shard": "1"}); ok && v != 0 {
 		t.Errorf("tributary_misplaced_writes_total{shard=1} = %v, want 0", v)
 	}
-	lt, err := p.store.Lookup(ctx, tbl, "id")
+	lt, err := p.store.Lookup(ctx, tbl, []string{"id"})
 	if err != nil || lt == nil {
 		t.Fatalf("table layout: %v", err)
 	}

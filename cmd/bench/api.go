@@ -696,11 +696,11 @@ func (d *apiData) loadedBefore(ctx context.Context, store *chstore.Store) (bool,
 // writes the watermarks. It returns the number of rows inserted.
 func (d *apiData) load(ctx context.Context, store *chstore.Store, tcfg *tables.Config) (int, error) {
 	d.truth()
-	docs, err := store.EnsureTable(ctx, "documents", "id", apiDocColumns)
+	docs, err := store.EnsureTable(ctx, "documents", []string{"id"}, apiDocColumns)
 	if err != nil {
 		return 0, err
 	}
-	inv, err := store.EnsureTable(ctx, "invoices", "id", apiInvoiceColumns)
+	inv, err := store.EnsureTable(ctx, "invoices", []string{"id"}, apiInvoiceColumns)
 	if err != nil {
 		return 0, err
 	}

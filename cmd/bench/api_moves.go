@@ -30,7 +30,7 @@ func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, err
 	if d.c.moves == 0 {
 		return 0, nil
 	}
-	t, err := store.EnsureTable(ctx, "document_moves", "move_id", loadgen.MoveLogColumns)
+	t, err := store.EnsureTable(ctx, "document_moves", []string{"move_id"}, loadgen.MoveLogColumns)
 	if err != nil {
 		return 0, err
 	}

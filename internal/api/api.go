@@ -329,7 +329,13 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 		return &Error{Status: http.StatusNotFound, Code: "unknown_table", Message: fmt.Sprintf("table %q is not replicated", table)}
 	}
 	l := s.layouts[t.Name]
-	id, err := parseTableID(idText, t, l)
+	var id any
+	var err error
+	if t.Composite() {
+		id, err = parseKey(idText, t)
+	} else {
+		id, err = parseTableID(idText, t, l)
+	}
 	if err != nil {
 		return err
 	}
@@ -347,8 +353,14 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request, table, idText st
 	if err != nil {
 		return err
 	}
-	decoded := decodeID(t.IDLayout, l.layout, l.err, canonicalID(id))
+	var decoded *idInfo // a key of several columns decodes nothing
+	if !t.Composite() {
+		decoded = decodeID(t.IDLayout, l.layout, l.err, canonicalID(id))
+	}
 	copies, move, anomaly, err := s.readCopies(r.Context(), t, id, moves)
+	if query.IsKeyPartError(err) {
+		return keyError(t, err)
+	}
 	if errors.Is(err, query.ErrUnknownTable) {
 		copies, err = nil, nil // nothing loaded yet: a plain 404 with freshness
 	}

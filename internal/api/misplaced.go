@@ -22,7 +22,7 @@ func (s *Server) placedTables() []query.PlacedTable {
 	var out []query.PlacedTable
 	for _, t := range s.cfg.Tables.Tables {
 		if t.ShardKey != "" {
-			out = append(out, query.PlacedTable{Name: t.Name, IDColumn: t.IDColumn, ShardKey: t.ShardKey})
+			out = append(out, query.PlacedTable{Name: t.Name, IDColumn: t.IDColumn, IDColumns: t.IDColumns, ShardKey: t.ShardKey})
 		}
 	}
 	return out

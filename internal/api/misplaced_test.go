@@ -3,7 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
-	"slices"
+	"reflect"
 	"testing"
 
 	"github.com/tributary/tributary/internal/query"
@@ -51,7 +51,7 @@ func TestParseMisplacedQuery(t *testing.T) {
 			t.Errorf("%q: %v", c.query, err)
 			continue
 		}
-		if !slices.Equal(req.Tables, c.tables) || req.Limit != c.limit ||
+		if !reflect.DeepEqual(req.Tables, c.tables) || req.Limit != c.limit ||
 			(req.After == nil) != (c.after == nil) || (c.after != nil && *req.After != *c.after) {
 			t.Errorf("%q: %+v, after %+v", c.query, req, req.After)
 		}

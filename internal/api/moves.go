@@ -88,6 +88,8 @@ func (s *Server) readCopies(ctx context.Context, t *tables.Table, id any, moves 
 		case err == nil && moved:
 			move, err = s.q.LatestMove(ctx, moves, id)
 		}
+	} else if parts, ok := id.(keyParts); ok {
+		copies, err = s.q.KeyRow(ctx, t.Name, t.Key(), parts)
 	} else {
 		copies, err = s.q.Row(ctx, t.Name, t.IDColumn, id)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/rowkey"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -64,6 +65,7 @@ func parseSearchQuery(raw string, t *tables.Table, now time.Time) (searchParams,
 	}
 	cfg := t.Search
 	p.req = query.SearchRequest{Table: t.Name, IDColumn: t.IDColumn, TimeColumn: cfg.TimeColumn,
+		IDColumns:       t.IDColumns,
 		WorkspaceColumn: cfg.WorkspaceColumn, TitleColumn: cfg.TitleColumn, Limit: defaultSearchLimit}
 
 	if ws := v.Get("workspace"); ws != "" {
@@ -128,7 +130,12 @@ func parseSearchQuery(raw string, t *tables.Table, now time.Time) (searchParams,
 		return p, err
 	}
 	if c != nil {
-		if !idText.MatchString(c.id) || c.table != "" {
+		okID := idText.MatchString(c.id)
+		if t.Composite() {
+			_, err := rowkey.Parse(c.id, len(t.Key()))
+			okID = err == nil && len(c.id) <= maxKeyLen
+		}
+		if !okID || c.table != "" {
 			return p, badRequest("bad_cursor", "cursor is not one this API returned; start again without it")
 		}
 		// The first page fixed the window's start (it moves with now).

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 )
 
 // Anomaly kinds.
@@ -75,47 +73,22 @@ func (s *Store) MultiShardIDs(ctx context.Context, t *Table, ids []string) ([]st
 	if err != nil {
 		return nil, err
 	}
-	q := fmt.Sprintf(`SELECT toString(%[1]s) FROM %[2]s.%[3]s WHERE %[1]s IN _ids GROUP BY %[1]s HAVING min(_shard) != max(_shard)`,
-		quote(t.IDColumn), quote(s.db), quote(t.Name))
+	q := fmt.Sprintf(`SELECT %[1]s FROM %[2]s.%[3]s WHERE %[4]s IN _ids GROUP BY %[5]s HAVING min(_shard) != max(_shard)`,
+		t.keyText(), quote(s.db), quote(t.Name), t.keyTuple(), t.keyList())
 	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(ids2)), q)
 	if err != nil {
 		return nil, fmt.Errorf("multi-shard ids %s: %w", t.Name, err)
 	}
 	defer rows.Close()
 	var out []string
+	k := t.newKeyScan()
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(k.dest()...); err != nil {
 			return nil, fmt.Errorf("multi-shard ids %s: %w", t.Name, err)
 		}
-		out = append(out, id)
+		out = append(out, k.text())
 	}
 	return out, rows.Err()
-}
-
-// idTable is ids, distinct, as the external table _ids(id) of t's id type:
-// a whole batch of ids in one query, whatever max_query_size says.
-func idTable(t *Table, ids []string) (*ext.Table, error) {
-	idc := t.Columns[t.byName[t.IDColumn]]
-	tbl, err := ext.NewTable("_ids", ext.Column("id", column.Type(idc.typ.ch)))
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		v, err := idc.typ.convert(id)
-		if err != nil {
-			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: id, Err: err}
-		}
-		if err := tbl.Append(v); err != nil {
-			return nil, fmt.Errorf("ids of %s: %w", t.Name, err)
-		}
-	}
-	return tbl, nil
 }
 
 // LiveCopies returns, for each of ids that is live on more than one shard,
@@ -130,32 +103,31 @@ func (s *Store) liveCopies(ctx context.Context, t *Table, shardKey string, ids [
 	if len(ids) == 0 {
 		return out, nil
 	}
-	idc := t.Columns[t.byName[t.IDColumn]]
-	vals := make([]any, 0, len(ids))
-	for _, id := range ids {
-		v, err := idc.typ.convert(id)
-		if err != nil {
-			return nil, &ConvertError{Table: t.Name, Column: t.IDColumn, Value: id, Err: err}
-		}
-		vals = append(vals, v)
+	ids2, err := idTable(t, ids)
+	if err != nil {
+		return nil, err
 	}
 	key := "''"
 	if shardKey != "" {
 		key = fmt.Sprintf("ifNull(toString(%s), '')", quote(shardKey))
 	}
-	q := fmt.Sprintf(`SELECT toString(%[1]s), groupArray(_shard), groupArray(k), max(_commit_ts)
-		FROM (SELECT %[1]s, _shard, %[4]s AS k, _commit_ts FROM %[2]s.%[3]s FINAL WHERE %[1]s IN ? AND _deleted = 0)
-		GROUP BY %[1]s HAVING count() > 1`, quote(t.IDColumn), quote(s.db), quote(t.Name), key)
-	rows, err := s.conn.Query(ctx, q, clickhouse.GroupSet{Value: vals})
+	// The key columns by name in the subquery: GROUP BY and the key text
+	// read them from its result.
+	q := fmt.Sprintf(`SELECT %[1]s, groupArray(_shard), groupArray(k), max(_commit_ts)
+		FROM (SELECT %[2]s, _shard, %[5]s AS k, _commit_ts FROM %[3]s.%[4]s FINAL WHERE %[6]s IN _ids AND _deleted = 0)
+		GROUP BY %[2]s HAVING count() > 1`, t.keyText(), t.keyList(), quote(s.db), quote(t.Name), key, t.keyTuple())
+	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(ids2)), q)
 	if err != nil {
 		return nil, fmt.Errorf("live copies %s: %w", t.Name, err)
 	}
 	defer rows.Close()
+	k := t.newKeyScan()
 	for rows.Next() {
 		var a Anomaly
-		if err := rows.Scan(&a.ID, &a.Shards, &a.Keys, &a.LastSeen); err != nil {
+		if err := rows.Scan(append(k.dest(), &a.Shards, &a.Keys, &a.LastSeen)...); err != nil {
 			return nil, fmt.Errorf("live copies %s: %w", t.Name, err)
 		}
+		a.ID = k.text()
 		sort.Sort(byShard(a))
 		a.Table = t.Name
 		out[a.ID] = a

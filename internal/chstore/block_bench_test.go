@@ -12,7 +12,7 @@ import (
 // two bigints, text, numeric(12,2), timestamptz) into a block, as the
 // loader's conversion does for every change.
 func BenchmarkBlockSet(b *testing.B) {
-	tab, err := Layout("docs", "id", []envelope.Column{
+	tab, err := Layout("docs", []string{"id"}, []envelope.Column{
 		{Name: "id", Type: "bigint", Key: true}, {Name: "workspace_id", Type: "bigint"}, {Name: "title", Type: "text"},
 		{Name: "amount", Type: "numeric(12,2)"}, {Name: "created_at", Type: "timestamp with time zone"},
 	})

@@ -19,7 +19,7 @@ func (r *recorded) AppendRow(v any) error { return errors.New("row-wise append n
 
 func blockTable(t *testing.T) *Table {
 	t.Helper()
-	tab, err := layout("docs", "id", []envelope.Column{
+	tab, err := layout("docs", []string{"id"}, []envelope.Column{
 		{Name: "id", Type: "bigint", Key: true}, {Name: "title", Type: "text"},
 		{Name: "amount", Type: "numeric(12,2)"}, {Name: "created_at", Type: "timestamp with time zone"},
 	}, nil)

@@ -3,10 +3,13 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/tributary/tributary/internal/rowkey"
 )
 
 // Ownership is which shard owns one shard-key value of one table under a
@@ -199,32 +202,70 @@ type MisplacedKey struct {
 // MisplacedRows lists misplaced rows of t after the position (nil: from the
 // start), at most limit.
 func (s *Store) MisplacedRows(ctx context.Context, t *Table, shardKey string, after *MisplacedKey, limit int) ([]Misplaced, error) {
-	return ListMisplaced(ctx, s.conn, s.db, t.Name, t.IDColumn, shardKey, after, limit)
+	return ListMisplaced(ctx, s.conn, s.db, t.Name, t.Key, shardKey, after, limit)
 }
 
-// ListMisplaced lists misplaced rows of one table in (id text, shard)
-// order, after the position (nil: from the start), at most limit, with the
-// owner of each row's key. The API lists through it too.
-func ListMisplaced(ctx context.Context, conn driver.Conn, db, table, idColumn, shardKey string, after *MisplacedKey, limit int) ([]Misplaced, error) {
+// ListMisplaced lists misplaced rows of one table in (key text, shard)
+// order — of a composite key: by each key column's text, then shard —
+// after the position (nil: from the start), at most limit, with the owner
+// of each row's key. The API lists through it too.
+func ListMisplaced(ctx context.Context, conn driver.Conn, db, table string, key []string, shardKey string, after *MisplacedKey, limit int) ([]Misplaced, error) {
 	where, args := MisplacedWhere(db, shardKey), PlacementArgs(table, 4)
-	if after != nil {
-		where += fmt.Sprintf(" AND (toString(%[1]s) > ? OR (toString(%[1]s) = ? AND _shard > ?))", quote(idColumn))
-		args = append(args, after.ID, after.ID, after.Shard)
+	texts := make([]string, len(key))
+	names := make([]string, len(key))
+	for i, c := range key {
+		texts[i] = "toString(" + quote(c) + ")"
+		names[i] = fmt.Sprintf("id_text%d", i)
 	}
-	q := fmt.Sprintf(`SELECT toString(%[1]s) AS id_text, _shard, %[2]s, _commit_ts FROM %[3]s.%[4]s FINAL
-		WHERE %[5]s ORDER BY id_text, _shard LIMIT %[6]d`,
-		quote(idColumn), keyText(shardKey), quote(db), quote(table), where, limit)
+	if after != nil {
+		parts, err := rowkey.Parse(after.ID, len(key))
+		if err != nil {
+			return nil, fmt.Errorf("misplaced rows %s: position %q: %w", table, after.ID, err)
+		}
+		// (texts..., _shard) > (parts..., shard), spelt out: no tuple
+		// comparison needed from the server.
+		var or []string
+		for i := 0; i <= len(key); i++ {
+			var and []string
+			for j := 0; j < i; j++ {
+				and = append(and, texts[j]+" = ?")
+				args = append(args, parts[j])
+			}
+			if i < len(key) {
+				and = append(and, texts[i]+" > ?")
+				args = append(args, parts[i])
+			} else {
+				and = append(and, "_shard > ?")
+				args = append(args, after.Shard)
+			}
+			or = append(or, "("+strings.Join(and, " AND ")+")")
+		}
+		where += " AND (" + strings.Join(or, " OR ") + ")"
+	}
+	sel := make([]string, len(key))
+	for i := range key {
+		sel[i] = texts[i] + " AS " + names[i]
+	}
+	q := fmt.Sprintf(`SELECT %[1]s, _shard, %[2]s, _commit_ts FROM %[3]s.%[4]s FINAL
+		WHERE %[5]s ORDER BY %[7]s, _shard LIMIT %[6]d`,
+		strings.Join(sel, ", "), keyText(shardKey), quote(db), quote(table), where, limit, strings.Join(names, ", "))
 	rows, err := conn.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("misplaced rows %s: %w", table, err)
 	}
 	defer rows.Close()
 	var out []Misplaced
+	parts := make([]string, len(key))
 	for rows.Next() {
 		var m Misplaced
-		if err := rows.Scan(&m.ID, &m.Shard, &m.Key, &m.CommitTS); err != nil {
+		dst := make([]any, 0, len(key)+3)
+		for i := range parts {
+			dst = append(dst, &parts[i])
+		}
+		if err := rows.Scan(append(dst, &m.Shard, &m.Key, &m.CommitTS)...); err != nil {
 			return nil, fmt.Errorf("misplaced rows %s: %w", table, err)
 		}
+		m.ID = rowkey.Encode(parts)
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {

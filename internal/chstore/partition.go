@@ -12,7 +12,7 @@ import (
 // against the partition's bound.
 func (s *Store) LiveKeyValues(ctx context.Context, t *Table, shard uint16, before uint64, cols []string) (ids []string, values [][]*string, err error) {
 	sel := make([]string, 0, len(cols)+1)
-	sel = append(sel, "toString("+quote(t.IDColumn)+")")
+	sel = append(sel, t.keyText())
 	for _, c := range cols {
 		if _, ok := t.byName[c]; !ok {
 			return nil, nil, fmt.Errorf("live rows %s: partition key column %q is not a column of the table", t.Name, c)
@@ -27,17 +27,17 @@ func (s *Store) LiveKeyValues(ctx context.Context, t *Table, shard uint16, befor
 		return nil, nil, fmt.Errorf("live rows %s: %w", t.Name, err)
 	}
 	defer rows.Close()
+	k := t.newKeyScan()
 	for rows.Next() {
-		var id string
 		vals := make([]*string, len(cols))
-		dst := []any{&id}
+		dst := k.dest()
 		for i := range vals {
 			dst = append(dst, &vals[i])
 		}
 		if err := rows.Scan(dst...); err != nil {
 			return nil, nil, fmt.Errorf("live rows %s: %w", t.Name, err)
 		}
-		ids, values = append(ids, id), append(values, vals)
+		ids, values = append(ids, k.text()), append(values, vals)
 	}
 	return ids, values, rows.Err()
 }

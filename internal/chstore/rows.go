@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/tributary/tributary/internal/rowkey"
 )
 
 // Row is one version of one source row, ready to be written.
@@ -153,7 +155,7 @@ func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []str
 	if err != nil {
 		return nil, err
 	}
-	sel := []string{"toString(" + quote(t.IDColumn) + ")", "_shard", "_version", "_deleted"}
+	sel := []string{t.keyText(), "_shard", "_version", "_deleted"}
 	var names []string
 	for _, c := range cols {
 		if _, ok := t.byName[c]; ok {
@@ -162,7 +164,7 @@ func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []str
 		}
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL PREWHERE %s IN _ids",
-		strings.Join(sel, ", "), quote(s.db), quote(t.Name), quote(t.IDColumn))
+		strings.Join(sel, ", "), quote(s.db), quote(t.Name), t.keyTuple())
 	rows, err := s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(ids), clickhouse.WithSettings(baseLookup)), q)
 	if err != nil {
 		return nil, fmt.Errorf("read current %s: %w", t.Name, err)
@@ -177,10 +179,15 @@ func (s *Store) Current(ctx context.Context, t *Table, keys []RowKey, cols []str
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("read current %s: %w", t.Name, err)
 		}
-		key := RowKey{ID: *(dest[0].(*string)), Shard: *(dest[1].(*uint16))}
-		st := Stored{Values: make(map[string]any, len(names)), Version: *(dest[2].(*uint64)), Deleted: *(dest[3].(*uint8)) == 1}
+		nk := len(t.Key)
+		parts := make([]string, nk)
+		for i := range parts {
+			parts[i] = *(dest[i].(*string))
+		}
+		key := RowKey{ID: rowkey.Encode(parts), Shard: *(dest[nk].(*uint16))}
+		st := Stored{Values: make(map[string]any, len(names)), Version: *(dest[nk+1].(*uint64)), Deleted: *(dest[nk+2].(*uint8)) == 1}
 		for i, name := range names {
-			st.Values[name] = reflect.ValueOf(dest[4+i]).Elem().Interface()
+			st.Values[name] = reflect.ValueOf(dest[nk+3+i]).Elem().Interface()
 		}
 		out[key] = st
 	}
@@ -217,20 +224,20 @@ type Stored struct {
 // LiveIDs returns the ids of shard's live rows whose version is below
 // before: what a TRUNCATE at LSN before removes.
 func (s *Store) LiveIDs(ctx context.Context, t *Table, shard uint16, before uint64) ([]string, error) {
-	q := fmt.Sprintf("SELECT toString(%s) FROM %s.%s FINAL WHERE _shard = ? AND _deleted = 0 AND _version < ?",
-		quote(t.IDColumn), quote(s.db), quote(t.Name))
+	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE _shard = ? AND _deleted = 0 AND _version < ?",
+		t.keyText(), quote(s.db), quote(t.Name))
 	rows, err := s.conn.Query(ctx, q, shard, before)
 	if err != nil {
 		return nil, fmt.Errorf("live ids %s: %w", t.Name, err)
 	}
 	defer rows.Close()
 	var out []string
+	k := t.newKeyScan()
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(k.dest()...); err != nil {
 			return nil, fmt.Errorf("live ids %s: %w", t.Name, err)
 		}
-		out = append(out, id)
+		out = append(out, k.text())
 	}
 	return out, rows.Err()
 }

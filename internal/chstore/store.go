@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -124,7 +125,11 @@ func (s *Store) Database() string { return s.db }
 
 // Table is the ClickHouse layout of one replicated table.
 type Table struct {
-	Name     string
+	Name string
+	// Key are the columns that identify a row, in key order: the sort key
+	// before _shard. IDColumn is Key's column when there is one, "" for a
+	// composite key (what only works with one id column reads it).
+	Key      []string
 	IDColumn string
 	// Columns are the source columns in ClickHouse order.
 	Columns []Column
@@ -182,16 +187,16 @@ func (c Column) CHType() string {
 // match cols: it is created if absent, columns the source added are added,
 // columns the source dropped are kept (old rows keep their values; new rows
 // store NULL). A changed type is ErrIncompatibleSchema.
-func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []envelope.Column) (*Table, error) {
+func (s *Store) EnsureTable(ctx context.Context, name string, key []string, cols []envelope.Column) (*Table, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	want, err := layout(name, idColumn, cols, s.chosen[name])
+	want, err := layout(name, key, cols, s.chosen[name])
 	if err != nil {
 		return nil, err
 	}
 	have, ok := s.tables[name]
 	if !ok {
-		have, err = s.describe(ctx, name, idColumn)
+		have, err = s.describe(ctx, name, key)
 		if err != nil {
 			return nil, err
 		}
@@ -216,7 +221,7 @@ func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []e
 		}
 		q := fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s", quote(s.db), quote(name), def)
 		if err := s.conn.Exec(ctx, q); err != nil {
-			now, derr := s.describe(ctx, name, idColumn)
+			now, derr := s.describe(ctx, name, key)
 			if derr != nil || now == nil {
 				return nil, fmt.Errorf("add column %s.%s: %w", name, c.Name, err)
 			}
@@ -231,20 +236,32 @@ func (s *Store) EnsureTable(ctx context.Context, name, idColumn string, cols []e
 
 // Layout is the table a source relation maps to, as EnsureTable would
 // create it, without a server: for tests and tools that fill Blocks.
-func Layout(name, idColumn string, cols []envelope.Column) (*Table, error) {
-	return layout(name, idColumn, cols, nil)
+func Layout(name string, key []string, cols []envelope.Column) (*Table, error) {
+	return layout(name, key, cols, nil)
+}
+
+// newTable is an empty layout of the table name identified by key.
+func newTable(name string, key []string) *Table {
+	t := &Table{Name: name, Key: key, byName: map[string]int{}}
+	if len(key) == 1 {
+		t.IDColumn = key[0]
+	}
+	return t
 }
 
 // layout maps cols; chosen are the table config's types for its columns.
-func layout(name, idColumn string, cols []envelope.Column, chosen map[string]string) (*Table, error) {
-	t := &Table{Name: name, IDColumn: idColumn, byName: map[string]int{}}
+func layout(name string, key []string, cols []envelope.Column, chosen map[string]string) (*Table, error) {
+	if len(key) == 0 {
+		return nil, fmt.Errorf("%w: table %s: no id column", ErrIncompatibleSchema, name)
+	}
+	t := newTable(name, key)
 	for _, c := range cols {
 		ct, err := mapColumn(name, c, chosen[c.Name])
 		if err != nil {
 			return nil, err
 		}
-		key := c.Key || c.Name == idColumn
-		col := Column{Name: c.Name, PGType: c.Type, Key: key, Nullable: !key, typ: ct}
+		isKey := c.Key || slices.Contains(key, c.Name)
+		col := Column{Name: c.Name, PGType: c.Type, Key: isKey, Nullable: !isKey, typ: ct}
 		if c.Missing != nil {
 			if col.missing, err = ct.convert(*c.Missing); err != nil {
 				return nil, fmt.Errorf("%w: table %s column %s: value %q of rows older than the column: %w",
@@ -268,15 +285,26 @@ func layout(name, idColumn string, cols []envelope.Column, chosen map[string]str
 				ErrIncompatibleSchema, name, c.Name, of)
 		}
 	}
-	if _, ok := t.byName[idColumn]; !ok {
-		return nil, fmt.Errorf("%w: table %s has no id column %q", ErrIncompatibleSchema, name, idColumn)
+	for _, id := range key {
+		i, ok := t.byName[id]
+		if !ok {
+			return nil, fmt.Errorf("%w: table %s has no id column %q", ErrIncompatibleSchema, name, id)
+		}
+		if len(key) > 1 && !keyKinds[t.Columns[i].typ.kind] {
+			return nil, fmt.Errorf("%w: table %s: key column %s is %s; a key of several columns takes integer, uuid and text columns only",
+				ErrIncompatibleSchema, name, id, t.Columns[i].typ.ch)
+		}
 	}
 	return t, nil
 }
 
 // merge reconciles the stored layout with the source's current one.
 func merge(have, want *Table) (*Table, []Column, error) {
-	out := &Table{Name: have.Name, IDColumn: have.IDColumn, byName: map[string]int{}}
+	if !slices.Equal(have.Key, want.Key) {
+		return nil, nil, fmt.Errorf("%w: table %s is sorted by (%s) in ClickHouse, and the table config identifies its rows by (%s): rows merged under the stored key cannot be split again; drop the ClickHouse table (DROP TABLE %s) and copy the table again from the shards (a new initial snapshot)",
+			ErrIncompatibleSchema, have.Name, strings.Join(have.Key, ", "), strings.Join(want.Key, ", "), quote(have.Name))
+	}
+	out := newTable(have.Name, have.Key)
 	for _, c := range have.Columns {
 		out.byName[c.Name] = len(out.Columns)
 		out.Columns = append(out.Columns, c)
@@ -320,7 +348,7 @@ func (s *Store) create(ctx context.Context, t *Table) error {
 	// index_granularity 1024 (default 8192): a by-id lookup reads one
 	// granule of every column, large bodies included; smaller granules cut
 	// that eightfold at the price of a larger (still small) primary index.
-	fmt.Fprintf(&b, ") ENGINE = ReplacingMergeTree(_version) ORDER BY (%s, _shard) SETTINGS index_granularity = 1024", quote(t.IDColumn))
+	fmt.Fprintf(&b, ") ENGINE = ReplacingMergeTree(_version) ORDER BY (%s, _shard) SETTINGS index_granularity = 1024", t.keyList())
 	if err := s.conn.Exec(ctx, b.String()); err != nil {
 		return fmt.Errorf("create table %s: %w", t.Name, err)
 	}
@@ -330,14 +358,14 @@ func (s *Store) create(ctx context.Context, t *Table) error {
 // describe reads an existing table's layout from system.columns, or returns
 // nil if the table does not exist. The PostgreSQL type of a column is not
 // stored in ClickHouse; comparisons use the ClickHouse type.
-func (s *Store) describe(ctx context.Context, name, idColumn string) (*Table, error) {
+func (s *Store) describe(ctx context.Context, name string, key []string) (*Table, error) {
 	rows, err := s.conn.Query(ctx,
 		"SELECT name, type, default_kind, default_expression FROM system.columns WHERE database = ? AND table = ?", s.db, name)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", name, err)
 	}
 	defer rows.Close()
-	t := &Table{Name: name, IDColumn: idColumn, byName: map[string]int{}}
+	t := newTable(name, key)
 	found := false
 	defaults := map[string]string{} // column -> DEFAULT expression
 	for rows.Next() {
@@ -377,6 +405,17 @@ func (s *Store) describe(ctx context.Context, name, idColumn string) (*Table, er
 	rows.Close()
 	if err := s.readDefaults(ctx, t, defaults); err != nil {
 		return nil, err
+	}
+	stored, err := s.sortKey(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if stored != nil {
+		// merge compares it with the configured key.
+		t.Key, t.IDColumn = stored, ""
+		if len(stored) == 1 {
+			t.IDColumn = stored[0]
+		}
 	}
 	return t, nil
 }
@@ -474,15 +513,19 @@ func (t *Table) Index(name string) int {
 
 // Lookup returns the layout of an existing table (nil if it does not
 // exist), from the cache or ClickHouse.
-func (s *Store) Lookup(ctx context.Context, name, idColumn string) (*Table, error) {
+func (s *Store) Lookup(ctx context.Context, name string, key []string) (*Table, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t, ok := s.tables[name]; ok {
 		return t, nil
 	}
-	t, err := s.describe(ctx, name, idColumn)
+	t, err := s.describe(ctx, name, key)
 	if err != nil || t == nil {
 		return nil, err
+	}
+	if !slices.Equal(t.Key, key) {
+		return nil, fmt.Errorf("%w: table %s is sorted by (%s) in ClickHouse, and the table config identifies its rows by (%s): rows merged under the stored key cannot be split again; drop the ClickHouse table and copy the table again from the shards (a new initial snapshot)",
+			ErrIncompatibleSchema, name, strings.Join(t.Key, ", "), strings.Join(key, ", "))
 	}
 	s.tables[name] = t
 	return t, nil

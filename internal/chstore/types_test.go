@@ -134,7 +134,7 @@ func TestTypeDocsMatchMapping(t *testing.T) {
 // column of their own, and a value outside DateTime's or Date's range is
 // refused (the driver would wrap it), never stored as another time.
 func TestTimestampMicros(t *testing.T) {
-	tab, err := layout("ev", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true},
+	tab, err := layout("ev", []string{"id"}, []envelope.Column{{Name: "id", Type: "bigint", Key: true},
 		{Name: "at", Type: "timestamp with time zone"}, {Name: "day", Type: "date"}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestTimestampMicros(t *testing.T) {
 			t.Errorf("%s %q: %v, want refused", bad.col, bad.text, err)
 		}
 	}
-	if _, err := layout("ev", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true},
+	if _, err := layout("ev", []string{"id"}, []envelope.Column{{Name: "id", Type: "bigint", Key: true},
 		{Name: "at", Type: "timestamp with time zone"}, {Name: "_us_at", Type: "text"}}, nil); !errors.Is(err, ErrIncompatibleSchema) {
 		t.Errorf("a source column named like the microseconds column: %v, want refused", err)
 	}
@@ -176,12 +176,12 @@ func TestTimestampMicros(t *testing.T) {
 // microseconds gets the microseconds column added (Nullable: older rows
 // show whole seconds), and a real stored as Float64 keeps its column.
 func TestMergeAddsMicros(t *testing.T) {
-	have := &Table{Name: "ev", IDColumn: "id", byName: map[string]int{"id": 0, "at": 1, "r": 2}, Columns: []Column{
+	have := &Table{Name: "ev", Key: []string{"id"}, IDColumn: "id", byName: map[string]int{"id": 0, "at": 1, "r": 2}, Columns: []Column{
 		{Name: "id", Key: true, typ: colType{kind: kindInt64, ch: "Int64"}},
 		{Name: "at", Nullable: true, typ: colType{kind: kindDateTime, ch: "DateTime('UTC')"}},
 		{Name: "r", Nullable: true, typ: colType{kind: kindFloat64, ch: "Float64"}},
 	}}
-	want, err := layout("ev", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true},
+	want, err := layout("ev", []string{"id"}, []envelope.Column{{Name: "id", Type: "bigint", Key: true},
 		{Name: "at", Type: "timestamp with time zone"}, {Name: "r", Type: "real"}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -223,4 +223,46 @@ func FuzzDecimalFit(f *testing.F) {
 			t.Fatalf("%q accepted as %s: more than 6 digits", s, fixed)
 		}
 	})
+}
+
+// TestCompositeKeyLayout: a composite key's columns are the sort key,
+// never Nullable; a key type whose text is not the same in PostgreSQL and
+// ClickHouse is refused; a stored table sorted by another key stops the
+// table with the fix.
+func TestCompositeKeyLayout(t *testing.T) {
+	cols := []envelope.Column{{Name: "tenant_id", Type: "text", Key: true}, {Name: "line_no", Type: "integer", Key: true}, {Name: "note", Type: "text"}}
+	tab, err := layout("lines", []string{"tenant_id", "line_no"}, cols, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.IDColumn != "" || tab.keyList() != "`tenant_id`, `line_no`" || tab.keyTuple() != "(`tenant_id`, `line_no`)" ||
+		tab.keyText() != "toString(`tenant_id`), toString(`line_no`)" {
+		t.Errorf("id column %q, key list %s, tuple %s, text %s", tab.IDColumn, tab.keyList(), tab.keyTuple(), tab.keyText())
+	}
+	for _, c := range tab.Columns[:2] {
+		if c.Nullable {
+			t.Errorf("key column %s is Nullable", c.Name)
+		}
+	}
+	vals, err := tab.KeyValues(`acme\, inc,7`)
+	if err != nil || vals[0] != "acme, inc" || vals[1] != int32(7) {
+		t.Errorf("KeyValues = %#v, %v", vals, err)
+	}
+	for _, bad := range []string{"acme", "acme,x", "a,1,2"} {
+		var ce *ConvertError
+		if _, err := tab.KeyValues(bad); !errors.As(err, &ce) {
+			t.Errorf("KeyValues(%q) = %v, want a ConvertError", bad, err)
+		}
+	}
+	one, err := layout("lines", []string{"line_no"}, cols, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := merge(one, tab); !errors.Is(err, ErrIncompatibleSchema) || !strings.Contains(err.Error(), "is sorted by (line_no) in ClickHouse, and the table config identifies its rows by (tenant_id, line_no)") {
+		t.Errorf("merge of another key: %v", err)
+	}
+	ts := []envelope.Column{{Name: "at", Type: "timestamp with time zone", Key: true}, {Name: "n", Type: "bigint", Key: true}}
+	if _, err := layout("ev", []string{"at", "n"}, ts, nil); !errors.Is(err, ErrIncompatibleSchema) {
+		t.Errorf("timestamp key column: %v", err)
+	}
 }

@@ -89,7 +89,7 @@ func BenchmarkChangeInsert(b *testing.B) {
 			b.Fatal(err)
 		}
 		var ev envelope.Event
-		if err := tbl.Change(m, "id", &ev); err != nil {
+		if err := tbl.Change(m, []string{"id"}, &ev); err != nil {
 			b.Fatal(err)
 		}
 	}

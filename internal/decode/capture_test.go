@@ -169,7 +169,7 @@ func (r *replay) handle(m Message) error {
 			return fmt.Errorf("relation %d: %w", relID, ErrUnknownRelation)
 		}
 		ev := new(envelope.Event)
-		if err := tbl.Change(m, "id", ev); err != nil {
+		if err := tbl.Change(m, []string{"id"}, ev); err != nil {
 			return err
 		}
 		ev.LSN = 1 // the reader's job; Validate wants one

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/rowkey"
 )
 
 // ColumnError is a conversion error about a table, and about one of its
@@ -37,10 +38,12 @@ func (t *Table) fail(column string, err error) error {
 // Before and Unchanged. The caller sets the others (Shard, LSN, CommitLSN,
 // Seq, XID, CommitTime). On error ev is left unchanged.
 //
-//   - ID is the text value of idColumn: from the new row, or for a Delete
-//     from the old key. It is an error (ErrID) if the relation has no such
-//     column, or the value is NULL, empty or not sent. An Update that changes the
-//     id carries the new id in ID and the old one in Before.
+//   - ID is the key text (internal/rowkey) of the idColumns, in that
+//     order: from the new row, or for a Delete from the old key; for one
+//     column its text value. It is an error (ErrID) if the relation lacks
+//     one of them, or a value is NULL or not sent, or the key text is
+//     empty. An Update that changes the key carries the new key in ID and
+//     the old values in Before.
 //   - After maps every column of the new row to its text, nil for NULL,
 //     except unchanged TOASTed columns: those are listed in Unchanged and
 //     absent from After. After is nil for a Delete.
@@ -59,7 +62,7 @@ func (t *Table) fail(column string, err error) error {
 //
 // Values are copied out of the message into one string per event, so ev
 // stays valid after the Parser moves on.
-func (t *Table) Change(m Message, idColumn string, ev *envelope.Event) error {
+func (t *Table) Change(m Message, idColumns []string, ev *envelope.Event) error {
 	var (
 		op      envelope.Op
 		relID   uint32
@@ -83,9 +86,13 @@ func (t *Table) Change(m Message, idColumn string, ev *envelope.Event) error {
 	if t.err != nil {
 		return t.err
 	}
-	idx, ok := t.index[idColumn]
-	if !ok {
-		return t.fail(idColumn, fmt.Errorf("%w: no such column", ErrID))
+	if len(idColumns) == 0 {
+		return t.fail("", fmt.Errorf("%w: no id column configured", ErrID))
+	}
+	for _, c := range idColumns {
+		if _, ok := t.index[c]; !ok {
+			return t.fail(c, fmt.Errorf("%w: no such column", ErrID))
+		}
 	}
 
 	// Check both tuples before building anything, and size the buffers.
@@ -104,21 +111,24 @@ func (t *Table) Change(m Message, idColumn string, ev *envelope.Event) error {
 	if op == envelope.OpDelete {
 		idRow, idKind = old, oldKind
 		if old == nil {
-			return t.fail(idColumn, fmt.Errorf("%w: delete without old tuple", ErrMalformed))
+			return t.fail(idColumns[0], fmt.Errorf("%w: delete without old tuple", ErrMalformed))
 		}
 	}
-	if idKind == OldKey && !t.Columns[idx].Key() {
-		return t.fail(idColumn, fmt.Errorf("%w: not a replica identity column, so deletes do not carry it", ErrID))
+	for _, c := range idColumns {
+		idx := t.index[c]
+		if idKind == OldKey && !t.Columns[idx].Key() {
+			return t.fail(c, fmt.Errorf("%w: not a replica identity column, so deletes do not carry it", ErrID))
+		}
+		switch idRow[idx].Kind {
+		case ValueNull:
+			return t.fail(c, fmt.Errorf("%w: id is NULL", ErrID))
+		case ValueUnchanged:
+			return t.fail(c, fmt.Errorf("%w: id not sent (unchanged TOAST)", ErrID))
+		}
 	}
-	switch idRow[idx].Kind {
-	case ValueNull:
-		return t.fail(idColumn, fmt.Errorf("%w: id is NULL", ErrID))
-	case ValueUnchanged:
-		return t.fail(idColumn, fmt.Errorf("%w: id not sent (unchanged TOAST)", ErrID))
-	}
-	if len(idRow[idx].Data) == 0 {
+	if len(idColumns) == 1 && len(idRow[t.index[idColumns[0]]].Data) == 0 {
 		// The envelope uses ID as the Kafka key and refuses an empty one.
-		return t.fail(idColumn, fmt.Errorf("%w: id is the empty string", ErrID))
+		return t.fail(idColumns[0], fmt.Errorf("%w: id is the empty string", ErrID))
 	}
 
 	// One string holds every value of the event; values are substrings of
@@ -182,7 +192,12 @@ func (t *Table) Change(m Message, idColumn string, ev *envelope.Event) error {
 	ev.Schema = t.Schema
 	ev.Table = t.Name
 	ev.Op = op
-	ev.ID = *id[idColumn]
+	if len(idColumns) == 1 {
+		ev.ID = *id[idColumns[0]]
+	} else {
+		// Several columns: never empty (at least one comma).
+		ev.ID, _ = rowkey.Of(idColumns, id)
+	}
 	ev.Columns = t.EventColumns
 	ev.After = after
 	ev.Before = before

@@ -96,7 +96,7 @@ func TestChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			ev := envelope.Event{Shard: 3, LSN: 7, XID: 99}
-			if err := tbl.Change(m, "id", &ev); err != nil {
+			if err := tbl.Change(m, []string{"id"}, &ev); err != nil {
 				t.Fatal(err)
 			}
 			junk := tup(txt("XXXXXXXXXXXXXXXXXXXXXXXX"), txt("XXXXXXXXXXXXXXXXXX"), txt("XXXXXXXXXXXX"), txt("XXXXXXXX"))
@@ -185,7 +185,7 @@ func TestChangeErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tbl := testTable(t, tc.identity)
 			ev := envelope.Event{Shard: 1}
-			err := tbl.Change(tc.m, tc.idColumn, &ev)
+			err := tbl.Change(tc.m, []string{tc.idColumn}, &ev)
 			if err == nil {
 				t.Fatalf("Change succeeded: %+v", ev)
 			}

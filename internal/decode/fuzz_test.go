@@ -71,7 +71,7 @@ func checkChange(t *testing.T, m Message) {
 	}
 	tbl := NewRelations(nil).Put(rel)
 	var ev envelope.Event
-	if err := tbl.Change(m, "c0", &ev); err != nil {
+	if err := tbl.Change(m, []string{"c0"}, &ev); err != nil {
 		if width > 0 && errors.Is(err, ErrUnknownRelation) {
 			t.Fatalf("Change: %v", err)
 		}

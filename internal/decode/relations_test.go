@@ -163,7 +163,7 @@ func TestRelationsUnknownTypeInTable(t *testing.T) {
 	}
 	var p Parser
 	m, _ := p.Parse(encode(&Insert{RelationID: 1, New: tup(txt("1"), txt("x"))}, false), false)
-	if err := tbl.Change(m, "id", new(eventT)); !errors.Is(err, ErrUnknownType) {
+	if err := tbl.Change(m, []string{"id"}, new(eventT)); !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("Change = %v, want ErrUnknownType", err)
 	}
 }

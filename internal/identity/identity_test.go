@@ -85,3 +85,73 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckColumns(t *testing.T) {
+	col := func(name, typ string) Column { return Column{Name: name, Exists: true, Type: typ} }
+	base := Key{Schema: "public", Name: "order_lines", Replident: 'd', Index: "order_lines_pkey", Primary: true,
+		Columns: []string{"tenant_id", "line_no"}, IDColumns: []string{"tenant_id", "line_no"},
+		Facts: []Column{col("tenant_id", "bigint"), col("line_no", "integer")}}
+	with := func(f func(*Key)) Key {
+		k := base
+		k.Facts = append([]Column(nil), base.Facts...)
+		f(&k)
+		return k
+	}
+	cases := []struct {
+		name string
+		key  Key
+		want string // "" for no problem; else a prefix of the reason
+	}{
+		{"the whole primary key, in order", base, ""},
+		{"text and uuid columns", with(func(k *Key) {
+			k.Columns, k.IDColumns = []string{"region", "id"}, []string{"region", "id"}
+			k.Facts = []Column{col("region", "character varying(8)"), col("id", "uuid")}
+		}), ""},
+		{"keyless full: the operator's claim", with(func(k *Key) { k.Replident, k.Index, k.Primary, k.Columns = 'f', "", false, nil }), ""},
+		{"out of order", with(func(k *Key) {
+			k.IDColumns = []string{"line_no", "tenant_id"}
+			k.Facts = []Column{col("line_no", "integer"), col("tenant_id", "bigint")}
+		}), `id_columns ["line_no", "tenant_id"] name the key's columns out of order: the primary key order_lines_pkey orders them ["tenant_id", "line_no"], and the key text follows the index (set "id_columns": ["tenant_id", "line_no"])`},
+		{"part of a wider key", with(func(k *Key) { k.Columns = []string{"tenant_id", "line_no", "rev"} }),
+			`id_columns ["tenant_id", "line_no"] are not the key of public.order_lines: the primary key order_lines_pkey is ["tenant_id", "line_no", "rev"], and a row is identified by all of it, in index order (set "id_columns": ["tenant_id", "line_no", "rev"])`},
+		{"a replica identity index", with(func(k *Key) {
+			k.Replident, k.Index, k.Primary, k.Columns = 'i', "ux", false, []string{"tenant_id", "line_no", "x"}
+		}), `id_columns ["tenant_id", "line_no"] are not the key of public.order_lines: the replica identity index ux is`},
+		{"nullable", with(func(k *Key) { k.Facts[1].Nullable = true }),
+			`key column line_no may be NULL, and a row whose key has a NULL cannot be told apart from another (ALTER TABLE "public"."order_lines" ALTER COLUMN "line_no" SET NOT NULL)`},
+		{"missing", with(func(k *Key) { k.Facts[0].Exists = false }), "column tenant_id does not exist in public.order_lines"},
+		{"a timestamp key column", with(func(k *Key) { k.Facts[1].Type = "timestamp with time zone" }),
+			"key column line_no has type timestamp with time zone; a key of several columns takes only smallint, integer, bigint, uuid, text, character varying columns"},
+		{"numeric key column", with(func(k *Key) { k.Facts[0].Type = "numeric(10,0)" }), "key column tenant_id has type numeric(10,0)"},
+		{"nothing", with(func(k *Key) { k.Replident = 'n' }), "no usable replica identity"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.key.Check()
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("Check: %v, want none", err)
+				}
+				return
+			}
+			var p *Problem
+			if !errors.As(err, &p) || !strings.HasPrefix(p.Reason, c.want) {
+				t.Fatalf("Check: %v\nwant prefix %q", err, c.want)
+			}
+			if c.name != "nothing" && p.Field != "id_columns" {
+				t.Fatalf("field %q, want id_columns", p.Field)
+			}
+		})
+	}
+}
+
+// TestCheckSuggestsTheWholeKey: refusing one column of a composite key
+// names the config that identifies rows by all of it.
+func TestCheckSuggestsTheWholeKey(t *testing.T) {
+	k := Key{Schema: "public", Name: "order_lines", Replident: 'd', Index: "pk", Primary: true,
+		Columns: []string{"tenant_id", "line_no"}, IDColumn: "line_no", IDExists: true}
+	err := k.Check()
+	if err == nil || !strings.HasSuffix(err.Error(), `; or identify rows by the whole key: "id_columns": ["tenant_id", "line_no"], "id_layout": "key"`) {
+		t.Fatalf("Check: %v", err)
+	}
+}

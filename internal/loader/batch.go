@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/dedupe"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/rowkey"
 )
 
 // change is one decoded change record of a batch.
@@ -109,7 +111,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	var writes []func() error  // each table's rows, after its ownership and marks
 	for _, name := range order {
 		t, _ := l.cfg.Tables.ByName(name)
-		bad, write, detect, err := l.applyTable(ctx, name, t.IDColumn, byTable[name])
+		bad, write, detect, err := l.applyTable(ctx, name, t.Key(), byTable[name])
 		var stop *stopError
 		switch {
 		case errors.As(err, &stop):
@@ -191,7 +193,7 @@ type converted struct {
 // earlier rows (all but truncates and unchanged-TOAST updates) into row i
 // of one block per batch. A stale version converted here is simply not
 // inserted.
-func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now time.Time) (*chstore.Block, []converted) {
+func (l *Loader) convertAll(t *chstore.Table, key []string, cs []change, now time.Time) (*chstore.Block, []converted) {
 	block := t.NewBlock(len(cs), now)
 	out := make([]converted, len(cs))
 	parallel(len(cs), len(l.decoders), func(lo, hi int) {
@@ -200,7 +202,7 @@ func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now 
 			if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd || len(ev.Unchanged) > 0 {
 				continue
 			}
-			out[i].err = block.Set(i, sourceRow(ev, idColumn))
+			out[i].err = block.Set(i, sourceRow(ev, key))
 			out[i].done = true
 		}
 	})
@@ -208,8 +210,9 @@ func (l *Loader) convertAll(t *chstore.Table, idColumn string, cs []change, now 
 }
 
 // sourceRow is the row a change writes: its new image, or for a delete the
-// old one (at least the id) marked deleted.
-func sourceRow(ev *envelope.Event, idColumn string) *chstore.Row {
+// old one (at least the key) marked deleted. A key column the old image
+// lacks is taken from the event's key text.
+func sourceRow(ev *envelope.Event, key []string) *chstore.Row {
 	row := &chstore.Row{
 		Shard: uint16(ev.Shard), Version: ev.RowVersion(), CommitLSN: uint64(ev.CommitLSN),
 		CommitTS: ev.CommitTime, Values: ev.After,
@@ -220,12 +223,40 @@ func sourceRow(ev *envelope.Event, idColumn string) *chstore.Row {
 		if row.Values == nil {
 			row.Values = map[string]*string{}
 		}
-		if _, ok := row.Values[idColumn]; !ok {
-			id := ev.ID
-			row.Values[idColumn] = &id
+		if len(key) == 1 {
+			if _, ok := row.Values[key[0]]; !ok {
+				id := ev.ID
+				row.Values[key[0]] = &id
+			}
+			return row
+		}
+		if _, ok := rowkey.Of(key, row.Values); !ok {
+			// A malformed key text leaves the key columns unset, and
+			// Block.Set refuses the row (a dead letter naming them).
+			if parts, err := rowkey.Parse(ev.ID, len(key)); err == nil {
+				vals := maps.Clone(row.Values)
+				for i, c := range key {
+					vals[c] = &parts[i]
+				}
+				row.Values = vals
+			}
 		}
 	}
 	return row
+}
+
+// keyValues are the values of t's key columns in the key text id, for a
+// tombstone.
+func keyValues(t *chstore.Table, id string) (map[string]*string, error) {
+	parts, err := rowkey.Parse(id, len(t.Key))
+	if err != nil {
+		return nil, fmt.Errorf("key %q of %s: %w", id, t.Name, err)
+	}
+	vals := make(map[string]*string, len(parts))
+	for i, c := range t.Key {
+		vals[c] = &parts[i]
+	}
+	return vals, nil
 }
 
 // parallel runs f over [0, n) split into contiguous parts, one per worker
@@ -284,7 +315,7 @@ func (l *Loader) stopTable(cl *kgo.Client, table, topic string, err error) {
 
 // applyTable writes the changes of one table, in partition order. Records
 // that cannot be converted are returned as dead letters.
-func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []change) (dead []deadLetter, write, detect func() error, err error) {
+func (l *Loader) applyTable(ctx context.Context, name string, key []string, cs []change) (dead []deadLetter, write, detect func() error, err error) {
 	// Time not spent reading, inserting or detecting is conversion.
 	begin, waited := time.Now(), time.Duration(0)
 	defer func() {
@@ -312,7 +343,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		// (ClickHouse down, a timeout) is retried like every other write.
 		err := l.retry(ctx, "ensure table "+name, func() error {
 			var err error
-			t, err = l.store.EnsureTable(ctx, name, idColumn, c.ev.Columns)
+			t, err = l.store.EnsureTable(ctx, name, key, c.ev.Columns)
 			if errors.Is(err, chstore.ErrIncompatibleSchema) || errors.Is(err, chstore.ErrUnmappedType) {
 				schemaErr = err
 				return nil
@@ -340,11 +371,19 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		// No record of the batch carries columns: a TRUNCATE or snapshot end
 		// alone. They apply to the table as it is in ClickHouse; where there
 		// is none yet there is nothing to remove.
+		var schemaErr error
 		err := l.retry(ctx, "look up table "+name, func() error {
 			var err error
-			t, err = l.store.Lookup(ctx, name, idColumn)
+			t, err = l.store.Lookup(ctx, name, key)
+			if errors.Is(err, chstore.ErrIncompatibleSchema) {
+				schemaErr = err
+				return nil
+			}
 			return err
 		})
+		if schemaErr != nil {
+			return nil, nil, nil, &stopError{schemaErr}
+		}
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("look up table %s: %w", name, err)
 		}
@@ -408,7 +447,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 	batchVersion := map[chstore.RowKey]uint64{}
 	// rows are the block's rows to insert, in order.
 	rows := make([]int, 0, len(cs))
-	block, pre := l.convertAll(t, idColumn, cs, now)
+	block, pre := l.convertAll(t, key, cs, now)
 	// Ids whose liveness a written change can alter (insert, snapshot read,
 	// delete): the duplicate check asks about these. An update keeps the
 	// row live where it was.
@@ -510,7 +549,7 @@ func (l *Loader) applyTable(ctx context.Context, name, idColumn string, cs []cha
 		if pre[i].done {
 			err = pre[i].err
 		} else {
-			row := sourceRow(ev, idColumn)
+			row := sourceRow(ev, key)
 			if len(ev.Unchanged) > 0 {
 				// The candidates: this batch's image, the stored row as of
 				// the batch's start, the cached image as of the batch's
@@ -698,8 +737,12 @@ func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change)
 	block := t.NewBlock(len(mine), time.Now())
 	rows := make([]int, len(mine))
 	for i, id := range mine {
-		err := block.Set(i, &chstore.Row{Shard: uint16(ev.Shard), Version: cut, Deleted: true,
-			CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: map[string]*string{t.IDColumn: &id}})
+		vals, err := keyValues(t, id)
+		if err != nil {
+			return nil, err
+		}
+		err = block.Set(i, &chstore.Row{Shard: uint16(ev.Shard), Version: cut, Deleted: true,
+			CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: vals})
 		if err != nil {
 			return nil, err
 		}

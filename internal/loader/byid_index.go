@@ -73,7 +73,7 @@ func (l *Loader) ensureMoveIndexAtStart(ctx context.Context) {
 	if !ok {
 		return
 	}
-	t, err := l.store.Lookup(ctx, m.Log, m.LogID)
+	t, err := l.store.Lookup(ctx, m.Log, []string{m.LogID})
 	if err == nil && t != nil {
 		err = l.ensureMoveIndex(ctx, m.Log, t)
 	}

@@ -120,7 +120,7 @@ func TestBaseLookups(t *testing.T) {
 // TestImageOf: an image holds the columns asked for, strings copied out of
 // the block; a tombstone row is a deleted image.
 func TestImageOf(t *testing.T) {
-	tbl, err := chstore.Layout("documents", "id", []envelope.Column{
+	tbl, err := chstore.Layout("documents", []string{"id"}, []envelope.Column{
 		{Name: "id", Type: "bigint", Key: true}, {Name: "title", Type: "text"}, {Name: "body", Type: "text"},
 	})
 	if err != nil {
@@ -210,7 +210,7 @@ func TestBaselessAfterWatermark(t *testing.T) {
 	l := testLoader(t, 1<<20)
 	c := ch(envelope.OpUpdate, "1", 300, "body")
 	c.ev.CommitLSN, c.watermark = 308, 200
-	tbl, err := chstore.Layout("documents", "id", []envelope.Column{{Name: "id", Type: "bigint", Key: true}, {Name: "body", Type: "text"}})
+	tbl, err := chstore.Layout("documents", []string{"id"}, []envelope.Column{{Name: "id", Type: "bigint", Key: true}, {Name: "body", Type: "text"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,7 +256,7 @@ func (l *Loader) evaluateMisplaced(ctx context.Context) error {
 		if tc.ShardKey == "" {
 			continue
 		}
-		t, err := l.store.Lookup(ctx, tc.Name, tc.IDColumn)
+		t, err := l.store.Lookup(ctx, tc.Name, tc.Key())
 		if err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ import (
 
 // newMarks returns the marks collector of the revenue table, if any.
 func newMarks(cfg Config) *preagg.Marks {
-	if cfg.Tables.Revenue == nil {
+	if cfg.Tables.Revenue == nil || preaggRefused(cfg) != "" {
 		return nil
 	}
 	return preagg.NewMarks(cfg.Tables.Revenue.Table, cfg.PreaggBlockBits)
@@ -146,7 +146,23 @@ func newAggregator(cfg Config, store *chstore.Store, log *slog.Logger, reg prome
 	if !cfg.RevenueAggregator || rev == nil {
 		return nil
 	}
+	if why := preaggRefused(cfg); why != "" {
+		log.Warn("revenue pre-aggregator off; GET /v1/revenue answers with the live query", slog.String("table", rev.Table), slog.String("reason", why))
+		return nil
+	}
 	t, _ := cfg.Tables.ByName(rev.Table)
 	return preagg.New(preagg.Config{Revenue: rev, IDColumn: t.IDColumn, ShardKey: t.ShardKey, Topic: t.Topic,
 		BlockBits: cfg.PreaggBlockBits, Interval: cfg.PreaggInterval}, store.Conn(), store.Database(), log, reg)
+}
+
+// preaggRefused is why the revenue table cannot be pre-aggregated, "" when
+// it can: the pre-aggregates are kept in blocks of one id column (intDiv
+// of the id, or of its hash), which a composite key does not have. The
+// live revenue query works on any identity.
+func preaggRefused(cfg Config) string {
+	_, t, ok := cfg.Tables.RevenueTable()
+	if ok && t.Composite() {
+		return "the revenue table is identified by several columns " + t.KeyForm() + ", and pre-aggregates are kept by blocks of one id column"
+	}
+	return ""
 }

@@ -118,7 +118,14 @@ func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) 
 	if err := rows.Err(); err != nil {
 		c.add(t.Name, "", "read the columns: %v", err)
 	}
-	c.requireColumn(t.Name, tab, "id_column", t.IDColumn, idKinds(t.IDLayout))
+	if t.Composite() {
+		// identity.Key.Check says more (nullability, types, order).
+		for _, id := range t.Key() {
+			c.requireColumn(t.Name, tab, "id_columns", id, nil)
+		}
+	} else {
+		c.requireColumn(t.Name, tab, "id_column", t.IDColumn, idKinds(t.IDLayout))
+	}
 	if t.ShardKey != "" {
 		c.requireColumn(t.Name, tab, "shard_key", t.ShardKey, nil)
 	}
@@ -129,14 +136,14 @@ func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) 
 // replicaIdentity checks, as the reader does at start, that the id column
 // is the table's whole identity (see internal/identity).
 func (c *shardCheck) replicaIdentity(ctx context.Context, t *tables.Table) {
-	key, err := identity.Read(ctx, c.conn, t.Schema, t.Name, t.IDColumn)
+	key, err := identity.Read(ctx, c.conn, t.Schema, t.Name, t.Key())
 	if err != nil {
 		c.add(t.Name, "", "read the replica identity: %v", err)
 		return
 	}
 	var p *identity.Problem
 	switch err := key.Check(); {
-	case errors.As(err, &p) && p.Field == "id_column" && !key.IDExists:
+	case errors.As(err, &p) && (p.Field == "id_column" && !key.IDExists || p.Field == "id_columns" && strings.Contains(p.Reason, "does not exist")):
 		// requireColumn has said so already.
 	case errors.As(err, &p):
 		c.add(t.Name, p.Field, "%s", p.Reason)

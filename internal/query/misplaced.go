@@ -16,6 +16,17 @@ import (
 // PlacedTable is a replicated table placed by the ring map.
 type PlacedTable struct {
 	Name, IDColumn, ShardKey string
+	// IDColumns is the whole key when it has several columns (nil: the
+	// key is IDColumn).
+	IDColumns []string
+}
+
+// Key is the columns that identify the table's rows.
+func (t PlacedTable) Key() []string {
+	if len(t.IDColumns) > 0 {
+		return t.IDColumns
+	}
+	return []string{t.IDColumn}
 }
 
 // MisplacedRequest is a validated listing request.
@@ -76,7 +87,7 @@ func (q *Queries) Misplaced(ctx context.Context, req MisplacedRequest) (*Misplac
 			after = &chstore.MisplacedKey{ID: req.After.ID, Shard: req.After.Shard}
 		}
 		want := limit + 1 - len(page.Rows)
-		rows, err := chstore.ListMisplaced(ctx, q.conn, q.db, t.Name, t.IDColumn, t.ShardKey, after, want)
+		rows, err := chstore.ListMisplaced(ctx, q.conn, q.db, t.Name, t.Key(), t.ShardKey, after, want)
 		if err != nil {
 			if isUnknownTable(err) {
 				continue

@@ -41,6 +41,9 @@ type Queries struct {
 	moveIndexes sync.Map
 	// moveLogReads counts LatestMove's queries (MoveLogReads).
 	moveLogReads atomic.Int64
+	// keyTypeCache: per table and key, its key columns' ClickHouse types
+	// (keyrow.go).
+	keyTypeCache sync.Map
 }
 
 // New returns Queries over db.

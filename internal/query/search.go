@@ -17,10 +17,13 @@ package query
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/tributary/tributary/internal/rowkey"
 )
 
 // MaxSearchLimit is the largest page SearchRequest.Limit may ask for.
@@ -41,6 +44,10 @@ type SearchKey struct {
 type SearchRequest struct {
 	Table    string
 	IDColumn string
+	// IDColumns, when the table is identified by several columns, is its
+	// key (IDColumn is then unused): results are ordered by each key
+	// column's text, and SearchKey.ID is the key text (internal/rowkey).
+	IDColumns []string
 	// TimeColumn orders the results; From <= time < To bounds them (a zero
 	// To is no upper bound). Both must be whole seconds.
 	TimeColumn string
@@ -96,17 +103,79 @@ func planSearch(db string, req SearchRequest) (string, []any) {
 		where = append(where, "positionCaseInsensitiveUTF8("+quote(req.TitleColumn)+", ?) > 0")
 		args = append(args, req.Title)
 	}
+	limit := min(max(req.Limit, 1), MaxSearchLimit)
+	if len(req.IDColumns) > 1 {
+		return planKeySearch(db, req, t, where, args, limit)
+	}
 	if a := req.After; a != nil {
 		// (t, id, _shard) < (a.Time, a.ID, a.Shard), spelled out: a NULL
 		// time never reaches here (t >= From filtered it).
 		where = append(where, fmt.Sprintf("(%[1]s < ? OR (%[1]s = ? AND (%[2]s < ? OR (%[2]s = ? AND _shard < ?))))", t, id))
 		args = append(args, a.Time.UTC(), a.Time.UTC(), a.ID, a.ID, a.Shard)
 	}
-	limit := min(max(req.Limit, 1), MaxSearchLimit)
 	sql := fmt.Sprintf("SELECT *, %s AS %s, %s AS %s FROM %s.%s FINAL WHERE %s ORDER BY %s DESC, %s DESC, _shard DESC LIMIT %d",
 		t, searchTimeAlias, id, searchIDAlias, quote(db), quote(req.Table), strings.Join(where, " AND "),
 		searchTimeAlias, searchIDAlias, limit+1)
 	return sql, args
+}
+
+// planKeySearch is planSearch for a table identified by several columns:
+// ordered by time, then each key column's text, then shard, with one
+// alias per key column (searchIDAlias, searchIDAlias+"1", ...).
+func planKeySearch(db string, req SearchRequest, t string, where []string, args []any, limit int) (string, []any) {
+	terms := []string{t}
+	aliases := []string{searchIDAlias}
+	for i, c := range req.IDColumns {
+		terms = append(terms, "toString("+quote(c)+")")
+		if i > 0 {
+			aliases = append(aliases, searchIDAlias+strconv.Itoa(i))
+		}
+	}
+	if a := req.After; a != nil {
+		parts, err := rowkey.Parse(a.ID, len(req.IDColumns))
+		if err != nil {
+			// The API checked the cursor; a key that does not parse
+			// matches nothing rather than everything.
+			return fmt.Sprintf("SELECT *, %s AS %s FROM %s.%s FINAL WHERE 0 LIMIT 0", t, searchTimeAlias, quote(db), quote(req.Table)), nil
+		}
+		vals := []any{a.Time.UTC()}
+		for _, p := range parts {
+			vals = append(vals, p)
+		}
+		// (terms..., _shard) < (vals..., a.Shard), spelled out.
+		terms, vals = append(terms, "_shard"), append(vals, a.Shard)
+		var or []string
+		for i := range terms {
+			var and []string
+			for j := 0; j < i; j++ {
+				and = append(and, terms[j]+" = ?")
+				args = append(args, vals[j])
+			}
+			and = append(and, terms[i]+" < ?")
+			args = append(args, vals[i])
+			or = append(or, "("+strings.Join(and, " AND ")+")")
+		}
+		terms = terms[:len(terms)-1]
+		where = append(where, "("+strings.Join(or, " OR ")+")")
+	}
+	sel := []string{t + " AS " + searchTimeAlias}
+	order := []string{searchTimeAlias + " DESC"}
+	for i, a := range aliases {
+		sel = append(sel, terms[i+1]+" AS "+a)
+		order = append(order, a+" DESC")
+	}
+	sql := fmt.Sprintf("SELECT *, %s FROM %s.%s FINAL WHERE %s ORDER BY %s, _shard DESC LIMIT %d",
+		strings.Join(sel, ", "), quote(db), quote(req.Table), strings.Join(where, " AND "), strings.Join(order, ", "), limit+1)
+	return sql, args
+}
+
+// searchAliases are the result columns Search reads besides the row.
+func searchAliases(req SearchRequest) []string {
+	out := []string{searchTimeAlias, searchIDAlias}
+	for i := 1; i < len(req.IDColumns); i++ {
+		out = append(out, searchIDAlias+strconv.Itoa(i))
+	}
+	return out
 }
 
 // Search returns one page of req. It returns ErrUnknownTable when the
@@ -125,7 +194,7 @@ func (q *Queries) Search(ctx context.Context, req SearchRequest) (*SearchPage, e
 		return nil, fmt.Errorf("search %s: %w", req.Table, err)
 	}
 	defer rows.Close()
-	copies, extras, err := scanCopies(rows, []string{searchTimeAlias, searchIDAlias})
+	copies, extras, err := scanCopies(rows, searchAliases(req))
 	if err != nil {
 		return nil, fmt.Errorf("search %s: %w", req.Table, err)
 	}
@@ -160,17 +229,21 @@ func searchKey(ex []any, shard int) (SearchKey, error) {
 	default:
 		return k, fmt.Errorf("search time scanned as %T", ex[0])
 	}
-	switch v := ex[1].(type) {
-	case string:
-		k.ID = v
-	case *string:
-		if v == nil {
-			return k, fmt.Errorf("NULL search id")
+	parts := make([]string, len(ex)-1)
+	for i, e := range ex[1:] {
+		switch v := e.(type) {
+		case string:
+			parts[i] = v
+		case *string:
+			if v == nil {
+				return k, fmt.Errorf("NULL search id")
+			}
+			parts[i] = *v
+		default:
+			return k, fmt.Errorf("search id scanned as %T", e)
 		}
-		k.ID = *v
-	default:
-		return k, fmt.Errorf("search id scanned as %T", ex[1])
 	}
+	k.ID = rowkey.Encode(parts)
 	return k, nil
 }
 

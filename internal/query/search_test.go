@@ -53,6 +53,19 @@ func TestPlanSearch(t *testing.T) {
 		absent: []string{"Inv", "LIKE"},
 		args:   2 + 1 + 1 + 5,
 	}, {
+		name: "a composite key and a cursor",
+		req: func(r SearchRequest) SearchRequest {
+			r.IDColumns = []string{"tenant_id", "line_no"}
+			r.After = &SearchKey{Time: to.Add(-time.Hour), ID: `acme\, inc,7`, Shard: 3}
+			return r
+		},
+		contains: []string{"toString(`tenant_id`) AS __search_id, toString(`line_no`) AS __search_id1",
+			"ORDER BY __search_time DESC, __search_id DESC, __search_id1 DESC, _shard DESC LIMIT 51",
+			"toString(`tenant_id`) = ? AND toString(`line_no`) < ?"},
+		absent: []string{"toString(`id`)", "acme"},
+		// from; then (t<), (t=, k0<), (t=, k0=, k1<), (t=, k0=, k1=, shard<)
+		args: 1 + 1 + 2 + 3 + 4,
+	}, {
 		name:     "limit clamped",
 		req:      func(r SearchRequest) SearchRequest { r.Limit = 100000; return r },
 		contains: []string{"LIMIT 501"},

@@ -37,7 +37,7 @@ func (r *Reader) toEvent(m decode.Message) (*envelope.Event, *tables.Table, erro
 		return nil, nil, nil
 	}
 	ev := &envelope.Event{}
-	if err := rel.Change(m, t.IDColumn, ev); err != nil {
+	if err := rel.Change(m, t.Key(), ev); err != nil {
 		return nil, nil, err
 	}
 	return ev, t, nil

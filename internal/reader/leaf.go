@@ -210,21 +210,23 @@ func (r *Reader) copyAttached(ctx context.Context, pp pendingPartition) error {
 			res.Close()
 			return fmt.Errorf("copy attached partition %s: %d values for %d columns", pp.scope.Partition, len(vals), len(tab.cols))
 		}
-		if vals[tab.idAt] == nil {
-			res.Close()
-			return fmt.Errorf("copy attached partition %s: NULL id", pp.scope.Partition)
-		}
 		for i, v := range vals {
 			if v == nil {
+				img.strs[i] = ""
 				img.after[tab.cols[i].Name] = nil
 				continue
 			}
 			img.strs[i] = string(v)
 			img.after[tab.cols[i].Name] = &img.strs[i]
 		}
+		id, ok := tab.id(vals, img.strs)
+		if !ok {
+			res.Close()
+			return fmt.Errorf("copy attached partition %s: NULL id", pp.scope.Partition)
+		}
 		ev := &envelope.Event{
 			Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpRead,
-			ID: img.strs[tab.idAt], LSN: pp.at, CommitLSN: r.begin.FinalLSN, Seq: r.seq, XID: r.begin.XID,
+			ID: id, LSN: pp.at, CommitLSN: r.begin.FinalLSN, Seq: r.seq, XID: r.begin.XID,
 			CommitTime: r.begin.CommitTime.UTC(), Columns: tab.cols, After: img.after,
 		}
 		r.seq++

@@ -56,6 +56,7 @@ import (
 	"github.com/tributary/tributary/internal/decode"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/pgdsn"
+	"github.com/tributary/tributary/internal/rowkey"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -556,13 +557,14 @@ func (r *Reader) change(ctx context.Context, at envelope.LSN, msg decode.Message
 	ev.Kind, ev.Shard = envelope.KindChange, r.cfg.Shard
 	ev.LSN, ev.CommitLSN = at, r.begin.FinalLSN
 	ev.XID, ev.CommitTime = r.begin.XID, r.begin.CommitTime.UTC()
-	// An update that changes the id is, downstream, the end of one row and
-	// the start of another: the old id gets a delete of its own, keyed by
-	// the old id so that it reaches the old row's partition.
+	// An update that changes the key (any of its columns) is, downstream,
+	// the end of one row and the start of another: the old key gets a
+	// delete of its own, keyed by the old key text so that it reaches the
+	// old row's partition.
 	if ev.Op == envelope.OpUpdate && ev.Before != nil {
-		if old := ev.Before[t.IDColumn]; old != nil && *old != ev.ID {
+		if old, ok := rowkey.Of(t.Key(), ev.Before); ok && old != ev.ID {
 			del := *ev
-			del.Op, del.ID, del.After, del.Unchanged, del.Seq = envelope.OpDelete, *old, nil, nil, r.seq
+			del.Op, del.ID, del.After, del.Unchanged, del.Seq = envelope.OpDelete, old, nil, nil, r.seq
 			r.seq++
 			r.m.changes.WithLabelValues(t.Name, string(envelope.OpDelete)).Inc()
 			if err := r.produce(ctx, r.cur, t.Topic, &del); err != nil {

@@ -138,7 +138,7 @@ func probeWrites(ctx context.Context, tx pgx.Tx, t tables.Table) error {
 		return nil // checkTables covers a table published whole
 	}
 	name := pgx.Identifier{t.Schema, t.Name}.Sanitize()
-	id := pgx.Identifier{t.IDColumn}.Sanitize()
+	id := pgx.Identifier{t.Key()[0]}.Sanitize()
 	for _, q := range []string{
 		// DEFAULT: an identity or generated column can be set to nothing else.
 		"EXPLAIN UPDATE " + name + " SET " + id + " = DEFAULT WHERE false",

@@ -33,7 +33,7 @@ var ErrReplicaIdentity = errors.New("unusable table identity")
 func checkTables(ctx context.Context, conn *pgx.Conn, cfg *tables.Config) error {
 	var errs []error
 	for _, t := range cfg.Tables {
-		key, err := identity.Read(ctx, conn, t.Schema, t.Name, t.IDColumn)
+		key, err := identity.Read(ctx, conn, t.Schema, t.Name, t.Key())
 		if errors.Is(err, identity.ErrNoTable) {
 			errs = append(errs, fmt.Errorf("table %s.%s does not exist on this shard", t.Schema, t.Name))
 			continue

@@ -74,6 +74,7 @@ import (
 
 	"github.com/tributary/tributary/internal/decode"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/rowkey"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -306,7 +307,23 @@ type snapTable struct {
 	cols  []envelope.Column
 	key   []keyColumn
 	keyAt []int // column of each key column in a SELECT * row
-	idAt  int
+	idAt  []int // column of each id column (tables.Table.Key) in a SELECT * row
+}
+
+// id is the key text (internal/rowkey) of a SELECT * row: vals as read
+// (nil for NULL), strs their text. ok is false when an id column is NULL.
+func (st *snapTable) id(vals [][]byte, strs []string) (id string, ok bool) {
+	if len(st.idAt) == 1 {
+		return strs[st.idAt[0]], vals[st.idAt[0]] != nil
+	}
+	parts := make([]string, len(st.idAt))
+	for i, at := range st.idAt {
+		if vals[at] == nil {
+			return "", false
+		}
+		parts[i] = strs[at]
+	}
+	return rowkey.Encode(parts), true
 }
 
 // copySnapshot copies every range of st.Snapshot not yet done, then stores
@@ -471,7 +488,7 @@ func (r *Reader) copySnapshotOnce(ctx context.Context, conn *pgx.Conn, st *reade
 // snapTable looks up a table's columns and key and where they are in a
 // SELECT * row.
 func (r *Reader) snapTable(ctx context.Context, conn *pgx.Conn, t tables.Table) (snapTable, error) {
-	st := snapTable{t: t, idAt: -1}
+	st := snapTable{t: t}
 	var err error
 	if st.cols, err = snapshotColumns(ctx, conn, t); err != nil {
 		return st, err
@@ -480,13 +497,12 @@ func (r *Reader) snapTable(ctx context.Context, conn *pgx.Conn, t tables.Table) 
 		return st, err
 	}
 	st.sel = tableSelection(t, st.cols)
-	for i, c := range st.cols {
-		if c.Name == t.IDColumn {
-			st.idAt = i
+	for _, id := range t.Key() {
+		at := slices.IndexFunc(st.cols, func(c envelope.Column) bool { return c.Name == id })
+		if at < 0 {
+			return st, fmt.Errorf("snapshot %s: no id column %q", t.Name, id)
 		}
-	}
-	if st.idAt < 0 {
-		return st, fmt.Errorf("snapshot %s: no id column %q", t.Name, t.IDColumn)
+		st.idAt = append(st.idAt, at)
 	}
 	for _, k := range st.key {
 		at := slices.IndexFunc(st.cols, func(c envelope.Column) bool { return c.Name == k.Name })

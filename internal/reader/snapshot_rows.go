@@ -49,10 +49,10 @@ func (r *Reader) produceSnapRow(pctx context.Context, enc *envelope.Encoder, img
 			img.after[tab.cols[i].Name] = nil
 		}
 	}
-	if vals[tab.idAt] == nil {
+	id, ok := tab.id(vals, img.strs)
+	if !ok {
 		return fmt.Errorf("snapshot %s: NULL id", t.Name)
 	}
-	id := img.strs[tab.idAt]
 	ev := envelope.Event{
 		Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name,
 		Op: envelope.OpRead, ID: id, CommitLSN: cp, CommitTime: now,

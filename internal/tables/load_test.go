@@ -22,7 +22,7 @@ func TestLoadBadInput(t *testing.T) {
 		{"trailing comma", "{\"tables\": [\n  {\"name\": \"documents\", \"id_column\": \"id\", \"id_layout\": \"seed000\",}\n]}",
 			[]string{"bad.json:2:67: invalid character '}'", "JSON allows no comma after the last field"}},
 		{"unknown table field", "{\"tables\": [\n  {\"name\": \"documents\", \"id_column\": \"id\", \"id_layout\": \"seed000\",\n   \"shardkey\": \"workspace_id\"}]}",
-			[]string{`bad.json:3:4: tables[0]: unknown field "shardkey"`, "known fields here: column_types, columns, exclude_columns, id_column, id_layout, name, row_filter, schema, search, shard_key, topic"}},
+			[]string{`bad.json:3:4: tables[0]: unknown field "shardkey"`, "known fields here: column_types, columns, exclude_columns, id_column, id_columns, id_layout, name, row_filter, schema, search, shard_key, topic"}},
 		{"unknown revenue field and top-level field", `{"tables": [{"name": "inv", "id_column": "id", "id_layout": "seed000"}],
  "revenue": {"table": "inv", "amount": "amount"}, "topic_prefx": "x."}`,
 			[]string{`bad.json:2:30: revenue: unknown field "amount"`, `bad.json:2:51: the top level: unknown field "topic_prefx"`}},

@@ -98,6 +98,12 @@ func (m *Moves) validate(c *Config) error {
 	if m.Table != "" && m.Table == m.DocumentsTable {
 		errs = append(errs, fmt.Errorf("moves: table and documents_table are both %q; the move log is a table of its own", m.Table))
 	}
+	for _, ref := range []struct{ what, v string }{{"table", m.Table}, {"documents_table", m.DocumentsTable}} {
+		if t, ok := c.ByName(ref.v); ok && t.Composite() {
+			errs = append(errs, fmt.Errorf("moves: %s %q is identified by several columns %s, and a move names one row by one id: moves work only with tables of one id_column",
+				ref.what, ref.v, t.KeyForm()))
+		}
+	}
 	used := map[string]string{} // column -> the field that names it
 	if logT, ok := c.ByName(m.Table); ok {
 		used[logT.IDColumn] = "the log's id_column"

@@ -35,11 +35,13 @@ func (t *Table) validateReplicated() []error {
 			seen[c] = true
 		}
 	}
-	if len(t.Columns) > 0 && !slices.Contains(t.Columns, t.IDColumn) {
-		errs = append(errs, fmt.Errorf("table %s: columns must include the id column %q", t.Name, t.IDColumn))
-	}
-	if slices.Contains(t.ExcludeColumns, t.IDColumn) {
-		errs = append(errs, fmt.Errorf("table %s: exclude_columns cannot hold the id column %q", t.Name, t.IDColumn))
+	for _, id := range t.Key() {
+		if len(t.Columns) > 0 && !slices.Contains(t.Columns, id) {
+			errs = append(errs, fmt.Errorf("table %s: columns must include the id column %q", t.Name, id))
+		}
+		if slices.Contains(t.ExcludeColumns, id) {
+			errs = append(errs, fmt.Errorf("table %s: exclude_columns cannot hold the id column %q", t.Name, id))
+		}
 	}
 	if t.ShardKey != "" && (slices.Contains(t.ExcludeColumns, t.ShardKey) || (len(t.Columns) > 0 && !slices.Contains(t.Columns, t.ShardKey))) {
 		errs = append(errs, fmt.Errorf("table %s: the shard_key column %q must be replicated", t.Name, t.ShardKey))

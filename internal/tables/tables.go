@@ -26,12 +26,20 @@ type Table struct {
 	// Schema and Name identify the source table (Schema defaults to "public").
 	Schema string `json:"schema"`
 	Name   string `json:"name"`
-	// IDColumn holds the row's id; it must be part of the replica identity so
-	// that deletes carry it.
-	IDColumn string `json:"id_column"`
+	// IDColumns are the columns that identify a row, in the order of the
+	// table's primary key or replica identity index (internal/identity
+	// checks them against the catalogue): its whole key. IDColumn is the
+	// one-column shorthand; exactly one of the two is set in the file.
+	// After Validate, IDColumns always holds the key and IDColumn is its
+	// column when the key has one column, "" when it has several: code
+	// that only works with one id column (moves, the pre-aggregator's id
+	// blocks) reads IDColumn and is refused for composite keys.
+	IDColumn  string   `json:"id_column,omitempty"`
+	IDColumns []string `json:"id_columns,omitempty"`
 	// IDLayout names the id layout (see schema/ids.md), e.g. "seed000",
 	// "uuidv7", "serial". "serial" ids are per-shard: collisions across
-	// shards are expected and reported, never merged.
+	// shards are expected and reported, never merged. A table with several
+	// id columns has the layout "key" (KeyLayout): nothing is decoded.
 	IDLayout string `json:"id_layout"`
 	// ShardKey is the column the ring map routes by (e.g. workspace_id);
 	// empty if the table is not placed by the ring map.
@@ -58,6 +66,73 @@ type Table struct {
 	// "Decimal(P, S)" (1 <= P <= 38, 0 <= S <= P) stores a numeric column
 	// as a decimal, refusing (dead-lettering) values it cannot hold exactly.
 	ColumnTypes map[string]string `json:"column_types,omitempty"`
+}
+
+// KeyLayout is the id layout of a table identified by several columns: a
+// composite key carries no time or shard, so nothing is decoded from it;
+// ownership comes only from shard_key.
+const KeyLayout = "key"
+
+// Key returns the columns that identify t's rows, in key order (IDColumns,
+// or IDColumn alone before Validate filled IDColumns).
+func (t *Table) Key() []string {
+	if len(t.IDColumns) > 0 {
+		return t.IDColumns
+	}
+	return []string{t.IDColumn}
+}
+
+// Composite says whether t's rows are identified by several columns.
+func (t *Table) Composite() bool { return len(t.Key()) > 1 }
+
+// KeyForm is how a key of t is written, for messages: "(id)" or
+// "(tenant_id, line_no)".
+func (t *Table) KeyForm() string { return "(" + strings.Join(t.Key(), ", ") + ")" }
+
+// validateKey checks id_column / id_columns and id_layout, and fills
+// IDColumns (and IDColumn for a one-column key).
+func (t *Table) validateKey(i int) []error {
+	var errs []error
+	switch {
+	case t.IDColumn != "" && slices.Equal(t.IDColumns, []string{t.IDColumn}):
+		// Validated before (Validate may run again on a copy), or both
+		// spelt alike: the same one-column key.
+	case t.IDColumn != "" && len(t.IDColumns) > 0:
+		return []error{fmt.Errorf("table %s: set id_column (one column) or id_columns (the whole key, in key order), not both", t.Name)}
+	case t.IDColumn == "" && len(t.IDColumns) == 0:
+		return []error{fmt.Errorf("table %d (%s): id_column or id_columns is required: the column(s) of its primary key or replica identity index, in index order", i, t.Name)}
+	case t.IDColumn != "":
+		t.IDColumns = []string{t.IDColumn}
+	}
+	seen := map[string]bool{}
+	for _, c := range t.IDColumns {
+		if !identifier.MatchString(c) {
+			errs = append(errs, fmt.Errorf("table %d: id_column %q is not a plain identifier", i, c))
+		}
+		if seen[c] {
+			errs = append(errs, fmt.Errorf("table %s: id_columns names %s twice", t.Name, c))
+		}
+		seen[c] = true
+	}
+	if len(t.IDColumns) == 1 {
+		t.IDColumn = t.IDColumns[0]
+	}
+	switch {
+	case t.IDLayout == "":
+		errs = append(errs, fmt.Errorf("table %s: id_layout is required (one of %s; schema/ids.md)", t.Name, strings.Join(append(ids.Names(), KeyLayout), ", ")))
+	case len(t.IDColumns) > 1 && t.IDLayout != KeyLayout:
+		errs = append(errs, fmt.Errorf("table %s: id_layout %q decodes one id column, and the table is identified by %d columns %s: set id_layout to %q",
+			t.Name, t.IDLayout, len(t.IDColumns), t.KeyForm(), KeyLayout))
+	case len(t.IDColumns) == 1 && t.IDLayout == KeyLayout:
+		errs = append(errs, fmt.Errorf("table %s: id_layout %q is for tables identified by several columns (id_columns); a one-column id has a layout of its own (one of %s; schema/ids.md)",
+			t.Name, KeyLayout, strings.Join(ids.Names(), ", ")))
+	case t.IDLayout == KeyLayout:
+	default:
+		if _, err := ids.Lookup(t.IDLayout); err != nil {
+			errs = append(errs, fmt.Errorf("table %s: id_layout: %w", t.Name, err))
+		}
+	}
+	return errs
 }
 
 // chosenType is what ColumnTypes accepts; internal/chstore checks the
@@ -223,7 +298,7 @@ func (c *Config) Validate() error {
 		if t.Topic == "" {
 			t.Topic = c.TopicPrefix + t.Name
 		}
-		for what, v := range map[string]string{"schema": t.Schema, "name": t.Name, "id_column": t.IDColumn} {
+		for what, v := range map[string]string{"schema": t.Schema, "name": t.Name} {
 			if !identifier.MatchString(v) {
 				errs = append(errs, fmt.Errorf("table %d: %s %q is not a plain identifier", i, what, v))
 			}
@@ -231,11 +306,7 @@ func (c *Config) Validate() error {
 		if t.ShardKey != "" && !identifier.MatchString(t.ShardKey) {
 			errs = append(errs, fmt.Errorf("table %s: shard_key %q is not a plain identifier", t.Name, t.ShardKey))
 		}
-		if t.IDLayout == "" {
-			errs = append(errs, fmt.Errorf("table %s: id_layout is required (one of %s; schema/ids.md)", t.Name, strings.Join(ids.Names(), ", ")))
-		} else if _, err := ids.Lookup(t.IDLayout); err != nil {
-			errs = append(errs, fmt.Errorf("table %s: id_layout: %w", t.Name, err))
-		}
+		errs = append(errs, t.validateKey(i)...)
 		errs = append(errs, t.validateReplicated()...)
 		for _, col := range slices.Sorted(maps.Keys(t.ColumnTypes)) {
 			typ := t.ColumnTypes[col]

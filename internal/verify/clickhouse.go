@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/rowkey"
 )
 
 // ClickHouse error codes the verifier tells apart.
@@ -78,11 +79,15 @@ func (r *chReader) counts(ctx context.Context, table string) (map[int]int64, err
 }
 
 // ids lists the live ids of table on shard as text, at most limit of them.
-func (r *chReader) ids(ctx context.Context, table, idColumn string, shard, limit int) ([]string, error) {
+func (r *chReader) ids(ctx context.Context, table string, key []string, shard, limit int) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	sql := fmt.Sprintf("SELECT toString(%s) FROM %s.%s FINAL WHERE _shard = %d AND _deleted = 0 LIMIT %d",
-		chQuote(idColumn), chQuote(r.db), chQuote(table), shard, limit)
+	texts := make([]string, len(key))
+	for i, c := range key {
+		texts[i] = "toString(" + chQuote(c) + ")"
+	}
+	sql := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE _shard = %d AND _deleted = 0 LIMIT %d",
+		strings.Join(texts, ", "), chQuote(r.db), chQuote(table), shard, limit)
 	rows, err := r.conn.Query(ctx, sql)
 	if notLoaded(err) {
 		return nil, nil
@@ -92,12 +97,16 @@ func (r *chReader) ids(ctx context.Context, table, idColumn string, shard, limit
 	}
 	defer rows.Close()
 	var out []string
+	parts := make([]string, len(key))
+	dst := make([]any, len(key))
+	for i := range parts {
+		dst[i] = &parts[i]
+	}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		if err := rows.Scan(dst...); err != nil {
 			return nil, fmt.Errorf("clickhouse: ids of %s: %w", table, err)
 		}
-		out = append(out, id)
+		out = append(out, rowkey.Encode(parts))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("clickhouse: ids of %s: %w", table, err)

@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/pgdsn"
+	"github.com/tributary/tributary/internal/rowkey"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -78,6 +80,24 @@ type sourceTable struct {
 	cols   []column
 	idCol  int    // index of the id column in cols
 	idType string // format_type of the id column
+	// idCols and idTypes are the same for every column of the table's
+	// key, in key order (one entry for a one-column key); ids are key
+	// texts (internal/rowkey).
+	idCols  []int
+	idTypes []string
+}
+
+// keyText is the key text of a row of st, ok false when a key column is
+// NULL.
+func (st *sourceTable) keyText(values []*string) (string, bool) {
+	parts := make([]string, len(st.idCols))
+	for i, at := range st.idCols {
+		if values[at] == nil {
+			return "", false
+		}
+		parts[i] = *values[at]
+	}
+	return rowkey.Encode(parts), true
 }
 
 // table reads the table's columns from the catalog.
@@ -108,8 +128,14 @@ func (s *shardSource) table(ctx context.Context, t *tables.Table) (*sourceTable,
 		if !t.Replicates(name) {
 			continue // left on the shard by the table's column list
 		}
-		if name == t.IDColumn {
-			st.idCol, st.idType = len(st.cols), typ
+		if k := slices.Index(t.Key(), name); k >= 0 {
+			if st.idCols == nil {
+				st.idCols, st.idTypes = make([]int, len(t.Key())), make([]string, len(t.Key()))
+				for i := range st.idCols {
+					st.idCols[i] = -1
+				}
+			}
+			st.idCols[k], st.idTypes[k] = len(st.cols), typ
 		}
 		st.cols = append(st.cols, newColumn(name, typ))
 	}
@@ -119,13 +145,23 @@ func (s *shardSource) table(ctx context.Context, t *tables.Table) (*sourceTable,
 	if len(st.cols) == 0 {
 		return nil, fmt.Errorf("shard %d: table %s does not exist", s.id, st.ident)
 	}
-	if st.idCol < 0 {
-		return nil, fmt.Errorf("shard %d: table %s has no id column %q", s.id, st.ident, t.IDColumn)
+	for i, at := range st.idCols {
+		if at < 0 {
+			return nil, fmt.Errorf("shard %d: table %s has no id column %q", s.id, st.ident, t.Key()[i])
+		}
 	}
-	// The API looks ids up as 64-bit integers or UUIDs only.
-	if k := st.cols[st.idCol].kind; k != kindInt && k != kindBigint && k != kindUUID {
-		return nil, fmt.Errorf("shard %d: table %s: id column %q is %s; the API looks up integer and uuid ids only",
-			s.id, st.ident, t.IDColumn, st.idType)
+	if st.idCols == nil {
+		return nil, fmt.Errorf("shard %d: table %s has no id column %q", s.id, st.ident, t.Key()[0])
+	}
+	st.idCol, st.idType = st.idCols[0], st.idTypes[0]
+	// The API looks ids up as 64-bit integers or UUIDs only; the parts of
+	// a composite key may be texts too.
+	for i, at := range st.idCols {
+		k := st.cols[at].kind
+		if k != kindInt && k != kindBigint && k != kindUUID && (len(st.idCols) == 1 || k != kindText) {
+			return nil, fmt.Errorf("shard %d: table %s: id column %q is %s; the API looks up integer and uuid ids only (and text parts of a composite key)",
+				s.id, st.ident, t.Key()[i], st.idTypes[i])
+		}
 	}
 	return st, nil
 }
@@ -155,8 +191,11 @@ func (s *shardSource) count(ctx context.Context, st *sourceTable) (int64, error)
 func (s *shardSource) ids(ctx context.Context, st *sourceTable, total int64, limit int) (ids []string, sampled bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	id := pgx.Identifier{st.cols[st.idCol].Name}.Sanitize()
-	sql := fmt.Sprintf("SELECT %s::text FROM %s WHERE %s", id, st.ident, st.filter)
+	keyCols := make([]string, len(st.idCols))
+	for i, at := range st.idCols {
+		keyCols[i] = pgx.Identifier{st.cols[at].Name}.Sanitize() + "::text"
+	}
+	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(keyCols, ", "), st.ident, st.filter)
 	if limit > 0 && total > int64(limit) {
 		// A top-N sort: one scan, memory bounded by limit.
 		sql += fmt.Sprintf(" ORDER BY random() LIMIT %d", limit)
@@ -166,7 +205,15 @@ func (s *shardSource) ids(ctx context.Context, st *sourceTable, total int64, lim
 	if err != nil {
 		return nil, false, fmt.Errorf("shard %d: ids of %s: %w", s.id, st.ident, err)
 	}
-	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		parts := make([]string, len(st.idCols))
+		dst := make([]any, len(parts))
+		for i := range parts {
+			dst[i] = &parts[i]
+		}
+		err := row.Scan(dst...)
+		return rowkey.Encode(parts), err
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("shard %d: ids of %s: %w", s.id, st.ident, err)
 	}
@@ -185,7 +232,37 @@ func (s *shardSource) rows(ctx context.Context, st *sourceTable, ids []string) (
 	// The cast is on the parameter, so the id index is used.
 	sql := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ANY($1::text[]::%s[]) AND %s",
 		strings.Join(names, ", "), st.ident, names[st.idCol], st.idType, st.filter)
-	rows, err := s.pool.Query(ctx, sql, pgx.QueryResultFormats{pgx.TextFormatCode}, ids)
+	args := []any{pgx.QueryResultFormats{pgx.TextFormatCode}, ids}
+	if len(st.idCols) > 1 {
+		// A composite key: one text array per key column, each cast to
+		// the column's type, zipped by unnest.
+		keys, arrays, casts := make([]string, len(st.idCols)), make([]string, len(st.idCols)), make([]string, len(st.idCols))
+		args = []any{pgx.QueryResultFormats{pgx.TextFormatCode}}
+		cols := make([][]string, len(st.idCols))
+		for _, id := range ids {
+			parts, err := rowkey.Parse(id, len(st.idCols))
+			if err != nil {
+				return nil, fmt.Errorf("shard %d: rows of %s: %w", s.id, st.ident, err)
+			}
+			for i, p := range parts {
+				cols[i] = append(cols[i], p)
+			}
+		}
+		for i, at := range st.idCols {
+			keys[i] = names[at]
+			arrays[i] = fmt.Sprintf("$%d::text[]", i+1)
+			casts[i] = fmt.Sprintf("u.k%d::%s", i, st.idTypes[i])
+			args = append(args, cols[i])
+		}
+		un := make([]string, len(st.idCols))
+		for i := range un {
+			un[i] = fmt.Sprintf("k%d", i)
+		}
+		sql = fmt.Sprintf("SELECT %s FROM %s WHERE (%s) IN (SELECT %s FROM unnest(%s) u(%s)) AND %s",
+			strings.Join(names, ", "), st.ident, strings.Join(keys, ", "), strings.Join(casts, ", "),
+			strings.Join(arrays, ", "), strings.Join(un, ", "), st.filter)
+	}
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d: rows of %s: %w", s.id, st.ident, err)
 	}
@@ -203,11 +280,11 @@ func (s *shardSource) rows(ctx context.Context, st *sourceTable, ids []string) (
 				r.values[i] = &v
 			}
 		}
-		idv := r.values[st.idCol]
-		if idv == nil {
+		id, ok := st.keyText(r.values)
+		if !ok {
 			return nil, fmt.Errorf("shard %d: rows of %s: NULL id", s.id, st.ident)
 		}
-		out[*idv] = r
+		out[id] = r
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("shard %d: rows of %s: %w", s.id, st.ident, err)

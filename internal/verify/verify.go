@@ -285,7 +285,7 @@ func (v *verifier) checkClickHouse(ctx context.Context, ts *tableState) error {
 		if sh.sampled || sh.chCount == 0 {
 			continue // sampled: an id absent from the sample proves nothing
 		}
-		chIDs, err := v.ch.ids(ctx, ts.t.Name, ts.t.IDColumn, s.id, int(sh.count)+maxExtraIDs)
+		chIDs, err := v.ch.ids(ctx, ts.t.Name, ts.t.Key(), s.id, int(sh.count)+maxExtraIDs)
 		if err != nil {
 			return err
 		}
@@ -328,7 +328,7 @@ func countDiff(table string, shard int, src, ch int64, detail string) Difference
 // read in bulk (when the ids are integers).
 func (v *verifier) checkTable(ctx context.Context, ts *tableState) error {
 	viaAPI := func(string) bool { return true }
-	if v.cfg.APISample > 0 {
+	if v.cfg.APISample > 0 && !ts.t.Composite() { // a composite key is read through the API only
 		bulk, err := v.ch.bulkIDType(ctx, ts.t.Name, ts.t.IDColumn)
 		if err != nil {
 			return err
