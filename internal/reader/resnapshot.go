@@ -61,8 +61,9 @@ package reader
 // round trip through the walsender and the reader.
 //
 // One resnapshot per shard at a time; a TRUNCATE of the table during its
-// copy starts it over in a new epoch (a chunk read before the truncate
-// could reach ClickHouse after it).
+// copy (or of one of its partitions, or a partition attached) starts it
+// over in a new epoch: a chunk read before the truncate could reach
+// ClickHouse after it, and live again there.
 
 import (
 	"context"
@@ -569,6 +570,11 @@ func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Ta
 				return fmt.Errorf("resnapshot connection: %w", err)
 			}
 			defer wc.Close(context.WithoutCancel(gctx))
+			// The predicate came from the WAL: whatever it calls, the copy
+			// writes nothing.
+			if _, err := wc.Exec(gctx, "SET default_transaction_read_only = on"); err != nil {
+				return fmt.Errorf("resnapshot connection: %w", err)
+			}
 			var enc envelope.Encoder
 			for {
 				ri, ok := take()
