@@ -365,3 +365,52 @@ func ctlBinary(t *testing.T) string {
 	}
 	return filepath.Join(dir, "tributaryctl")
 }
+
+// TestResnapshotTruncateStartsOver: a TRUNCATE of the table in the middle
+// of its resnapshot starts the copy over in a new epoch (a chunk read
+// before the truncate may reach ClickHouse after it); ClickHouse must end
+// equal to the shard — the truncated rows gone, the later ones there.
+func TestResnapshotTruncateStartsOver(t *testing.T) {
+	p, ctx, runCtx := oneShardPipeline(t, 4*time.Minute)
+	tbl := p.table()
+	p.startLoader(runCtx, "l1")
+	cfg := p.readerConfig(0)
+	cfg.SnapshotChunkRows, cfg.SnapshotMaxRowsPerSecond = 50, 200
+	r := reader.New(cfg, p.log, prometheus.NewRegistry())
+	p.goRun("reader 0", func() error { return r.Run(runCtx) })
+	p.waitFor(ctx, 60*time.Second, "the reader streaming", func() bool {
+		ts, _ := p.store.WatermarkTimes(ctx)
+		return len(ts) == 1
+	})
+	p.seedResnapshotRows(ctx, 0, 1000)
+	p.waitFor(ctx, 60*time.Second, "the rows streamed", func() bool { return p.compare(ctx, tbl) == "" })
+
+	cl, err := admin.NewProducer(p.brokers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	target := p.resnapshotTarget(0)
+	table, _ := p.tables.ByName(tbl)
+	id, err := admin.RequestResnapshot(ctx, cl, target, *table, "", p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor(ctx, 60*time.Second, "the copy under way", func() bool {
+		st, err := admin.ResnapshotStatus(ctx, cl, target)
+		return err == nil && st.Active != nil && st.Active.ID == id && st.Active.Rows() >= 100
+	})
+	p.exec(ctx, 0, "TRUNCATE "+pgx.Identifier{tbl}.Sanitize())
+	p.seedResnapshotRows(ctx, 0, 30)
+	done, err := admin.WaitResnapshot(ctx, cl, target, id, testWriter{t}, time.Second, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Phase != reader.PhaseDone || done.Restarts != 1 {
+		t.Fatalf("resnapshot ended %s after %d restarts, want done after 1 (the truncate)", done.Phase, done.Restarts)
+	}
+	p.waitFor(ctx, 60*time.Second, "ClickHouse equal to the shard", func() bool { return p.compare(ctx, tbl) == "" })
+	if err := p.failed(); err != nil {
+		t.Fatal(err)
+	}
+}
