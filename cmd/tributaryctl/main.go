@@ -1,11 +1,12 @@
 // Command tributaryctl is the operator's command: it shows a deployment's
-// status, pauses and resumes tables, lists and replays dead letters, and
-// tears a deployment down. See internal/admin for what
+// status, pauses and resumes tables, asks a reader for a resnapshot of one
+// table, lists and replays dead letters, and tears a deployment down. See internal/admin for what
 // each action does and refuses.
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,10 @@ const usage = `tributaryctl — operator actions on a deployment.
   tributaryctl resume     [flags]   apply it again, from where it was paused
   tributaryctl dlq list   [flags]   the dead-letter topic's records, with reasons
   tributaryctl dlq replay [flags]   re-produce them to their source topics
+  tributaryctl resnapshot --shard N --table T [--where SQL] [flags]
+                                    copy one table of one shard again while it streams
+  tributaryctl resnapshot --status --shard N [flags]
+                                    the shard's running and last resnapshot
   tributaryctl teardown   [flags]   remove the deployment's slots, publications,
                                     topics, consumer group and ClickHouse database
 
@@ -61,6 +66,14 @@ replaying a change older than the row's, changes nothing. --reason and
 --table choose which dead letters; a record of a topic no table reads is
 not replayed. Every action is logged on stderr.
 
+resnapshot checks the table and the --where predicate on the shard
+(PostgreSQL plans the query, reads nothing), refuses while another
+resnapshot of the shard runs, then writes the request into the shard's
+WAL, where its reader picks it up; it shows rows, rate and ETA until the
+copy is done (--no-wait: return once asked). The shard's DSN is its
+reader's, from --fleet or $TRIBUTARY_PG_DSN. See docs/runbook.md, "One
+table on one shard is wrong".
+
 teardown lists what exists first and asks (type the ClickHouse database's
 name) unless --yes; without a terminal and without --yes it is a dry run.
 It refuses while anything runs: a reader's slot in use, a loader in the
@@ -76,6 +89,8 @@ Example:
   tributaryctl pause --tables deploy/local/tables.json --table invoices --reason "backfill on shard 2"
   tributaryctl dlq list --tables deploy/local/tables.json
   tributaryctl dlq replay --tables deploy/local/tables.json --reason convert --yes
+  tributaryctl resnapshot --fleet "$TRIBUTARY_HOME/fleet.json" --tables deploy/local/tables.json \
+      --shard 1 --table documents --where "workspace_id = 7"
   tributaryctl teardown --tables deploy/local/tables.json --fleet "$TRIBUTARY_HOME/fleet.json"`
 
 // Config is tributaryctl's whole configuration.
@@ -94,7 +109,15 @@ type Config struct {
 	APIURL   string
 	APIToken string
 
-	// teardown
+	// resnapshot
+	Shard    int
+	Where    string
+	DSN      string // $TRIBUTARY_PG_DSN, when no fleet
+	Status   bool
+	NoWait   bool
+	Progress time.Duration
+
+	// teardown (and resnapshot: FleetFile, Slot, StateTopic)
 	FleetFile   string
 	Slot        string
 	Publication string
@@ -109,26 +132,32 @@ func parse(args []string) (*Config, error) {
 	switch {
 	case len(args) >= 2 && args[0] == "dlq" && (args[1] == "list" || args[1] == "replay"):
 		c.Action, args = "dlq "+args[1], args[2:]
-	case len(args) >= 1 && slices.Contains([]string{"teardown", "status", "pause", "resume"}, args[0]):
+	case len(args) >= 1 && slices.Contains([]string{"teardown", "status", "pause", "resume", "resnapshot"}, args[0]):
 		c.Action, args = args[0], args[1:]
 	case len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "-help":
-		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want status, pause, resume, dlq list, dlq replay or teardown", args[0])}
+		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want status, pause, resume, resnapshot, dlq list, dlq replay or teardown", args[0])}
 	}
 	fs := flagenv.New("tributaryctl", usage)
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
 	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "the loaders' dead-letter topic")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.Reason, "reason", "", "", "dlq: only dead letters of this reason (decode, convert, toast_without_base, ...); pause: why, shown with the pause in /v1/shards and the loaders' log")
-	fs.String(&c.Table, "table", "", "", "dlq: only dead letters of this table; pause, resume: the table (required)")
+	fs.String(&c.Table, "table", "", "", "dlq: only dead letters of this table; pause, resume, resnapshot: the table (required)")
+	fs.Int(&c.Shard, "shard", "", -1, "resnapshot: the shard's number (required)")
+	fs.String(&c.Where, "where", "", "", "resnapshot: copy only the rows matching this PostgreSQL predicate")
+	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
+	fs.BoolVar(&c.Status, "status", false, "resnapshot: show the shard's running and last resnapshot, ask for nothing")
+	fs.BoolVar(&c.NoWait, "no-wait", false, "resnapshot: return once the request is written, without following it")
+	fs.Duration(&c.Progress, "progress-interval", "", 2*time.Second, "resnapshot: how often progress is shown")
 	fs.BoolVar(&c.JSON, "json", false, "status, dlq list: write JSON on stdout")
 	fs.BoolVar(&c.Yes, "yes", false, "dlq replay: do it (without: a dry run)")
 	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level on stderr: debug, info, warn, error")
 	fs.String(&c.APIURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "status: the API's base URL")
 	fs.Secret(&c.APIToken, "TRIBUTARY_API_TOKEN")
-	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "teardown: fleet file, the shards whose slots and publications go (required for teardown)")
-	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "teardown: the readers' slot name, <N> standing for the shard's number (default tributary_shard_<N>)")
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "teardown: fleet file, the shards whose slots and publications go (required); resnapshot: where the shard's reader DSN comes from (else $TRIBUTARY_PG_DSN)")
+	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "teardown, resnapshot: the readers' slot name, <N> standing for the shard's number (default tributary_shard_<N>)")
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "teardown: the readers' publication")
-	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "teardown: the readers' state topic")
+	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "teardown, resnapshot: the readers' state topic")
 	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "teardown: the loaders' consumer group")
 	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "teardown, pause, resume: ClickHouse native protocol host:port")
 	fs.String(&c.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "teardown: the ClickHouse database to drop; pause, resume: the loaders' database")
@@ -141,7 +170,7 @@ func parse(args []string) (*Config, error) {
 		return nil, err
 	}
 	if c.Action == "" {
-		return nil, &flagenv.UsageError{Err: errors.New("no action: want status, pause, resume, dlq list, dlq replay or teardown")}
+		return nil, &flagenv.UsageError{Err: errors.New("no action: want status, pause, resume, resnapshot, dlq list, dlq replay or teardown")}
 	}
 	var err error
 	if c.ClickHouse.Password, err = chstore.Password(c.ClickHouse.Password, passFile); err != nil {
@@ -177,6 +206,25 @@ func (c *Config) Validate() error {
 		}
 		errs = append(errs, c.ClickHouse.TLS.Validate()...)
 	}
+	if c.Action == "resnapshot" {
+		if c.Shard < 0 {
+			errs = append(errs, errors.New("resnapshot: --shard is required (a shard number of the fleet)"))
+		}
+		if c.Table == "" && !c.Status {
+			errs = append(errs, errors.New("resnapshot: --table is required"))
+		}
+		if c.FleetFile == "" && c.DSN == "" {
+			errs = append(errs, errors.New("resnapshot: --fleet (or $TRIBUTARY_FLEET) or $TRIBUTARY_PG_DSN is required: the shard's reader DSN"))
+		}
+		if c.StateTopic == "" {
+			errs = append(errs, errors.New("resnapshot: --state-topic must not be empty"))
+		}
+		if c.Progress <= 0 {
+			errs = append(errs, errors.New("resnapshot: --progress-interval must be positive"))
+		}
+	} else if c.Where != "" || c.Status || c.NoWait {
+		errs = append(errs, fmt.Errorf("%s: --where, --status and --no-wait are resnapshot's", c.Action))
+	}
 	if c.Action == "teardown" {
 		if c.FleetFile == "" {
 			errs = append(errs, errors.New("teardown: --fleet (or $TRIBUTARY_FLEET) is required: the shards whose slots and publications go"))
@@ -206,7 +254,7 @@ func run(ctx context.Context, c *Config) error {
 	if err != nil {
 		return err
 	}
-	if c.Table != "" {
+	if c.Table != "" && c.Action != "resnapshot" {
 		if _, ok := cfg.ByName(c.Table); !ok {
 			return fmt.Errorf("--table %q: no such table in %s", c.Table, c.TablesFile)
 		}
@@ -221,6 +269,8 @@ func run(ctx context.Context, c *Config) error {
 		return teardown(ctx, c, cfg, cl, log)
 	case "pause", "resume":
 		return pause(ctx, c, cfg, cl, log)
+	case "resnapshot":
+		return resnapshot(ctx, c, cfg, cl, log)
 	}
 	dead, err := admin.ReadDLQ(ctx, cl, c.DLQTopic, cfg, admin.Filter{Reason: c.Reason, Table: c.Table})
 	if err != nil {
@@ -369,4 +419,65 @@ func pause(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, l
 	fmt.Printf("%s paused: the loaders stop applying it within seconds; its changes wait in topic %s, which keeps them for %s (retention.ms): resume before then\n",
 		t.Name, t.Topic, retention)
 	return nil
+}
+
+// resnapshot runs the resnapshot action.
+func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, log *slog.Logger) error {
+	slot := strings.ReplaceAll(cmp.Or(c.Slot, "tributary_shard_<N>"), "<N>", strconv.Itoa(c.Shard))
+	target := admin.ResnapshotTarget{Shard: c.Shard, DSN: c.DSN, Slot: slot, StateTopic: c.StateTopic, Brokers: flagenv.List(c.Brokers)}
+	if c.FleetFile != "" {
+		fl, err := fleet.Load(c.FleetFile)
+		if err != nil {
+			return err
+		}
+		if target.DSN, err = fl.ReaderDSN(c.Shard, os.Getenv); err != nil {
+			return fmt.Errorf("%w: %w", admin.ErrResnapshotRefused, err)
+		}
+	}
+	if c.Status {
+		st, err := admin.ResnapshotStatus(ctx, cl, target)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		switch {
+		case !st.Found:
+			fmt.Printf("shard %d: no reader state for slot %s in %s\n", c.Shard, slot, c.StateTopic)
+		case st.Active == nil && st.Last == nil:
+			fmt.Printf("shard %d: no resnapshot ever ran (epoch %d)\n", c.Shard, st.Epoch)
+		}
+		if st.Active != nil {
+			fmt.Println("running:", admin.ProgressLine(c.Shard, st.Active, 0))
+		}
+		if st.Last != nil {
+			fmt.Println("last:   ", admin.ProgressLine(c.Shard, st.Last, 0))
+		}
+		return nil
+	}
+	t, ok := cfg.ByName(c.Table)
+	if !ok {
+		return fmt.Errorf("%w: --table %q: no such table in %s (tables: %s)", admin.ErrResnapshotRefused, c.Table, c.TablesFile, strings.Join(tableNames(cfg), ", "))
+	}
+	id, err := admin.RequestResnapshot(ctx, cl, target, *t, c.Where, log)
+	if err != nil {
+		return err
+	}
+	if c.NoWait {
+		fmt.Printf("resnapshot %s requested; follow it with: tributaryctl resnapshot --status --shard %d\n", id, c.Shard)
+		return nil
+	}
+	_, err = admin.WaitResnapshot(ctx, cl, target, id, os.Stderr, c.Progress, time.Minute)
+	return err
+}
+
+func tableNames(cfg *tables.Config) []string {
+	out := make([]string, len(cfg.Tables))
+	for i, t := range cfg.Tables {
+		out[i] = t.Name
+	}
+	return out
 }

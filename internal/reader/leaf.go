@@ -57,6 +57,7 @@ func (r *Reader) partitionMessage(at envelope.LSN, m *decode.LogicalMessage) err
 		// for the partition's own to remove.
 		return nil
 	}
+	r.resnapshotTruncated(t.Name) // a partition gone or attached: a copy in progress starts over
 	r.pendingParts = append(r.pendingParts, pendingPartition{at: at, table: t.Name, scope: g.PartitionScope})
 	return nil
 }

@@ -27,7 +27,12 @@ type metrics struct {
 	heartbeats        prometheus.Counter
 	watermarks        prometheus.Counter
 	unrouted          *prometheus.CounterVec // relation
+	resnapshots       *prometheus.CounterVec // result
+	resnapshotActive  *prometheus.GaugeVec   // table
 }
+
+// resnapshotResults are the result labels of tributary_reader_resnapshots_total.
+var resnapshotResults = []string{"done", "failed", "refused"}
 
 // errorKinds are the kind labels of tributary_reader_errors_total
 // (TestErrorKindsListed keeps them with the code that counts them).
@@ -82,7 +87,14 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 	m.unrouted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_unrouted_changes_total",
 		Help:        "Changes of published relations that no configured table names (skipped). A table renamed at the source shows here: its changes are not replicated until the table config names it.",
 		ConstLabels: l}, []string{"relation"})
-	reg.MustRegister(m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
+	m.resnapshots = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_resnapshots_total",
+		Help: "Resnapshots ended, by result (done, failed; refused: a request the reader would not run).", ConstLabels: l}, []string{"result"})
+	m.resnapshotActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tributary_reader_resnapshot_active",
+		Help: "1 while a resnapshot of the table runs (its rows count in tributary_reader_snapshot_rows_total).", ConstLabels: l}, []string{"table"})
+	for _, res := range resnapshotResults {
+		m.resnapshots.WithLabelValues(res)
+	}
+	reg.MustRegister(m.resnapshots, m.resnapshotActive, m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
 		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks,
 		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes)
 	for _, k := range errorKinds {

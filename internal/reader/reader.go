@@ -32,6 +32,8 @@
 // snapshot_rows_total{table}, snapshot_chunks_total{table},
 // snapshot_estimated_rows{table}, snapshot_progress_ratio{table},
 // snapshot_resumes_total, heartbeats_total, watermarks_total,
+// resnapshots_total{result}, resnapshot_active{table} (a resnapshot's rows
+// and estimate are in the snapshot_* series of its table),
 // unrouted_changes_total{relation} (published relations no configured
 // table names, e.g. a table renamed at the source: skipped, and logged once).
 package reader
@@ -42,6 +44,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -160,6 +163,11 @@ type Reader struct {
 	// whole with no change since in this transaction (leaf.go).
 	pendingParts []pendingPartition
 	truncated    map[string]bool
+
+	// resnap is the resnapshot bookkeeping (resnapshot.go); saveMu
+	// serialises state saves and guards state.epoch once streaming.
+	resnap resnapshots
+	saveMu sync.Mutex
 }
 
 // New builds a Reader; nothing connects until Run.
@@ -182,7 +190,8 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 	if cfg.SnapshotProgressInterval <= 0 {
 		cfg.SnapshotProgressInterval = 10 * time.Second
 	}
-	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: newMetrics(reg, strconv.Itoa(cfg.Shard))}
+	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: newMetrics(reg, strconv.Itoa(cfg.Shard)),
+		resnap: resnapshots{wake: make(chan struct{}, 1)}}
 }
 
 // Run prepares the slot, takes the initial snapshot if the slot is new (or
@@ -295,6 +304,12 @@ func (r *Reader) Run(ctx context.Context) error {
 		start = slot.confirmed
 		r.tracker = newTracker(start)
 		r.snapCP, r.snapEnd = stored.ConsistentPoint, stored.SnapshotEnd
+		r.resnap.active, r.resnap.last = stored.Resnapshot, stored.LastResnapshot
+		if a := stored.Resnapshot; a != nil {
+			r.log.Info("start: a resnapshot is unfinished; continuing it", slog.String("id", a.ID), slog.String("table", a.Table),
+				slog.String("phase", a.Phase), slog.Int64("rows", a.Rows()))
+			r.resnap.signal()
+		}
 	case actionResumeSnapshot:
 		r.log.Info("start: resume snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why),
 			slog.String("consistent_point", stored.ConsistentPoint.String()))
@@ -336,6 +351,7 @@ func (r *Reader) Run(ctx context.Context) error {
 	g.Go(func() error { return r.stream(gctx, repl) })
 	g.Go(func() error { return r.watermarks(gctx) })
 	g.Go(func() error { return r.monitor(gctx, sqlConn) })
+	g.Go(func() error { return r.runResnapshots(gctx) })
 	err = g.Wait()
 
 	// Shutdown: flush what was produced, report the final position.
@@ -508,6 +524,14 @@ func (r *Reader) handle(ctx context.Context, at envelope.LSN, data []byte) error
 		if m.Transactional && m.Prefix == partitionPrefix && r.cur != nil {
 			return r.partitionMessage(at, m)
 		}
+		if m.Transactional && m.Prefix == ResnapshotRequestPrefix {
+			return r.resnapshotRequested(ctx, at, m.Content)
+		}
+		if !m.Transactional && m.Prefix == resnapshotSwitchPrefix && r.cur == nil {
+			if err := r.resnapshotSwitch(ctx, at, m.Content); err != nil {
+				return err
+			}
+		}
 		// Heartbeats (ours or anyone's): nothing to produce. Outside a
 		// transaction, everything committed before this message has been
 		// received: an idle shard's watermark advances to here, now.
@@ -598,6 +622,7 @@ func (r *Reader) truncate(ctx context.Context, at envelope.LSN, m *decode.Trunca
 			r.truncated = map[string]bool{}
 		}
 		r.truncated[t.Name] = true
+		r.resnapshotTruncated(t.Name)
 		// A truncate concerns rows in every partition: one record each,
 		// so each partition's loader sees it in order with its rows.
 		for p := int32(0); p < r.parts[t.Topic]; p++ {
@@ -739,9 +764,7 @@ func (r *Reader) saveState(ctx context.Context, stored *envelope.LSN) {
 	if rep <= *stored {
 		return
 	}
-	st := readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: rep,
-		ConsistentPoint: r.snapCP, SnapshotEnd: r.snapEnd}
-	if err := r.state.save(ctx, st); err != nil {
+	if err := r.storeState(ctx); err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("saving reader state failed", slog.Any("err", err))
 		}

@@ -308,6 +308,9 @@ type snapTable struct {
 	key   []keyColumn
 	keyAt []int // column of each key column in a SELECT * row
 	idAt  []int // column of each id column (tables.Table.Key) in a SELECT * row
+	// epoch is stamped on the copied rows: the reader's for the initial
+	// snapshot, the resnapshot's own for a resnapshot.
+	epoch uint16
 }
 
 // id is the key text (internal/rowkey) of a SELECT * row: vals as read
@@ -354,6 +357,7 @@ func (r *Reader) copySnapshotOnce(ctx context.Context, conn *pgx.Conn, st *reade
 		if tabs[i], err = r.snapTable(ctx, conn, t); err != nil {
 			return err
 		}
+		tabs[i].epoch = r.epoch
 	}
 	prog := newSnapProgress(plan, func(ti int, rows int64, tp *tableProgress) {
 		name := plan.Tables[ti].Name

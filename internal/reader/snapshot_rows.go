@@ -56,7 +56,7 @@ func (r *Reader) produceSnapRow(pctx context.Context, enc *envelope.Encoder, img
 	ev := envelope.Event{
 		Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name,
 		Op: envelope.OpRead, ID: id, CommitLSN: cp, CommitTime: now,
-		Columns: tab.cols, After: img.after, Epoch: r.epoch,
+		Columns: tab.cols, After: img.after, Epoch: tab.epoch,
 	}
 	b := enc.Append(make([]byte, 0, img.size+64), &ev)
 	img.size = len(b)

@@ -55,8 +55,12 @@ type readerState struct {
 	// timeline the database itself went back (a restore).
 	Timeline uint32 `json:"timeline,omitempty"`
 	// Snapshot is the progress of an unfinished snapshot (nil once done).
-	Snapshot  *snapshotState `json:"snapshot,omitempty"`
-	UpdatedAt time.Time      `json:"updated_at"`
+	Snapshot *snapshotState `json:"snapshot,omitempty"`
+	// Resnapshot is the resnapshot running (resnapshot.go), with its
+	// progress; LastResnapshot the last one finished (done or failed).
+	Resnapshot     *Resnapshot `json:"resnapshot,omitempty"`
+	LastResnapshot *Resnapshot `json:"last_resnapshot,omitempty"`
+	UpdatedAt      time.Time   `json:"updated_at"`
 }
 
 // shardIdentity is what reader state is keyed by: the PostgreSQL cluster
