@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributary/tributary/internal/admin"
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
 )
@@ -37,6 +38,7 @@ Example:
 type Config struct {
 	Action     string
 	Brokers    string
+	Kafka      kafkaconn.Security
 	DLQTopic   string
 	TablesFile string
 	Reason     string
@@ -55,6 +57,7 @@ func parse(args []string) (*Config, error) {
 	}
 	fs := flagenv.New("tributaryctl", usage)
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
+	kafkaconn.AddFlags(fs, &c.Kafka)
 	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "the loaders' dead-letter topic")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.Reason, "reason", "", "", "dlq: only dead letters of this reason (decode, convert, toast_without_base, ...)")
@@ -77,6 +80,7 @@ func (c *Config) Validate() error {
 	if len(flagenv.List(c.Brokers)) == 0 {
 		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
 	}
+	errs = append(errs, c.Kafka.Validate()...)
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
@@ -102,11 +106,19 @@ func run(ctx context.Context, c *Config) error {
 			return fmt.Errorf("--table %q: no such table in %s", c.Table, c.TablesFile)
 		}
 	}
-	cl, err := admin.NewProducer(flagenv.List(c.Brokers))
+	kafkaOpts, err := c.Kafka.ClientOpts()
+	if err != nil {
+		return err
+	}
+	brokers := flagenv.List(c.Brokers)
+	cl, err := admin.NewProducer(brokers, kafkaOpts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	if err := kafkaconn.Check(ctx, cl, brokers, c.Kafka); err != nil {
+		return err
+	}
 	dead, err := admin.ReadDLQ(ctx, cl, c.DLQTopic, cfg, admin.Filter{Reason: c.Reason, Table: c.Table})
 	if err != nil {
 		return err
