@@ -191,6 +191,20 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 // continues an unfinished one), and streams until ctx is done. On return the producer is flushed and the final position
 // reported to the server.
 func (r *Reader) Run(ctx context.Context) error {
+	kafkaOpts, err := r.cfg.KafkaSecurity.ClientOpts()
+	if err != nil {
+		return err
+	}
+	r.producer, err = newProducer(r.cfg.Brokers, kafkaOpts, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
+	if err != nil {
+		return err
+	}
+	defer r.producer.Close()
+	// A wrong password or an untrusted certificate stops the reader here,
+	// saying which, before the shard is touched (publication, slot).
+	if err := kafkaconn.Check(ctx, r.producer, r.cfg.Brokers, r.cfg.KafkaSecurity); err != nil {
+		return err
+	}
 	sqlConn, err := pgx.Connect(ctx, r.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("connect shard %d: %w", r.cfg.Shard, err)
@@ -219,20 +233,6 @@ func (r *Reader) Run(ctx context.Context) error {
 		return err
 	}
 
-	kafkaOpts, err := r.cfg.KafkaSecurity.ClientOpts()
-	if err != nil {
-		return err
-	}
-	r.producer, err = newProducer(r.cfg.Brokers, kafkaOpts, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
-	if err != nil {
-		return err
-	}
-	defer r.producer.Close()
-	// A wrong password or an untrusted certificate stops the reader here,
-	// saying which, before the slot or the state topic are touched.
-	if err := kafkaconn.Check(ctx, r.producer, r.cfg.Brokers, r.cfg.KafkaSecurity); err != nil {
-		return err
-	}
 	if r.parts, err = ensureTopics(ctx, r.producer, r.cfg.Tables.Topics(), r.cfg.Partitions, r.cfg.ReplicationFactor); err != nil {
 		return err
 	}
