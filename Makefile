@@ -34,8 +34,11 @@ build:
 # The demo runs on the embedded Kafka broker by default (no JVM needed);
 # TRIBUTARY_KAFKA=real make demo uses Apache Kafka instead. A stack that is
 # already up keeps its Kafka kind (stack.sh stops kinds not asked for).
+# TRIBUTARY_SECURE=1 make demo starts Apache Kafka with its SASL_SSL listener
+# (real by default then: the embedded broker of the stack stays plaintext)
+# and the demo's Kafka clients use it (deploy/local/demo.sh).
 demo: install build
-	TRIBUTARY_KAFKA=$${TRIBUTARY_KAFKA:-$$(sed -n 's/^TRIBUTARY_KAFKA_KIND=//p' $(TRIBUTARY_HOME)/stack.env 2>/dev/null | grep . || echo embedded)} $(STACK) up
+	TRIBUTARY_KAFKA=$${TRIBUTARY_KAFKA:-$$(sed -n 's/^TRIBUTARY_KAFKA_KIND=//p' $(TRIBUTARY_HOME)/stack.env 2>/dev/null | grep . || { [ "$${TRIBUTARY_SECURE:-0}" = 1 ] && echo real || echo embedded; })} $(STACK) up
 	deploy/local/demo.sh
 
 demo-down:

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tributary/tributary/internal/api"
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/loader"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/reader"
@@ -36,11 +37,14 @@ type pipeline struct {
 	suffix  string
 	shards  []int
 	brokers []string
-	tables  *tables.Config
-	chDB    string
-	store   *chstore.Store
-	api     *httptest.Server
-	log     *slog.Logger
+	// kafka is the TLS and SASL of every Kafka client of the pipeline
+	// (the zero value: plaintext, as the stack's TRIBUTARY_KAFKA_BROKERS).
+	kafkaSec kafkaconn.Security
+	tables   *tables.Config
+	chDB     string
+	store    *chstore.Store
+	api      *httptest.Server
+	log      *slog.Logger
 	// owned, when set, is the revenue oracle's ownership: the accounts
 	// (workspaces) whose rows count on a shard, as under a ring map.
 	owned func(shard int) []int64
@@ -177,7 +181,7 @@ func (p *pipeline) startMeteredReader(ctx context.Context, shard int) *prometheu
 func (p *pipeline) readerConfig(shard int) reader.Config {
 	return reader.Config{
 		Shard: shard, DSN: p.stack.ShardDSNs[shard], Slot: fmt.Sprintf("e2e_%s_%d", p.suffix, shard),
-		Publication: "e2e_" + p.suffix, Tables: p.tables, Brokers: p.brokers, Partitions: 4,
+		Publication: "e2e_" + p.suffix, Tables: p.tables, Brokers: p.brokers, KafkaSecurity: p.kafkaSec, Partitions: 4,
 		StatusInterval: 200 * time.Millisecond, WatermarkInterval: 100 * time.Millisecond,
 		HeartbeatInterval: time.Second, MaxBuffered: 10000, StateTopic: "e2e_" + p.suffix + ".state",
 	}
@@ -185,7 +189,7 @@ func (p *pipeline) readerConfig(shard int) reader.Config {
 
 func (p *pipeline) startLoader(ctx context.Context, name string) {
 	l := loader.New(loader.Config{
-		Brokers: p.brokers, Group: "e2e_" + p.suffix, DLQTopic: "e2e_" + p.suffix + ".dlq", Tables: p.tables,
+		Brokers: p.brokers, KafkaSecurity: p.kafkaSec, Group: "e2e_" + p.suffix, DLQTopic: "e2e_" + p.suffix + ".dlq", Tables: p.tables,
 		BatchRecords: 5000, BatchWait: 50 * time.Millisecond,
 		DuplicateGrace: 3 * time.Second, AnomalyInterval: 200 * time.Millisecond,
 	}, p.store, p.log.With(slog.String("loader", name)), prometheus.NewRegistry())

@@ -92,7 +92,7 @@ func newMeteredPipeline(t *testing.T, shards []int, withOther bool) *meteredPipe
 func (p *pipeline) startMeteredLoader(ctx context.Context, name string, mods ...func(*loader.Config)) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	cfg := loader.Config{
-		Brokers: p.brokers, Group: p.group(), DLQTopic: p.dlqTopic(), Tables: p.tables,
+		Brokers: p.brokers, KafkaSecurity: p.kafkaSec, Group: p.group(), DLQTopic: p.dlqTopic(), Tables: p.tables,
 		BatchRecords: 5000, BatchWait: 50 * time.Millisecond,
 		DuplicateGrace: 3 * time.Second, AnomalyInterval: 200 * time.Millisecond,
 	}
@@ -148,7 +148,7 @@ func metricOf(t *testing.T, reg *prometheus.Registry, name string, labels map[st
 // kafka returns a client for the pipeline's brokers, closed at cleanup.
 func (p *pipeline) kafka(opts ...kgo.Opt) *kgo.Client {
 	p.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.brokers...)}, opts...)...)
+	cl, err := p.kafkaSec.NewClient(p.brokers, opts...)
 	if err != nil {
 		p.t.Fatalf("kafka client: %v", err)
 	}

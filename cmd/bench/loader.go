@@ -25,6 +25,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/loader"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -48,6 +49,8 @@ func benchLoader(ctx context.Context, args []string) error {
 	fs.Int(&nTables, "tables", "", 1, "tables (each its own topic) the ids are spread over; a batch writes every table it holds")
 	fs.Int(&wmEvery, "watermark-every", "", 0, "after every N changes, a watermark record of each shard to every partition of every topic, as a reader sends them (0: none)")
 	fs.String(&brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
+	var kafkaSec kafkaconn.Security
+	kafkaconn.AddFlags(fs, &kafkaSec)
 	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
 	var chTLS chstore.TLSOptions
 	chstore.AddTLSFlags(fs, &chTLS)
@@ -68,6 +71,9 @@ func benchLoader(ctx context.Context, args []string) error {
 	}
 	if brokers == "" || chAddr == "" {
 		return errors.New("--kafka-brokers and --clickhouse-addr are required (source .stack/stack.env)")
+	}
+	if err := errors.Join(kafkaSec.Validate()...); err != nil {
+		return err
 	}
 	run := strconv.FormatInt(time.Now().Unix(), 36)
 	db := "bench_" + run
@@ -90,7 +96,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	}
 	// Partitions chosen here: a change by its key (Kafka's murmur2, as the
 	// reader), a watermark to each partition.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(flagenv.List(brokers)...), kgo.ProducerLinger(10*time.Millisecond),
+	cl, err := kafkaSec.NewClient(flagenv.List(brokers), kgo.ProducerLinger(10*time.Millisecond),
 		kgo.MaxBufferedRecords(200_000), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return err
@@ -240,7 +246,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	if cacheBudget == 0 {
 		cacheBudget = -1 // off (Config's 0 is the default)
 	}
-	l := loader.New(loader.Config{Brokers: flagenv.List(brokers), Group: group, DLQTopic: "bench_" + run + ".dlq",
+	l := loader.New(loader.Config{Brokers: flagenv.List(brokers), KafkaSecurity: kafkaSec, Group: group, DLQTopic: "bench_" + run + ".dlq",
 		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour,
 		ImageCacheBytes: cacheBudget},
 		store, slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})), reg)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tributary/tributary/internal/benchwork"
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/kafkaconn"
 )
 
 // The reader benchmark: changes/s from one shard into Kafka
@@ -43,6 +44,7 @@ type readerConfig struct {
 	shard          int
 	dsn            string
 	brokers        string
+	kafka          kafkaconn.Security
 	kafkaLabel     string
 	cases          string
 	reps           int
@@ -75,6 +77,7 @@ func (c *readerConfig) validate() error {
 	if c.brokers == "" {
 		errs = append(errs, errors.New("--kafka-brokers is required (source .stack/stack.env)"))
 	}
+	errs = append(errs, c.kafka.Validate()...)
 	for _, k := range strings.Split(c.cases, ",") {
 		if !slices.Contains([]string{"a", "b", "c", "d", "e"}, k) {
 			errs = append(errs, fmt.Errorf("--cases: unknown case %q (a, b, c, d, e)", k))
@@ -123,6 +126,7 @@ a superuser DSN for the local stack).`)
 	fs.String(&fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file (required; the stack's is in stack.env)")
 	fs.Int(&c.shard, "shard", "", -1, "number of the fleet's shard to run on (default: its lowest)")
 	fs.String(&c.brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
+	kafkaconn.AddFlags(fs, &c.kafka)
 	fs.String(&c.kafkaLabel, "kafka-label", "", "", "name of the broker in the report (default: embedded if the brokers are $TRIBUTARY_EMBEDDED_KAFKA_BROKERS, else kafka)")
 	fs.String(&c.cases, "cases", "", "a,b,c,d", "cases: a = 1 txn of --rows inserts, b = --rows inserts in --txn-rows txns, c = --updates of a --row-bytes row, d = snapshot of --snapshot-rows, e = 1 txn of --big-txn-mb MiB of --row-bytes rows (not in the default: the 1 GiB transaction of docs/benchmarks.md)")
 	fs.Int(&c.reps, "reps", "", 2, "repetitions of every client on every case")

@@ -45,7 +45,7 @@ func newReaderBench(ctx context.Context, c readerConfig) (*readerBench, error) {
 	}
 	// A short metadata age: the snapshot's topic is polled right after the
 	// reader creates it (the default would hide it for 5 s).
-	kcl, err := kgo.NewClient(kgo.SeedBrokers(flagenv.List(c.brokers)...), kgo.MetadataMinAge(50*time.Millisecond))
+	kcl, err := c.kafka.NewClient(flagenv.List(c.brokers), kgo.MetadataMinAge(50*time.Millisecond))
 	if err != nil {
 		pg.Close(ctx)
 		return nil, fmt.Errorf("kafka client: %w", err)
@@ -205,7 +205,7 @@ func (b *readerBench) startReader(ctx context.Context, n names, rep int, slot st
 	state := n.prefix + "_" + strconv.Itoa(rep) + ".state"
 	r := reader.New(reader.Config{
 		Shard: b.cfg.shard, DSN: b.cfg.dsn, Slot: slot, Publication: n.pub, Tables: tcfg,
-		Brokers: flagenv.List(b.cfg.brokers), Partitions: int32(b.cfg.partitions),
+		Brokers: flagenv.List(b.cfg.brokers), KafkaSecurity: b.cfg.kafka, Partitions: int32(b.cfg.partitions),
 		StatusInterval: b.cfg.statusInterval, WatermarkInterval: 500 * time.Millisecond, WatermarkMinGap: reader.DefaultWatermarkMinGap,
 		HeartbeatInterval: 5 * time.Second, MaxBuffered: b.cfg.maxBuffered, MaxBufferedBytes: b.cfg.maxBufBytes, StateTopic: state,
 		SnapshotWorkers: b.cfg.snapWorkers, SnapshotChunkRows: b.cfg.snapChunkRows,

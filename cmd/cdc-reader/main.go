@@ -15,6 +15,7 @@ import (
 
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
+	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/reader"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
@@ -50,6 +51,7 @@ type Config struct {
 	Publication       string
 	TablesFile        string
 	Brokers           string
+	Kafka             kafkaconn.Security
 	Partitions        int
 	ReplicationFactor int
 	StatusInterval    time.Duration
@@ -78,6 +80,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "publication name; created for the configured tables if absent")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
+	kafkaconn.AddFlags(fs, &c.Kafka)
 	fs.Int(&c.Partitions, "partitions", "TRIBUTARY_PARTITIONS", 4, "partitions for table topics this reader creates")
 	fs.Int(&c.ReplicationFactor, "replication-factor", "TRIBUTARY_KAFKA_REPLICATION_FACTOR", 0, "replicas of the topics this reader creates (0: the cluster's default.replication.factor)")
 	fs.Duration(&c.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
@@ -127,6 +130,7 @@ func (c *Config) Validate() error {
 	if len(flagenv.List(c.Brokers)) == 0 {
 		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
 	}
+	errs = append(errs, c.Kafka.Validate()...)
 	if c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16 {
 		errs = append(errs, fmt.Errorf("--replication-factor must be 0 (the cluster's default) or a replica count, got %d", c.ReplicationFactor))
 	}
@@ -174,7 +178,7 @@ func run(ctx context.Context, cfg *Config) error {
 	reg := telemetry.NewRegistry()
 	r := reader.New(reader.Config{
 		Shard: cfg.Shard, DSN: cfg.DSN, Slot: cfg.Slot, Publication: cfg.Publication, Tables: tcfg,
-		Brokers: flagenv.List(cfg.Brokers), Partitions: int32(cfg.Partitions), ReplicationFactor: int16(cfg.ReplicationFactor),
+		Brokers: flagenv.List(cfg.Brokers), KafkaSecurity: cfg.Kafka, Partitions: int32(cfg.Partitions), ReplicationFactor: int16(cfg.ReplicationFactor),
 		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval, WatermarkMinGap: cfg.WatermarkMinGap,
 		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
 		SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,

@@ -81,8 +81,31 @@ Flags (environment fallback in brackets):
 		"cluster id reported to clients ["+envPrefix+"CLUSTER_ID]")
 	fs.StringVar(&cfg.LogLevel, "log-level", env("LOG_LEVEL", "warn"),
 		"kfake's logging: none, error, warn, info, debug ["+envPrefix+"LOG_LEVEL]")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", env("TLS_CERT_FILE", ""),
+		"PEM certificate of the listener: with --tls-key-file, every connection is TLS ["+envPrefix+"TLS_CERT_FILE]")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", env("TLS_KEY_FILE", ""),
+		"PEM private key of --tls-cert-file ["+envPrefix+"TLS_KEY_FILE]")
+	fs.StringVar(&cfg.ClientCAFile, "tls-client-ca-file", env("TLS_CLIENT_CA_FILE", ""),
+		"PEM authority whose client certificates are required (empty: none asked for) ["+envPrefix+"TLS_CLIENT_CA_FILE]")
+	fs.StringVar(&cfg.SASLUser, "sasl-user", env("SASL_USER", ""),
+		"SCRAM-SHA-512 user every connection must authenticate as (empty: no SASL); its password from $"+envPrefix+"SASL_PASSWORD or --sasl-password-file ["+envPrefix+"SASL_USER]")
+	var passwordFile string
+	fs.StringVar(&passwordFile, "sasl-password-file", env("SASL_PASSWORD_FILE", ""),
+		"file holding --sasl-user's password (one line) ["+envPrefix+"SASL_PASSWORD_FILE]")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	// The password is never a flag: argv is visible to every user.
+	cfg.SASLPassword = env("SASL_PASSWORD", "")
+	if passwordFile != "" {
+		if cfg.SASLPassword != "" {
+			return cfg, fmt.Errorf("both $%sSASL_PASSWORD and --sasl-password-file are set: use one", envPrefix)
+		}
+		b, err := os.ReadFile(passwordFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--sasl-password-file: %w", err)
+		}
+		cfg.SASLPassword = strings.TrimRight(string(b), "\r\n")
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())

@@ -15,6 +15,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/loader"
 	"github.com/tributary/tributary/internal/preagg"
 	"github.com/tributary/tributary/internal/ring"
@@ -35,6 +36,7 @@ Example:
 // Config is the loader's whole configuration.
 type Config struct {
 	Brokers        string
+	Kafka          kafkaconn.Security
 	Group          string
 	DLQTopic       string
 	TablesFile     string
@@ -69,6 +71,7 @@ func parse(args []string) (*Config, error) {
 	var c Config
 	fs := flagenv.New("loader", usage)
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
+	kafkaconn.AddFlags(fs, &c.Kafka)
 	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "Kafka consumer group; loaders in one group share partitions")
 	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "dead-letter topic for records that cannot be applied")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required; see deploy/local/tables.json)")
@@ -113,6 +116,7 @@ func (c *Config) Validate() error {
 	if len(flagenv.List(c.Brokers)) == 0 {
 		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
 	}
+	errs = append(errs, c.Kafka.Validate()...)
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
@@ -192,7 +196,7 @@ func run(ctx context.Context, cfg *Config) error {
 	defer store.Close()
 	reg := telemetry.NewRegistry()
 	l := loader.New(loader.Config{
-		Brokers: flagenv.List(cfg.Brokers), Group: cfg.Group, DLQTopic: cfg.DLQTopic,
+		Brokers: flagenv.List(cfg.Brokers), KafkaSecurity: cfg.Kafka, Group: cfg.Group, DLQTopic: cfg.DLQTopic,
 		Tables: tcfg, BatchRecords: cfg.BatchRecords, BatchBytes: cfg.BatchBytes, BatchWait: cfg.BatchWait,
 		DuplicateGrace: cfg.DuplicateGrace, DedupeKeys: cfg.DedupeKeys,
 		RevenueAggregator: cfg.AggregateEvery > 0, PreaggInterval: cfg.AggregateEvery, PreaggBlockBits: cfg.BlockBits,

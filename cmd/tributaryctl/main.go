@@ -28,6 +28,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
+	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
 )
@@ -97,6 +98,7 @@ Example:
 type Config struct {
 	Action     string
 	Brokers    string
+	Kafka      kafkaconn.Security
 	DLQTopic   string
 	TablesFile string
 	Reason     string
@@ -139,6 +141,7 @@ func parse(args []string) (*Config, error) {
 	}
 	fs := flagenv.New("tributaryctl", usage)
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
+	kafkaconn.AddFlags(fs, &c.Kafka)
 	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "the loaders' dead-letter topic")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.Reason, "reason", "", "", "dlq: only dead letters of this reason (decode, convert, toast_without_base, ...); pause: why, shown with the pause in /v1/shards and the loaders' log")
@@ -191,6 +194,7 @@ func (c *Config) Validate() error {
 	if len(flagenv.List(c.Brokers)) == 0 {
 		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
 	}
+	errs = append(errs, c.Kafka.Validate()...)
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
@@ -259,11 +263,19 @@ func run(ctx context.Context, c *Config) error {
 			return fmt.Errorf("--table %q: no such table in %s", c.Table, c.TablesFile)
 		}
 	}
-	cl, err := admin.NewProducer(flagenv.List(c.Brokers))
+	kafkaOpts, err := c.Kafka.ClientOpts()
+	if err != nil {
+		return err
+	}
+	brokers := flagenv.List(c.Brokers)
+	cl, err := admin.NewProducer(brokers, kafkaOpts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	if err := kafkaconn.Check(ctx, cl, brokers, c.Kafka); err != nil {
+		return err
+	}
 	switch c.Action {
 	case "teardown":
 		return teardown(ctx, c, cfg, cl, log)
@@ -424,7 +436,11 @@ func pause(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, l
 // resnapshot runs the resnapshot action.
 func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, log *slog.Logger) error {
 	slot := strings.ReplaceAll(cmp.Or(c.Slot, "tributary_shard_<N>"), "<N>", strconv.Itoa(c.Shard))
-	target := admin.ResnapshotTarget{Shard: c.Shard, DSN: c.DSN, Slot: slot, StateTopic: c.StateTopic, Brokers: flagenv.List(c.Brokers)}
+	kafkaOpts, err := c.Kafka.ClientOpts()
+	if err != nil {
+		return err
+	}
+	target := admin.ResnapshotTarget{Shard: c.Shard, DSN: c.DSN, Slot: slot, StateTopic: c.StateTopic, Brokers: flagenv.List(c.Brokers), KafkaOpts: kafkaOpts}
 	if c.FleetFile != "" {
 		fl, err := fleet.Load(c.FleetFile)
 		if err != nil {

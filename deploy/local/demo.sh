@@ -86,6 +86,16 @@ set -a
 source "$TRIBUTARY_HOME/stack.env"
 set +a
 TRIBUTARY_FLEET=${fleet_given:-${TRIBUTARY_FLEET:-}}
+# TRIBUTARY_SECURE=1: every Kafka client (readers, loader) uses the stack's
+# SASL_SSL listener, TLS against the stack's CA and SCRAM-SHA-512, which
+# `TRIBUTARY_SECURE=1 deploy/local/stack.sh up` gives Apache Kafka.
+if [[ ${TRIBUTARY_SECURE:-0} == 1 ]]; then
+	[[ -n ${TRIBUTARY_KAFKA_SASL_SSL_BROKERS:-} ]] ||
+		die "TRIBUTARY_SECURE=1, but the stack's Kafka has no SASL_SSL listener: run 'deploy/local/stack.sh down', then 'TRIBUTARY_SECURE=1 TRIBUTARY_KAFKA=real deploy/local/stack.sh up'"
+	export TRIBUTARY_KAFKA_BROKERS=$TRIBUTARY_KAFKA_SASL_SSL_BROKERS TRIBUTARY_KAFKA_CA_FILE=$TRIBUTARY_STACK_CA_FILE \
+		TRIBUTARY_KAFKA_SASL_USER=$TRIBUTARY_KAFKA_SASL_SSL_USER TRIBUTARY_KAFKA_SASL_PASSWORD_FILE=$TRIBUTARY_KAFKA_SASL_SSL_PASSWORD_FILE
+	TRIBUTARY_KAFKA_KIND="$TRIBUTARY_KAFKA_KIND, SASL_SSL on $TRIBUTARY_KAFKA_BROKERS"
+fi
 PORT_OFFSET=${TRIBUTARY_PORT_OFFSET:-0}
 [[ $PORT_OFFSET =~ ^[0-9]+$ ]] || die "TRIBUTARY_PORT_OFFSET='$PORT_OFFSET' is not a number"
 API_ADDR=${TRIBUTARY_API_LISTEN:-127.0.0.1:$((8080 + PORT_OFFSET))}

@@ -26,6 +26,14 @@ KAFKA_NODES=1 # resolve_kafka_nodes (stack.d/kafka.sh) sets it
 SCHEMA_DIR=${TRIBUTARY_SCHEMA_DIR:-$REPO/schema/postgres}
 WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
 KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
+# TRIBUTARY_SECURE=1 gives Apache Kafka a SASL_SSL listener beside the
+# plaintext one (stack.d/kafka.sh); 0, the default, leaves the stack as it
+# always was.
+SECURE=${TRIBUTARY_SECURE:-0}
+[[ $SECURE == 0 || $SECURE == 1 ]] || {
+	echo "stack.sh: TRIBUTARY_SECURE must be 0 or 1, got '$SECURE'" >&2
+	exit 2
+}
 
 # TRIBUTARY_PORT_OFFSET shifts every port, so that several stacks (one per
 # checkout, say) run side by side on one machine. A home remembers its
@@ -47,6 +55,9 @@ KAFKA_CONTROLLER_PORT=$((59093 + PORT_OFFSET))
 EMBEDDED_PORT=$((59192 + PORT_OFFSET))
 # 59440: no other port of any stack (all offsets are multiples of 200) is it.
 CH_TCP_SECURE_PORT=$((59440 + PORT_OFFSET))
+# Kafka's SASL_SSL listener (TRIBUTARY_SECURE=1), node n at +2(n-1): 59480..59488,
+# which no other port of any stack is either.
+KAFKA_SASL_PORT=$((59480 + PORT_OFFSET))
 KAFKA_PARTITIONS=4
 HOST=127.0.0.1
 
@@ -91,10 +102,13 @@ Environment:
   TRIBUTARY_PORT_OFFSET   added to every port, a multiple of 200, for several stacks on one
                           machine (default: the offset this home was started with, else 0)
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
+  TRIBUTARY_SECURE        1: Apache Kafka also listens with SASL_SSL (the stack's CA, user
+                          $KAFKA_SASL_USER, SCRAM-SHA-512); stack.env then names its brokers,
+                          user and password file (TRIBUTARY_KAFKA_SASL_SSL_*). Default 0
   TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
 
 Ports (127.0.0.1): PostgreSQL ${PG_PORT_BASE}+i, ClickHouse tcp $CH_TCP_PORT (TLS $CH_TCP_SECURE_PORT) http $CH_HTTP_PORT,
-Kafka $KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT; node n of a cluster +2(n-1)),
+Kafka $KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT, SASL_SSL $KAFKA_SASL_PORT; node n of a cluster +2(n-1)),
 embedded Kafka $EMBEDDED_PORT.
 EOF
 }
@@ -167,6 +181,7 @@ preflight() {
 	[[ -x $PG_BIN/initdb ]] || die "PostgreSQL 15 not found in $PG_BIN: run deploy/local/install.sh"
 	if wants_real && ! kafka_all_alive; then
 		command -v java >/dev/null || die "java not found (Kafka needs Java 17+): run deploy/local/install.sh"
+		((SECURE == 0)) || command -v go >/dev/null || die "go not found (TRIBUTARY_SECURE=1 builds deploy/local/kafka/scram-user to make Kafka's SCRAM user)"
 		jars_complete "$KAFKA_JARS" ||
 			die "Kafka $KAFKA_VERSION jars missing or incomplete in $KAFKA_JARS: run deploy/local/install.sh"
 		local port ctrl n=1
@@ -174,6 +189,7 @@ preflight() {
 			kafka_node_pid "$n" >/dev/null || {
 				require_port_free "$port" "kafka node $n"
 				require_port_free "$ctrl" "the controller of kafka node $n"
+				((SECURE == 0)) || require_port_free "$(kafka_node_sasl_port "$n")" "the SASL_SSL listener of kafka node $n"
 			}
 			n=$((n + 1))
 		done < <(kafka_ports)
@@ -220,6 +236,14 @@ write_env() {
 		if wants_real; then
 			echo "TRIBUTARY_KAFKA_BROKERS=$(kafka_bootstrap)"
 			echo "TRIBUTARY_KAFKA_BROKERS_COUNT=$KAFKA_NODES"
+			if ((SECURE)); then
+				# Not TRIBUTARY_KAFKA_SASL_USER itself: a client that
+				# sources this file then still speaks plaintext to
+				# TRIBUTARY_KAFKA_BROKERS; demo.sh maps these when secure.
+				echo "TRIBUTARY_KAFKA_SASL_SSL_BROKERS=$(kafka_bootstrap_sasl)"
+				echo "TRIBUTARY_KAFKA_SASL_SSL_USER=$KAFKA_SASL_USER"
+				echo "TRIBUTARY_KAFKA_SASL_SSL_PASSWORD_FILE=$KAFKA_SASL_PASSWORD_FILE"
+			fi
 		else
 			echo "TRIBUTARY_KAFKA_BROKERS=$HOST:$EMBEDDED_PORT"
 		fi
@@ -277,7 +301,7 @@ cmd_up() {
 	log "up: $SHARDS shards, kafka $KAFKA_KIND ($KAFKA_NODES node(s)), home $TRIBUTARY_HOME"
 	# shellcheck disable=SC2046 # one port a word
 	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" "$CH_TCP_PORT" "$CH_HTTP_PORT" \
-		"$CH_INTERSERVER_PORT" "$CH_TCP_SECURE_PORT" $(kafka_ports) "$EMBEDDED_PORT"
+		"$CH_INTERSERVER_PORT" "$CH_TCP_SECURE_PORT" $(kafka_ports) $( ((SECURE)) && kafka_sasl_ports) "$EMBEDDED_PORT"
 	preflight
 
 	if [[ ! -s $PASSWORD_FILE ]]; then

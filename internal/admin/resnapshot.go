@@ -40,6 +40,8 @@ type ResnapshotTarget struct {
 	Slot       string
 	StateTopic string
 	Brokers    []string
+	// KafkaOpts are the client's TLS and SASL options (internal/kafkaconn).
+	KafkaOpts []kgo.Opt
 }
 
 // ResnapshotStatus reads the reader state of target's shard: its identity
@@ -49,7 +51,7 @@ func ResnapshotStatus(ctx context.Context, cl *kgo.Client, target ResnapshotTarg
 	if err != nil {
 		return reader.ResnapshotStatus{}, fmt.Errorf("shard %d: %w", target.Shard, err)
 	}
-	st, err := reader.ReadResnapshotStatus(ctx, cl, target.Brokers, target.StateTopic, sys, db, target.Slot)
+	st, err := reader.ReadResnapshotStatus(ctx, cl, target.Brokers, target.KafkaOpts, target.StateTopic, sys, db, target.Slot)
 	if err != nil {
 		return st, fmt.Errorf("shard %d, state topic %s: %w", target.Shard, target.StateTopic, err)
 	}

@@ -10,14 +10,25 @@
 // offsets included, survives a restart on the same DataDir when the broker
 // was stopped cleanly (Broker.Close); without SyncWrites, batches written in
 // the last moments before a crash may be lost, as with Kafka's defaults.
+//
+// Security, as far as kfake goes: TLS with a certificate and key
+// (Config.TLSCertFile), client certificates required when Config.ClientCAFile
+// is set, and SASL SCRAM-SHA-512 for one user (Config.SASLUser). kfake has
+// one listener per broker, so TLS and SASL apply to every connection (no
+// plaintext listener beside them), and on a wrong password it closes the
+// connection instead of answering SASL_AUTHENTICATION_FAILED, so a client
+// sees "no answer" rather than a refusal (internal/kafkaconn says both).
 package embeddedkafka
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 
@@ -43,6 +54,14 @@ type Config struct {
 	// LogLevel is the level of kfake's own logging: none, error, warn,
 	// info or debug.
 	LogLevel string
+	// TLSCertFile and TLSKeyFile (PEM) turn TLS on; both or neither.
+	TLSCertFile, TLSKeyFile string
+	// ClientCAFile (PEM), with TLS, requires clients to show a
+	// certificate this authority signed.
+	ClientCAFile string
+	// SASLUser, with SASLPassword, turns SASL SCRAM-SHA-512 on: every
+	// connection must authenticate as this user.
+	SASLUser, SASLPassword string
 }
 
 // Validate reports the first problem with the configuration.
@@ -71,7 +90,40 @@ func (c Config) Validate() error {
 	if _, err := parseLogLevel(c.LogLevel); err != nil {
 		return err
 	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("the TLS certificate and key files go together: set both or neither")
+	}
+	if c.ClientCAFile != "" && c.TLSCertFile == "" {
+		return errors.New("a client CA file needs TLS: set the TLS certificate and key files too")
+	}
+	if (c.SASLUser == "") != (c.SASLPassword == "") {
+		return errors.New("the SASL user and its password go together: set both or neither")
+	}
 	return nil
+}
+
+// tlsConfig is the listener's TLS, or nil without a certificate.
+func (c Config) tlsConfig() (*tls.Config, error) {
+	if c.TLSCertFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("TLS certificate %s / key %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.ClientCAFile != "" {
+		pem, err := os.ReadFile(c.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("client CA file: %w", err)
+		}
+		tc.ClientCAs = x509.NewCertPool()
+		if !tc.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client CA file %s: no PEM certificate in it", c.ClientCAFile)
+		}
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
 }
 
 // Broker is a running embedded broker.
@@ -117,6 +169,16 @@ func Start(cfg Config, logger *slog.Logger) (*Broker, error) {
 	}
 	if cfg.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())
+	}
+	tlsConf, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tlsConf != nil {
+		opts = append(opts, kfake.TLS(tlsConf))
+	}
+	if cfg.SASLUser != "" {
+		opts = append(opts, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", cfg.SASLUser, cfg.SASLPassword))
 	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {

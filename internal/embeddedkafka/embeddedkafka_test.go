@@ -29,6 +29,11 @@ func TestConfigValidate(t *testing.T) {
 		{"empty topic", func(c *Config) { c.Topics = []string{""} }, false},
 		{"topic with comma", func(c *Config) { c.Topics = []string{"a,b"} }, false},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, false},
+		{"TLS", func(c *Config) { c.TLSCertFile, c.TLSKeyFile = "c.pem", "k.pem" }, true},
+		{"cert without key", func(c *Config) { c.TLSCertFile = "c.pem" }, false},
+		{"client CA without TLS", func(c *Config) { c.ClientCAFile = "ca.pem" }, false},
+		{"SASL", func(c *Config) { c.SASLUser, c.SASLPassword = "u", "p" }, true},
+		{"SASL user without password", func(c *Config) { c.SASLUser = "u" }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -87,6 +87,7 @@ import (
 	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/dedupe"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/preagg"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
@@ -94,10 +95,13 @@ import (
 
 // Config is what a Loader needs.
 type Config struct {
-	Brokers  []string
-	Group    string
-	DLQTopic string
-	Tables   *tables.Config
+	Brokers []string
+	// KafkaSecurity is the TLS and SASL of the connections to Brokers (the
+	// zero value: plaintext, no authentication).
+	KafkaSecurity kafkaconn.Security
+	Group         string
+	DLQTopic      string
+	Tables        *tables.Config
 	// BatchRecords, BatchBytes and BatchWait bound a batch: it is written
 	// when any is reached, or as soon as nothing more is buffered, the
 	// previous batch is written and the batch holds a watermark record (or
@@ -292,7 +296,11 @@ func (l *Loader) Run(ctx context.Context) error {
 	// Before the client: partitions may be assigned as soon as it exists.
 	l.elect.begin(ctx)
 	defer l.elect.stop()
-	opts := []kgo.Opt{
+	kafkaOpts, err := l.cfg.KafkaSecurity.ClientOpts()
+	if err != nil {
+		return err
+	}
+	opts := append(kafkaOpts,
 		kgo.SeedBrokers(l.cfg.Brokers...),
 		kgo.ConsumerGroup(l.cfg.Group),
 		// A killed loader's partitions wait for its session to expire:
@@ -310,7 +318,7 @@ func (l *Loader) Run(ctx context.Context) error {
 		// cannot overshoot it by more than one batch (Kafka may still
 		// return one record batch larger than this: it always returns one).
 		kgo.FetchMaxBytes(int32(min(16<<20, l.cfg.BatchBytes))),
-		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			// Images of a partition held before are stale if another
 			// loader owned it meanwhile (a batch polled before it was
@@ -337,7 +345,7 @@ func (l *Loader) Run(ctx context.Context) error {
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { l.rebalanceWanted.Store(true) }),
 		// DLQ produces: idempotent, acks=all (franz-go defaults).
 		kgo.AllowAutoTopicCreation(),
-	}
+	)
 	if l.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(l.cfg.InstanceID))
 	}
@@ -351,6 +359,11 @@ func (l *Loader) Run(ctx context.Context) error {
 		cl.AllowRebalance()
 		cl.Close()
 	}()
+	// A wrong password or an untrusted certificate stops the loader here,
+	// saying which, instead of as fetch errors retried forever.
+	if err := kafkaconn.Check(ctx, cl, l.cfg.Brokers, l.cfg.KafkaSecurity); err != nil {
+		return err
+	}
 
 	if err := l.loadPlacement(ctx); err != nil {
 		if ctx.Err() != nil {

@@ -36,8 +36,9 @@ func (p topicPartitioner) Partition(r *kgo.Record, n int) int {
 // newProducer builds the idempotent, acks=all producer. MaxBufferedRecords
 // and MaxBufferedBytes bound memory: when Kafka is slow, Produce blocks and the reader stops
 // reading WAL (backpressure); the slot holds the WAL meanwhile.
-func newProducer(brokers []string, maxBuffered, maxBufferedBytes int) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(
+// kafkaOpts are the connection's TLS and SASL (kafkaconn.Security).
+func newProducer(brokers []string, kafkaOpts []kgo.Opt, maxBuffered, maxBufferedBytes int) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(kafkaOpts,
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(5*time.Millisecond),
@@ -50,7 +51,7 @@ func newProducer(brokers []string, maxBuffered, maxBufferedBytes int) (*kgo.Clie
 		// are created before producing, so unknown-topic errors are retried
 		// too (metadata may lag creation).
 		kgo.UnknownTopicRetries(-1),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer: %w", err)
 	}

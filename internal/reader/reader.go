@@ -58,6 +58,7 @@ import (
 
 	"github.com/tributary/tributary/internal/decode"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/pgdsn"
 	"github.com/tributary/tributary/internal/rowkey"
 	"github.com/tributary/tributary/internal/tables"
@@ -76,7 +77,10 @@ type Config struct {
 	Publication string
 	Tables      *tables.Config
 	Brokers     []string
-	Partitions  int32
+	// KafkaSecurity is the TLS and SASL of every connection to Brokers
+	// (the zero value: plaintext, no authentication).
+	KafkaSecurity kafkaconn.Security
+	Partitions    int32
 	// ReplicationFactor is the replica count of the topics the reader
 	// creates (table topics and the state topic); 0 leaves it to the
 	// cluster's default.replication.factor, which is how a cluster of any
@@ -202,6 +206,20 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err := pgdsn.Check(r.cfg.DSN); err != nil {
 		return fmt.Errorf("shard %d: %w", r.cfg.Shard, err)
 	}
+	kafkaOpts, err := r.cfg.KafkaSecurity.ClientOpts()
+	if err != nil {
+		return err
+	}
+	r.producer, err = newProducer(r.cfg.Brokers, kafkaOpts, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
+	if err != nil {
+		return err
+	}
+	defer r.producer.Close()
+	// A wrong password or an untrusted certificate stops the reader here,
+	// saying which, before the shard is touched (publication, slot).
+	if err := kafkaconn.Check(ctx, r.producer, r.cfg.Brokers, r.cfg.KafkaSecurity); err != nil {
+		return err
+	}
 	sqlConn, err := pgx.Connect(ctx, r.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("connect shard %d: %w", r.cfg.Shard, err)
@@ -230,11 +248,6 @@ func (r *Reader) Run(ctx context.Context) error {
 		return err
 	}
 
-	r.producer, err = newProducer(r.cfg.Brokers, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
-	if err != nil {
-		return err
-	}
-	defer r.producer.Close()
 	if r.parts, err = ensureTopics(ctx, r.producer, r.cfg.Tables.Topics(), r.cfg.Partitions, r.cfg.ReplicationFactor); err != nil {
 		return err
 	}
@@ -259,7 +272,7 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err := ensureStateTopic(ctx, r.producer, r.cfg.StateTopic, r.cfg.ReplicationFactor); err != nil {
 		return err
 	}
-	states, err := r.state.load(ctx, r.cfg.Brokers)
+	states, err := r.state.load(ctx, r.cfg.Brokers, kafkaOpts)
 	if err != nil {
 		return err
 	}

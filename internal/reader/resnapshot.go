@@ -726,9 +726,10 @@ type ResnapshotStatus struct {
 
 // ReadResnapshotStatus reads the reader state of the slot of the shard
 // with PostgreSQL system identifier systemID and database from topic.
-func ReadResnapshotStatus(ctx context.Context, cl *kgo.Client, brokers []string, topic, systemID, database, slot string) (ResnapshotStatus, error) {
+// opts are the Kafka client's security options (internal/kafkaconn).
+func ReadResnapshotStatus(ctx context.Context, cl *kgo.Client, brokers []string, opts []kgo.Opt, topic, systemID, database, slot string) (ResnapshotStatus, error) {
 	s := &stateStore{cl: cl, topic: topic, id: shardIdentity{SystemID: systemID, Database: database, Slot: slot}}
-	st, err := s.load(ctx, brokers)
+	st, err := s.load(ctx, brokers, opts)
 	if err != nil {
 		return ResnapshotStatus{}, err
 	}

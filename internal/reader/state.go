@@ -160,7 +160,7 @@ func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string, rf int1
 
 // load reads the records that concern this reader's slot, reading the
 // topic from the start to its current end.
-func (s *stateStore) load(ctx context.Context, brokers []string) (storedStates, error) {
+func (s *stateStore) load(ctx context.Context, brokers []string, kafkaOpts []kgo.Opt) (storedStates, error) {
 	st := storedStates{others: map[string]*readerState{}}
 	adm := kadm.NewClient(s.cl)
 	ends, err := adm.ListEndOffsets(ctx, s.topic)
@@ -184,8 +184,8 @@ func (s *stateStore) load(ctx context.Context, brokers []string) (storedStates, 
 	if len(want) == 0 {
 		return st, nil
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(s.topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons, err := kgo.NewClient(append(kafkaOpts, kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(s.topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		return st, fmt.Errorf("state consumer: %w", err)
 	}

@@ -11,10 +11,23 @@
 # quorum (a static one: controller.quorum.voters); topics get
 # min(nodes, 3) replicas by default (KAFKA_RF) and min.insync.replicas is
 # one less, so that acks=all writes go on with one node down.
+#
+# With TRIBUTARY_SECURE=1 (SECURE) every node also has a SASL_SSL listener
+# on KAFKA_SASL_PORT+2(n-1): TLS with the stack's server certificate
+# (stack.d/tls.sh, as a PEM keystore) and SCRAM-SHA-512, user
+# KAFKA_SASL_USER, whose password is made once in KAFKA_SASL_PASSWORD_FILE
+# and set on every `up` (kafka_scram_user). The plaintext listener stays,
+# on 127.0.0.1, for the stack's own checks and the tests of the plain path;
+# brokers talk to each other and to the controllers over it too. A
+# production cluster closes it (README, "Security: TLS and users per hop").
+
+KAFKA_SASL_USER=tributary
+KAFKA_SASL_PASSWORD_FILE=$TRIBUTARY_HOME/secrets/kafka_sasl_password
 
 kafka_node_dir() { if ((KAFKA_NODES == 1)); then echo "$KAFKA_DIR"; else echo "$KAFKA_DIR/node-$1"; fi; }
 kafka_node_port() { echo $((KAFKA_PORT + 2 * ($1 - 1))); }
 kafka_node_ctrl_port() { echo $((KAFKA_CONTROLLER_PORT + 2 * ($1 - 1))); }
+kafka_node_sasl_port() { echo $((KAFKA_SASL_PORT + 2 * ($1 - 1))); }
 
 # resolve_kafka_nodes picks the node count: the one asked for, else the one
 # the stack was started with, else 1. Changing it needs a purge: the
@@ -37,6 +50,19 @@ kafka_bootstrap() {
 	local n out=''
 	for ((n = 1; n <= KAFKA_NODES; n++)); do out+="${out:+,}$HOST:$(kafka_node_port "$n")"; done
 	echo "$out"
+}
+
+# kafka_bootstrap_sasl is the same for the SASL_SSL listeners.
+kafka_bootstrap_sasl() {
+	local n out=''
+	for ((n = 1; n <= KAFKA_NODES; n++)); do out+="${out:+,}$HOST:$(kafka_node_sasl_port "$n")"; done
+	echo "$out"
+}
+
+# kafka_sasl_ports lists every node's SASL_SSL port.
+kafka_sasl_ports() {
+	local n
+	for ((n = 1; n <= KAFKA_NODES; n++)); do kafka_node_sasl_port "$n"; done
 }
 
 # kafka_ports lists every node's broker and controller ports.
@@ -68,7 +94,7 @@ kafka_ready() {
 }
 
 kafka_write_config() {
-	local n=$1 dir port ctrl quorum voters='' i
+	local n=$1 dir port ctrl quorum voters='' i listeners advertised protocols secure=''
 	dir=$(kafka_node_dir "$n")
 	port=$(kafka_node_port "$n")
 	ctrl=$(kafka_node_ctrl_port "$n")
@@ -79,16 +105,30 @@ kafka_write_config() {
 		for ((i = 1; i <= KAFKA_NODES; i++)); do voters+="${voters:+,}$i@$HOST:$(kafka_node_ctrl_port "$i")"; done
 		quorum="controller.quorum.voters=$voters"
 	fi
+	listeners="PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$ctrl"
+	protocols="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+	if ((SECURE)); then
+		listeners+=",SASL_SSL://$HOST:$(kafka_node_sasl_port "$n")"
+		protocols+=",SASL_SSL:SASL_SSL"
+		secure="# TRIBUTARY_SECURE=1: TLS with the stack's certificate, SCRAM-SHA-512.
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location=$KAFKA_KEYSTORE
+ssl.enabled.protocols=TLSv1.2,TLSv1.3"
+	fi
+	advertised=$listeners
 	cat >"$dir/server.properties" <<EOF
 # Written by deploy/local/stack.sh on every start; edits are lost.
 process.roles=broker,controller
 node.id=$n
 $quorum
-listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$ctrl
-advertised.listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$ctrl
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=$protocols
+$secure
 log.dirs=$dir/data
 num.partitions=$KAFKA_PARTITIONS
 auto.create.topics.enable=true
@@ -205,8 +245,55 @@ kafka_node_start() {
 	echo $! >"$(kafka_pidfile "$n")"
 }
 
+# kafka_secure_ensure makes what the SASL_SSL listener needs: the PEM
+# keystore (the stack's server key and certificate in one file, readable
+# by root only) and the SCRAM user's password.
+KAFKA_KEYSTORE=$TLS_DIR/kafka-keystore.pem
+kafka_secure_ensure() {
+	if [[ ! -s $KAFKA_KEYSTORE || $TLS_CERT -nt $KAFKA_KEYSTORE ]]; then
+		(umask 077 && cat "$TLS_KEY" "$TLS_CERT" >"$KAFKA_KEYSTORE") ||
+			die "kafka: could not write the keystore $KAFKA_KEYSTORE"
+	fi
+	if [[ ! -s $KAFKA_SASL_PASSWORD_FILE ]]; then
+		mkdir -p "$(dirname "$KAFKA_SASL_PASSWORD_FILE")"
+		(umask 077 && openssl rand -hex 24 >"$KAFKA_SASL_PASSWORD_FILE")
+	fi
+}
+
+# kafka_scram_user sets the SCRAM-SHA-512 password of KAFKA_SASL_USER
+# (deploy/local/kafka/scram-user, over the plaintext listener), then waits
+# until every SASL_SSL listener answers.
+kafka_scram_user() {
+	local n
+	mkdir -p "$BIN_DIR"
+	(cd "$REPO" && go build -o "$BIN_DIR/scram-user" ./deploy/local/kafka/scram-user) >"$KAFKA_DIR/scram-user.log" 2>&1 ||
+		die "kafka: go build ./deploy/local/kafka/scram-user failed: $(tail -n 20 "$KAFKA_DIR/scram-user.log")"
+	"$BIN_DIR/scram-user" --brokers "$(kafka_bootstrap)" --user "$KAFKA_SASL_USER" \
+		--password-file "$KAFKA_SASL_PASSWORD_FILE" >>"$KAFKA_DIR/scram-user.log" 2>&1 ||
+		die "kafka: could not set the SCRAM password of $KAFKA_SASL_USER: $(tail -n 5 "$KAFKA_DIR/scram-user.log")"
+	for ((n = 1; n <= KAFKA_NODES; n++)); do
+		wait_ready "kafka node $n SASL_SSL on port $(kafka_node_sasl_port "$n")" "$(kafka_node_dir "$n")/logs/server.log" \
+			true port_open "$(kafka_node_sasl_port "$n")" || die "$WAIT_ERROR"
+	done
+	log "kafka: SASL_SSL on $(kafka_bootstrap_sasl), user $KAFKA_SASL_USER (password in $KAFKA_SASL_PASSWORD_FILE)"
+}
+
+# kafka_mode_matches tells whether running node $1 was started with the
+# listeners TRIBUTARY_SECURE asks for now.
+kafka_mode_matches() {
+	local has=0
+	grep -q '^listeners=.*SASL_SSL://' "$(kafka_node_dir "$1")/server.properties" 2>/dev/null && has=1
+	((has == SECURE))
+}
+
 kafka_up() {
 	local n what="kafka ($KAFKA_NODES node(s)) on $(kafka_bootstrap)" logs=''
+	((SECURE == 0)) || kafka_secure_ensure
+	for ((n = 1; n <= KAFKA_NODES; n++)); do
+		if kafka_node_pid "$n" >/dev/null && ! kafka_mode_matches "$n"; then
+			die "kafka node $n runs $( ((SECURE)) && echo without || echo with) its SASL_SSL listener, but TRIBUTARY_SECURE=$SECURE; run 'deploy/local/stack.sh down' first (the data stays)"
+		fi
+	done
 	for ((n = 1; n <= KAFKA_NODES; n++)); do
 		logs+="${logs:+:}$(kafka_node_dir "$n")/logs/stdout.log:$(kafka_node_dir "$n")/logs/server.log"
 	done
@@ -214,6 +301,7 @@ kafka_up() {
 		# Running, but perhaps still starting (another up, or a crash loop).
 		wait_ready "$what" "$logs" kafka_all_alive kafka_ready_real || die "$WAIT_ERROR"
 		log "kafka: running (pids $(kafka_pid | xargs)) on $(kafka_bootstrap)"
+		((SECURE == 0)) || kafka_scram_user
 		return
 	fi
 	# The nodes that are down are started (a cluster that lost one gets it
@@ -229,6 +317,7 @@ kafka_up() {
 		die "$WAIT_ERROR"
 	fi
 	log "kafka: started (pids $(kafka_pid | xargs)) on $(kafka_bootstrap)"
+	((SECURE == 0)) || kafka_scram_user
 }
 
 # kafka_down stops every node at once: one by one, the last ones would wait
