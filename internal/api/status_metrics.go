@@ -95,6 +95,10 @@ type readerView struct {
 	WALStatus      string
 	Errors         float64
 	SnapshotTables int
+	// Down: the reader reports tributary_reader_up 0 after failed runs
+	// (Restarts > 0): it waits to retry the shard.
+	Down     bool
+	Restarts float64
 }
 
 // partitionLag is the loader group's lag on one partition.
@@ -169,6 +173,8 @@ func readComponents(results []endpointResult) componentsView {
 				rv.WALStatus = label(m, "status")
 			}
 		})
+		readers("tributary_reader_up", func(rv *readerView, m *dto.Metric) { rv.Down = value(m) == 0 })
+		readers("tributary_reader_restarts_total", func(rv *readerView, m *dto.Metric) { rv.Restarts = value(m) })
 		readers("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) {
 			rv.SnapshotTables++
 			rv.Progress = min(rv.Progress, value(m))
@@ -186,6 +192,8 @@ func readComponents(results []endpointResult) componentsView {
 	}
 	for _, rv := range v.Readers {
 		switch {
+		case rv.Down && rv.Restarts > 0:
+			rv.State = fmt.Sprintf("error: down, retrying (%.0f failed runs)", rv.Restarts)
 		case rv.WALStatus == "lost":
 			rv.State = "error: slot lost"
 		case rv.Progress < 1:
