@@ -119,8 +119,13 @@ func TestReaderManyShards(t *testing.T) {
 	stopped := time.Now()
 	restarted := false
 	defer func() {
-		if !restarted { // never leave the stack's shard down
-			down.start(ctx, t, "")
+		if !restarted { // never leave the stack's shard down, even after ctx ended
+			sctx, scancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer scancel()
+			if down.port != "" {
+				down.stop(sctx, t)
+			}
+			down.start(sctx, t, "")
 		}
 	}()
 	waitMetric(ctx, t, metricsAddr, `tributary_reader_restarts_total{shard="5"}`, func(v float64) bool { return v >= 1 })
@@ -233,9 +238,11 @@ func readMetric(t *testing.T, addr, series string) float64 {
 	return -1
 }
 
-// waitMetric waits until series on addr satisfies ok.
+// waitMetric waits until series on addr satisfies ok, at most 90 s.
 func waitMetric(ctx context.Context, t *testing.T, addr, series string, ok func(float64) bool) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
 	for {
 		v := readMetric(t, addr, series)
 		if ok(v) {

@@ -75,7 +75,6 @@ func Supervise(ctx context.Context, cfgs []Config, b Backoff, log *slog.Logger, 
 
 // superviseShard runs one shard until ctx is done.
 func superviseShard(ctx context.Context, cfg Config, b Backoff, log *slog.Logger, m *metrics) {
-	log = log.With(slog.Int("shard", cfg.Shard))
 	var wait time.Duration
 	for ctx.Err() == nil {
 		started := time.Now()
@@ -93,7 +92,7 @@ func superviseShard(ctx context.Context, cfg Config, b Backoff, log *slog.Logger
 			err = errors.New("reader stopped without an error")
 		}
 		log.Error("shard failed; retrying it alone, the other shards keep streaming",
-			slog.String("slot", cfg.Slot), slog.Any("err", err),
+			slog.Int("shard", cfg.Shard), slog.String("slot", cfg.Slot), slog.Any("err", err),
 			slog.Duration("ran", ran.Round(time.Millisecond)), slog.Duration("retry_in", d.Round(time.Millisecond)))
 		t := time.NewTimer(d)
 		select {
