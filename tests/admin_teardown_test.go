@@ -45,7 +45,7 @@ func TestAdminTeardown(t *testing.T) {
 		shards = append(shards, fleet.Endpoint{Number: s, DSN: p.stack.ShardDSNs[s]})
 	}
 	name := "e2e_" + p.suffix
-	d := &admin.Deployment{Shards: shards, Slot: name + "_<N>", Publication: name,
+	d := &admin.Deployment{Shards: shards, Slot: name + "_{shard}", Publication: name,
 		Topics: append(p.tables.Topics(), name+".state", name+".dlq"), Group: name,
 		Kafka: cl, ClickHouse: p.store.Conn(), Database: p.chDB}
 

@@ -1,5 +1,6 @@
-// Command cdc-reader streams one PostgreSQL shard's changes into Kafka as
-// Tributary change envelopes. Run one per shard.
+// Command cdc-reader streams PostgreSQL shards' changes into Kafka as
+// Tributary change envelopes: one shard (--shard), or a set of the fleet
+// file's shards in one process (--shards), each retried alone on failure.
 package main
 
 import (
@@ -9,6 +10,8 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -21,7 +24,8 @@ import (
 	"github.com/tributary/tributary/internal/telemetry"
 )
 
-const usage = `cdc-reader — streams one PostgreSQL shard into Kafka.
+const usage = `cdc-reader — streams PostgreSQL shards into Kafka: one (--shard N), or
+several of the fleet file's in one process (--fleet F --shards 0-31).
 
 On first start it creates the publication (for the configured tables) and the
 logical replication slot, copies the tables in chunks (--snapshot-workers at
@@ -37,17 +41,31 @@ never a flag), or, when that is not set, from the fleet file (--fleet): the
 reader_dsn_env / reader_dsn_file of shard --shard there, else its dsn_env /
 dsn_file. Use a role with REPLICATION and SELECT on the tables.
 
+With --shards (ranges and lists of the fleet file's numbers, or all) one
+process serves every shard named, each with its own connections, slot
+(--slot with {shard} in it; default tributary_shard_{shard}), state,
+producer and goroutines. A shard that fails (its PostgreSQL down or
+unreachable at start, its slot lost, a refusal) is logged, counted in
+tributary_reader_restarts_total{shard}, shown as tributary_reader_up{shard}
+0, and run again after --retry-min doubling to --retry-max, while the
+others keep streaming. With --shard the process exits on failure instead
+(its service manager restarts it), as it always did.
+
 Example:
   TRIBUTARY_PG_DSN='postgres://tributary_repl:...@127.0.0.1:55432/app' \
     cdc-reader --shard 0 --tables deploy/local/tables.json --kafka-brokers 127.0.0.1:59092
-  cdc-reader --fleet .stack/fleet.json --shard 5 ...   # DSN from the fleet file`
+  cdc-reader --fleet .stack/fleet.json --shard 5 ...   # DSN from the fleet file
+  cdc-reader --fleet .stack/fleet.json --shards 0-31 ... # 32 shards, one process`
 
 // Config is the reader's whole configuration.
 type Config struct {
 	Shard             int
+	Shards            string
 	DSN               string
 	FleetFile         string
 	Slot              string
+	RetryMin          time.Duration
+	RetryMax          time.Duration
 	Publication       string
 	TablesFile        string
 	Brokers           string
@@ -68,15 +86,29 @@ type Config struct {
 	MetricsAddr       string
 	LogFormat         string
 	LogLevel          string
+
+	// targets are the shards served, their DSNs and slots read (parse).
+	targets []target
+	// setErr is what reading the fleet file for --shards found wrong.
+	setErr error
+}
+
+// target is one shard the process serves.
+type target struct {
+	shard     int
+	dsn, slot string
 }
 
 func parse(args []string) (*Config, error) {
 	var c Config
 	fs := flagenv.New("cdc-reader", usage)
-	fs.Int(&c.Shard, "shard", "TRIBUTARY_SHARD", -1, "this shard's number in the fleet, 0..8191, any numbering (required)")
+	fs.Int(&c.Shard, "shard", "TRIBUTARY_SHARD", -1, "this shard's number in the fleet, 0..8191, any numbering (this or --shards is required)")
+	fs.String(&c.Shards, "shards", "TRIBUTARY_READER_SHARDS", "", "serve these shards of the fleet file in one process: numbers and ranges (0-31, 1,5,17-20) or all; each retried alone on failure")
+	fs.Duration(&c.RetryMin, "retry-min", "TRIBUTARY_READER_RETRY_MIN", reader.DefaultBackoff.Min, "with --shards: wait before a failed shard's first retry (doubled per failure in a row)")
+	fs.Duration(&c.RetryMax, "retry-max", "TRIBUTARY_READER_RETRY_MAX", reader.DefaultBackoff.Max, "with --shards: the longest wait between a failed shard's retries")
 	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
-	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: where shard --shard's DSN comes from when $TRIBUTARY_PG_DSN is not set")
-	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "replication slot name (default tributary_shard_<N>)")
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards --shards names and their DSNs, or where shard --shard's DSN comes from when $TRIBUTARY_PG_DSN is not set")
+	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "replication slot name; {shard} in it is the shard's number (default tributary_shard_{shard})")
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "publication name; created for the configured tables if absent")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
@@ -100,28 +132,78 @@ func parse(args []string) (*Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if c.Slot == "" && c.Shard >= 0 {
-		c.Slot = fmt.Sprintf("tributary_shard_%d", c.Shard)
+	if c.Slot == "" {
+		c.Slot = "tributary_shard_{shard}"
 	}
-	if c.DSN == "" && c.FleetFile != "" && c.Shard >= 0 {
-		f, err := fleet.Load(c.FleetFile)
-		if err != nil {
-			return nil, err
+	if c.Shards != "" {
+		c.setErr = c.readSet()
+	} else if c.Shard >= 0 {
+		if c.DSN == "" && c.FleetFile != "" {
+			f, err := fleet.Load(c.FleetFile)
+			if err != nil {
+				return nil, err
+			}
+			if c.DSN, err = f.ReaderDSN(c.Shard, os.Getenv); err != nil {
+				return nil, err
+			}
 		}
-		if c.DSN, err = f.ReaderDSN(c.Shard, os.Getenv); err != nil {
-			return nil, err
-		}
+		c.targets = []target{{shard: c.Shard, dsn: c.DSN, slot: slotName(c.Slot, c.Shard)}}
 	}
 	return &c, c.Validate()
+}
+
+// slotName is the slot of shard: pattern with {shard} replaced.
+func slotName(pattern string, shard int) string {
+	return strings.ReplaceAll(pattern, "{shard}", strconv.Itoa(shard))
+}
+
+// readSet reads the shards --shards names from the fleet file, with their
+// reader DSNs, reporting every problem at once.
+func (c *Config) readSet() error {
+	if c.FleetFile == "" {
+		return errors.New("--shards needs --fleet (or $TRIBUTARY_FLEET): the shards and their DSNs come from the fleet file")
+	}
+	f, err := fleet.Load(c.FleetFile)
+	if err != nil {
+		return err
+	}
+	shards, err := f.Select(c.Shards)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, s := range shards {
+		dsn, err := f.ReaderDSN(s.Number, os.Getenv)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.targets = append(c.targets, target{shard: s.Number, dsn: dsn, slot: slotName(c.Slot, s.Number)})
+	}
+	return errors.Join(errs...)
 }
 
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.Shard < 0 || c.Shard > fleet.MaxShard {
-		errs = append(errs, fmt.Errorf("--shard (or $TRIBUTARY_SHARD) is required: 0..%d", fleet.MaxShard))
-	}
-	if c.DSN == "" {
+	switch {
+	case c.Shards != "" && c.Shard >= 0:
+		errs = append(errs, errors.New("--shard and --shards exclude each other: one shard, or a set of the fleet file's"))
+	case c.Shards != "":
+		if c.setErr != nil {
+			errs = append(errs, c.setErr)
+		}
+		if c.DSN != "" {
+			errs = append(errs, errors.New("$TRIBUTARY_PG_DSN is one shard's DSN: with --shards every shard's DSN comes from the fleet file; unset it"))
+		}
+		if len(c.targets) > 1 && !strings.Contains(c.Slot, "{shard}") {
+			errs = append(errs, fmt.Errorf("--slot %q has no {shard}: with --shards every shard needs its own slot name (shards may share a PostgreSQL cluster), e.g. %s_{shard}", c.Slot, c.Slot))
+		}
+		if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
+			errs = append(errs, fmt.Errorf("--retry-min must be > 0 and --retry-max >= it, got %s and %s", c.RetryMin, c.RetryMax))
+		}
+	case c.Shard < 0 || c.Shard > fleet.MaxShard:
+		errs = append(errs, fmt.Errorf("--shard (or $TRIBUTARY_SHARD, 0..%d) or --shards (with --fleet) is required", fleet.MaxShard))
+	case c.DSN == "":
 		errs = append(errs, errors.New("$TRIBUTARY_PG_DSN or --fleet is required (the DSN is not a flag: it holds a password)"))
 	}
 	if c.TablesFile == "" {
@@ -176,18 +258,33 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	reg := telemetry.NewRegistry()
-	r := reader.New(reader.Config{
-		Shard: cfg.Shard, DSN: cfg.DSN, Slot: cfg.Slot, Publication: cfg.Publication, Tables: tcfg,
-		Brokers: flagenv.List(cfg.Brokers), KafkaSecurity: cfg.Kafka, Partitions: int32(cfg.Partitions), ReplicationFactor: int16(cfg.ReplicationFactor),
-		StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval, WatermarkMinGap: cfg.WatermarkMinGap,
-		HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
-		SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,
-		SnapshotMaxRowsPerSecond: cfg.SnapshotMaxRate, SnapshotProgressInterval: cfg.SnapshotProgress,
-	}, log, reg)
+	cfgs := make([]reader.Config, len(cfg.targets))
+	for i, tg := range cfg.targets {
+		cfgs[i] = reader.Config{
+			Shard: tg.shard, DSN: tg.dsn, Slot: tg.slot, Publication: cfg.Publication, Tables: tcfg,
+			Brokers: flagenv.List(cfg.Brokers), KafkaSecurity: cfg.Kafka, Partitions: int32(cfg.Partitions), ReplicationFactor: int16(cfg.ReplicationFactor),
+			StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval, WatermarkMinGap: cfg.WatermarkMinGap,
+			HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
+			SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,
+			SnapshotMaxRowsPerSecond: cfg.SnapshotMaxRate, SnapshotProgressInterval: cfg.SnapshotProgress,
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return r.Run(gctx) })
+	if cfg.Shards == "" {
+		// One shard: a failure ends the process, as it always did.
+		r := reader.New(cfgs[0], log, reg)
+		g.Go(func() error { return r.Run(gctx) })
+	} else {
+		log.Info("serving shards", slog.Int("count", len(cfgs)), slog.String("shards", cfg.Shards))
+		b := reader.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
+		g.Go(func() error { return reader.Supervise(gctx, cfgs, b, log, reg) })
+	}
 	g.Go(func() error { return telemetry.Serve(gctx, cfg.MetricsAddr, reg, nil) })
 	err = g.Wait()
-	log.Info("cdc-reader stopped", slog.Int("shard", cfg.Shard))
+	if cfg.Shards == "" {
+		log.Info("cdc-reader stopped", slog.Int("shard", cfg.Shard))
+	} else {
+		log.Info("cdc-reader stopped", slog.String("shards", cfg.Shards))
+	}
 	return err
 }

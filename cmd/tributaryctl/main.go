@@ -158,7 +158,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.APIURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "status: the API's base URL")
 	fs.Secret(&c.APIToken, "TRIBUTARY_API_TOKEN")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "teardown: fleet file, the shards whose slots and publications go (required); resnapshot: where the shard's reader DSN comes from (else $TRIBUTARY_PG_DSN)")
-	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "teardown, resnapshot: the readers' slot name, <N> standing for the shard's number (default tributary_shard_<N>)")
+	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "teardown, resnapshot: the readers' slot name, {shard} standing for the shard's number, as cdc-reader's --slot (default tributary_shard_{shard})")
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "teardown: the readers' publication")
 	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "teardown, resnapshot: the readers' state topic")
 	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "teardown: the loaders' consumer group")
@@ -178,6 +178,9 @@ func parse(args []string) (*Config, error) {
 	var err error
 	if c.ClickHouse.Password, err = chstore.Password(c.ClickHouse.Password, passFile); err != nil {
 		return nil, err
+	}
+	if c.Action == "resnapshot" && c.Shard >= 0 {
+		c.Slot = strings.ReplaceAll(cmp.Or(c.Slot, "tributary_shard_{shard}"), "{shard}", strconv.Itoa(c.Shard))
 	}
 	return &c, c.Validate()
 }
@@ -435,7 +438,7 @@ func pause(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, l
 
 // resnapshot runs the resnapshot action.
 func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, log *slog.Logger) error {
-	slot := strings.ReplaceAll(cmp.Or(c.Slot, "tributary_shard_<N>"), "<N>", strconv.Itoa(c.Shard))
+	slot := c.Slot
 	kafkaOpts, err := c.Kafka.ClientOpts()
 	if err != nil {
 		return err

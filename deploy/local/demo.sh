@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo: one cdc-reader per shard, a loader and the API, started in the
+# The demo: the cdc-readers, a loader and the API, started in the
 # background against the local stack (deploy/local/stack.sh up must have run),
 # then demo traffic for a while, then a tour of what to look at.
 #
@@ -9,8 +9,12 @@
 #                                 by, if the fleet is the published map's
 #
 # The shards are those of the fleet file ($TRIBUTARY_FLEET, which stack.env
-# names: the stack's $TRIBUTARY_HOME/fleet.json), whatever their numbers:
-# one reader per shard, started with --fleet and --shard.
+# names: the stack's $TRIBUTARY_HOME/fleet.json), whatever their numbers.
+# TRIBUTARY_DEMO_READERS chooses how they are read: "per-shard" (one
+# cdc-reader process per shard, --fleet and --shard) or "one" (one process,
+# --fleet --shards all, each shard retried alone on failure). The default is
+# per-shard up to 4 shards, one above (32 processes cost about 32 times the
+# RSS of one: docs/reader.md, "Many shards in one process").
 #
 # Logs and pid files: $TRIBUTARY_HOME/demo/.
 #
@@ -21,7 +25,7 @@
 # $TRIBUTARY_HOME/demo/api.env gives make verify the URL, CA and token.
 #
 # Ports: the API on 8080, the loader's metrics on 9101 and reader i's on
-# 9110+i, each plus $TRIBUTARY_PORT_OFFSET (stack.env carries the stack's),
+# 9110+i (the one reader process's: 9110), each plus $TRIBUTARY_PORT_OFFSET (stack.env carries the stack's),
 # so that demos of stacks at different offsets run side by side.
 set -euo pipefail
 
@@ -136,12 +140,25 @@ start() {
 "$BIN/preflight" --tables "$TRIBUTARY_TABLES" --fleet "$TRIBUTARY_FLEET" ||
 	die "preflight found the problems above; fix them (or the table config) first"
 
-for i in "${SHARD_NUMBERS[@]}"; do
-	# The reader finds its DSN (with its password) through the fleet file,
-	# which names the stack.env variable holding it: never argv.
-	TRIBUTARY_PG_DSN='' start "reader-$i" "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shard "$i" \
-		--metrics-addr "127.0.0.1:$((READER_METRICS_BASE + i))"
-done
+READERS=${TRIBUTARY_DEMO_READERS:-$( ((${#SHARD_NUMBERS[@]} > 4)) && echo one || echo per-shard)}
+reader_metrics=()
+case $READERS in
+per-shard)
+	for i in "${SHARD_NUMBERS[@]}"; do
+		# The reader finds its DSN (with its password) through the fleet file,
+		# which names the stack.env variable holding it: never argv.
+		TRIBUTARY_PG_DSN='' start "reader-$i" "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shard "$i" \
+			--metrics-addr "127.0.0.1:$((READER_METRICS_BASE + i))"
+		reader_metrics+=("http://127.0.0.1:$((READER_METRICS_BASE + i))/metrics")
+	done
+	;;
+one)
+	TRIBUTARY_PG_DSN='' start readers "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shards all \
+		--metrics-addr "127.0.0.1:$READER_METRICS_BASE"
+	reader_metrics+=("http://127.0.0.1:$READER_METRICS_BASE/metrics")
+	;;
+*) die "TRIBUTARY_DEMO_READERS must be per-shard or one, got '$READERS'" ;;
+esac
 # Workspaces are placed by the published ring map when the fleet is its
 # shards (ring_map above); the loader checks every row against the same
 # map (tributary_misplaced_rows).
@@ -152,8 +169,8 @@ fi
 start loader "$BIN/loader" --metrics-addr "$LOADER_METRICS" --revenue-aggregate-interval 1s "${ring_args[@]}"
 # The status page (GET /) reads the readers' and the loader's metrics.
 component_metrics=http://$LOADER_METRICS/metrics
-for i in "${SHARD_NUMBERS[@]}"; do
-	component_metrics+=",http://127.0.0.1:$((READER_METRICS_BASE + i))/metrics"
+for u in "${reader_metrics[@]}"; do
+	component_metrics+=",$u"
 done
 # TRIBUTARY_SECURE=1: HTTPS and tokens on the API (see the top). API_URL and
 # CURL are how everything below reaches it; TOUR_CURL is how the tour says so.
@@ -222,7 +239,8 @@ cat <<EOF
 
 ──────────────────────────────── Tributary tour ────────────────────────────────
 The stack (${#SHARD_NUMBERS[@]} PostgreSQL shards, numbered ${SHARD_NUMBERS[*]} in $TRIBUTARY_FLEET;
-Kafka: $TRIBUTARY_KAFKA_KIND; ClickHouse) is up, one cdc-reader per shard, a loader and the API are running.$TOKEN_LINE
+Kafka: $TRIBUTARY_KAFKA_KIND; ClickHouse) is up, the cdc-readers ($READERS: ${#reader_metrics[@]} process(es)), a loader and the API are running.$TOKEN_LINE
+
   The status page (freshness, readers, loader, anomalies, revenue), in a browser:
     $API_URL/
   Per-shard freshness (watermark LSN and commit time):
@@ -234,7 +252,7 @@ Kafka: $TRIBUTARY_KAFKA_KIND; ClickHouse) is up, one cdc-reader per shard, a loa
   Metrics:
     $TOUR_CURL $API_URL/metrics | grep tributary_api
     curl -s http://$LOADER_METRICS/metrics | grep tributary_loader      # loader
-    curl -s http://127.0.0.1:$((READER_METRICS_BASE + SHARD_NUMBERS[0]))/metrics | grep tributary_reader      # reader of shard ${SHARD_NUMBERS[0]}
+    curl -s ${reader_metrics[0]} | grep 'tributary_reader.*shard="${SHARD_NUMBERS[0]}"'      # reader of shard ${SHARD_NUMBERS[0]}
   Check the API against the shards (scatter-gather ground truth):
     make verify
   Revenue across every workspace, by day and currency (CSV: add &format=csv):

@@ -34,8 +34,9 @@ type Deployment struct {
 	// role needs to drop slots and publications (a superuser, or the
 	// publication's owner with the REPLICATION attribute).
 	Shards []fleet.Endpoint
-	// Slot is the slot name on every shard, with "<N>" replaced by the
-	// shard's number; "" means each reader's default, tributary_shard_<N>.
+	// Slot is the slot name on every shard, with "{shard}" replaced by the
+	// shard's number, as cdc-reader's --slot; "" means the readers'
+	// default, tributary_shard_{shard}.
 	Slot        string
 	Publication string
 	// Topics are the table topics, the reader state topic and the
@@ -49,14 +50,14 @@ type Deployment struct {
 	Database   string
 }
 
-// SlotName is the slot of shard n: the configured name (its "<N>" the
+// SlotName is the slot of shard n: the configured name (its "{shard}" the
 // shard's number), else the reader's default.
 func (d *Deployment) SlotName(n int) string {
 	name := d.Slot
 	if name == "" {
-		name = "tributary_shard_<N>"
+		name = "tributary_shard_{shard}"
 	}
-	return strings.ReplaceAll(name, "<N>", strconv.Itoa(n))
+	return strings.ReplaceAll(name, "{shard}", strconv.Itoa(n))
 }
 
 // Plan is what a teardown would remove, and what stops it.

@@ -95,6 +95,10 @@ type readerView struct {
 	WALStatus      string  `json:"wal_status"`
 	Errors         float64 `json:"errors"`
 	SnapshotTables int     `json:"snapshot_tables"`
+	// Down: the reader reports tributary_reader_up 0 after failed runs
+	// (Restarts > 0): it waits to retry the shard.
+	Down     bool    `json:"down"`
+	Restarts float64 `json:"restarts"`
 }
 
 // partitionLag is the loader group's lag on one partition.
@@ -170,6 +174,8 @@ func readComponents(results []endpointResult) componentsView {
 				rv.WALStatus = label(m, "status")
 			}
 		})
+		readers("tributary_reader_up", func(rv *readerView, m *dto.Metric) { rv.Down = value(m) == 0 })
+		readers("tributary_reader_restarts_total", func(rv *readerView, m *dto.Metric) { rv.Restarts = value(m) })
 		readers("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) {
 			rv.SnapshotTables++
 			rv.Progress = min(rv.Progress, value(m))
@@ -187,6 +193,8 @@ func readComponents(results []endpointResult) componentsView {
 	}
 	for _, rv := range v.Readers {
 		switch {
+		case rv.Down && rv.Restarts > 0:
+			rv.State = fmt.Sprintf("error: down, retrying (%.0f failed runs)", rv.Restarts)
 		case rv.WALStatus == "lost":
 			rv.State = "error: slot lost"
 		case rv.Progress < 1:

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
@@ -223,5 +225,42 @@ func TestStatusJSON(t *testing.T) {
 	tok.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/status", nil))
 	if rec.Code != http.StatusUnauthorized {
 		t.Errorf("no token: %d, want 401", rec.Code)
+	}
+}
+
+// TestStatusPageShardDownInMultiShardReader: one reader process serving
+// shards 3 and 5 (one metrics endpoint) whose shard 3 failed four times
+// and waits to retry: shard 3's row says so, shard 5's still streams.
+func TestStatusPageShardDownInMultiShardReader(t *testing.T) {
+	const fixture = `# TYPE tributary_reader_up gauge
+tributary_reader_up{shard="3"} 0
+tributary_reader_up{shard="5"} 1
+# TYPE tributary_reader_restarts_total counter
+tributary_reader_restarts_total{shard="3"} 4
+tributary_reader_restarts_total{shard="5"} 0
+# TYPE tributary_reader_lag_bytes gauge
+tributary_reader_lag_bytes{shard="3"} 0
+tributary_reader_lag_bytes{shard="5"} 0
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, fixture) }))
+	t.Cleanup(srv.Close)
+	code, body := getStatus(t, newStatusServer(t, nil, []string{srv.URL}), "")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if n := strings.Count(body, "error: down, retrying (4 failed runs)"); n != 1 {
+		t.Errorf("page shows shard 3 down %d times, want once:\n%s", n, body)
+	}
+	if !strings.Contains(body, "streaming") {
+		t.Errorf("page lacks shard 5 streaming:\n%s", body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(fixture))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := readComponents([]endpointResult{{URL: srv.URL, families: fams}})
+	if !v.Readers[3].Down || v.Readers[5].Down || v.Readers[5].State != "streaming" {
+		t.Errorf("readers %+v %+v: want 3 down, 5 streaming", *v.Readers[3], *v.Readers[5])
 	}
 }

@@ -29,6 +29,10 @@ type metrics struct {
 	unrouted          *prometheus.CounterVec // relation
 	resnapshots       *prometheus.CounterVec // result
 	resnapshotActive  *prometheus.GaugeVec   // table
+	// up and restarts are the shard's supervisor's (supervise.go): 1
+	// while a run copies or streams, 0 while it connects or waits to retry.
+	up       prometheus.Gauge
+	restarts prometheus.Counter
 }
 
 // resnapshotResults are the result labels of tributary_reader_resnapshots_total.
@@ -84,6 +88,10 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 		watermarks: prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_watermarks_total",
 			Help: "Watermark rounds published (one record per partition per table topic).", ConstLabels: l}),
 	}
+	m.up = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_reader_up",
+		Help: "1 while the shard's reader copies or streams; 0 while it connects, or waits to retry after a failure (tributary_reader_restarts_total counts those).", ConstLabels: l})
+	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_restarts_total",
+		Help: "Runs of the shard's reader that failed and were retried after a backoff (a process serving several shards retries each alone).", ConstLabels: l})
 	m.unrouted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_unrouted_changes_total",
 		Help:        "Changes of published relations that no configured table names (skipped). A table renamed at the source shows here: its changes are not replicated until the table config names it.",
 		ConstLabels: l}, []string{"relation"})
@@ -96,7 +104,7 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 	}
 	reg.MustRegister(m.resnapshots, m.resnapshotActive, m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
 		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks,
-		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes)
+		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes, m.up, m.restarts)
 	for _, k := range errorKinds {
 		m.errors.WithLabelValues(k)
 	}

@@ -35,7 +35,9 @@
 // resnapshots_total{result}, resnapshot_active{table} (a resnapshot's rows
 // and estimate are in the snapshot_* series of its table),
 // unrouted_changes_total{relation} (published relations no configured
-// table names, e.g. a table renamed at the source: skipped, and logged once).
+// table names, e.g. a table renamed at the source: skipped, and logged once),
+// up (1 while copying or streaming), restarts_total (failed runs retried by
+// Supervise: a process serving many shards, supervise.go).
 package reader
 
 import (
@@ -176,6 +178,12 @@ type Reader struct {
 
 // New builds a Reader; nothing connects until Run.
 func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
+	cfg = cfg.withDefaults()
+	return newReader(cfg, log, newMetrics(reg, strconv.Itoa(cfg.Shard)))
+}
+
+// withDefaults fills the settings left at zero with their defaults.
+func (cfg Config) withDefaults() Config {
 	if cfg.StateTopic == "" {
 		cfg.StateTopic = "tributary.reader-state"
 	}
@@ -194,7 +202,13 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 	if cfg.SnapshotProgressInterval <= 0 {
 		cfg.SnapshotProgressInterval = 10 * time.Second
 	}
-	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: newMetrics(reg, strconv.Itoa(cfg.Shard)),
+	return cfg
+}
+
+// newReader builds a Reader on metrics registered already: Supervise
+// builds one per run of a shard, all on the shard's metrics.
+func newReader(cfg Config, log *slog.Logger, m *metrics) *Reader {
+	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: m,
 		resnap: resnapshots{wake: make(chan struct{}, 1)}}
 }
 
@@ -310,6 +324,9 @@ func (r *Reader) Run(ctx context.Context) error {
 	}
 	recordEpoch(ctx, sqlConn, r.cfg.Publication, r.epoch, mark, r.log)
 	r.state.epoch = r.epoch
+	// Connected and checked: from here the shard copies or streams.
+	r.m.up.Set(1)
+	defer r.m.up.Set(0)
 	var start envelope.LSN
 	switch action {
 	case actionResume:
