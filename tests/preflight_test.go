@@ -200,8 +200,10 @@ func osexec(ctx context.Context, name string, args ...string) ([]byte, error) {
 // loader will store it. Enums (stored as their labels), arrays of enums,
 // domains over domains (their base type) and a composite-type column given
 // "String" in column_types pass, as does a revenue section whose status is
-// an enum and whose amount is a domain over numeric(12,2); before the fix
-// preflight called the enums unmapped, refused the enum status, and
+// an enum, whose amount is a domain over numeric(12,2) and whose refunded
+// amount an unconstrained numeric stored as a Decimal(20, 2) by
+// column_types; before the fix preflight called the enums and the nested
+// domain unmapped, refused the enum status and the chosen decimal, and
 // ignored column_types. A column_types choice the loader would refuse
 // (a Decimal for a text column) is a problem naming column_types.
 func TestPreflightTypesAsTheLoaderMapsThem(t *testing.T) {
@@ -220,9 +222,9 @@ func TestPreflightTypesAsTheLoaderMapsThem(t *testing.T) {
 		CREATE TYPE {t}_pair AS (a int, b int);
 		CREATE TABLE {t} (id bigint PRIMARY KEY DEFAULT tributary.next_id(), state {t}_state NOT NULL,
 			states {t}_state[], amount {t}_price NOT NULL, currency char(3) NOT NULL, paid_at timestamptz NOT NULL,
-			raw {t}_pair, note text);
-		INSERT INTO {t} (state, states, amount, currency, paid_at, raw, note)
-			SELECT 'paid', '{open,paid}', g, 'EUR', now(), ROW(g, g)::{t}_pair, 'n' FROM generate_series(1, 5) g`, "{t}", tbl)
+			raw {t}_pair, note text, given_back numeric);
+		INSERT INTO {t} (state, states, amount, currency, paid_at, raw, note, given_back)
+			SELECT 'paid', '{open,paid}', g, 'EUR', now(), ROW(g, g)::{t}_pair, 'n', 0 FROM generate_series(1, 5) g`, "{t}", tbl)
 	if _, err := conn.Exec(ctx, ddl); err != nil {
 		t.Fatal(err)
 	}
@@ -250,9 +252,10 @@ func TestPreflightTypesAsTheLoaderMapsThem(t *testing.T) {
 	}
 	env := []string{"PF_0_DSN=" + st.ShardDSNs[0]}
 	fleet := write("fleet.json", `{"shards": [{"shard": 0, "dsn_env": "PF_0_DSN"}]}`)
-	cfg := `{"tables": [{"name": %q, "id_column": "id", "id_layout": "seed000", "column_types": {"raw": "String"%s}}],
+	cfg := `{"tables": [{"name": %q, "id_column": "id", "id_layout": "seed000", "column_types": {"raw": "String", "given_back": "Decimal(20, 2)"%s}}],
 		"revenue": {"table": %[1]q, "amount_column": "amount", "currency_column": "currency", "time_column": "paid_at",
-		            "status_column": "state", "count_statuses": ["paid"], "refund_statuses": ["refunded"]}}`
+		            "status_column": "state", "count_statuses": ["paid"], "refund_statuses": ["refunded"],
+		            "refunded_amount_column": "given_back"}}`
 	good := write("good.json", fmt.Sprintf(cfg, tbl, ""))
 	code, out, errOut := runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", good, "--publication", "pf_pub_"+tbl)
 	if code != 0 || out != "" {

@@ -129,16 +129,21 @@ func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) 
 			break
 		}
 		col := column{typ: typ, enum: enum}
-		tab.columns[name] = col
 		chosen := t.ColumnTypes[name]
 		switch err := chstore.CheckColumn(t.Name, envelope.Column{Name: name, Type: typ, Enum: enum}, chosen); {
 		case err == nil:
+			if p, s, ok := chstore.ParseDecimalType(chosen); ok {
+				// Stored as that decimal: a revenue amount, say, may be an
+				// unconstrained numeric given one.
+				col.typ = fmt.Sprintf("numeric(%d,%d)", p, s)
+			}
 		case chosen != "":
 			c.add(t.Name, "column_types", "%v", err)
 		default:
 			c.add(t.Name, "", "column %s: %v: the loader would stop this table (store its PostgreSQL text with \"column_types\": {%q: \"String\"} on this table, change the column's type, or leave the table out)",
 				name, chstore.CheckType(typ), name)
 		}
+		tab.columns[name] = col
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
