@@ -267,3 +267,70 @@ func TestPreflightTypesAsTheLoaderMapsThem(t *testing.T) {
 		fmt.Sprintf("shard 0: table %s: column_types: unmapped PostgreSQL type: table %[1]s column note (text): column_types: Decimal(10, 2) is for numeric columns", tbl),
 	})
 }
+
+// TestPreflightPartitions: the issue's bad input for partitioned tables,
+// caught before the first start as the reader would refuse it: a config
+// naming a partition instead of its partitioned table, and a publication
+// made beforehand without publish_via_partition_root, each one line with
+// the fix. The same table named by its root, with the publication fixed,
+// passes.
+func TestPreflightPartitions(t *testing.T) {
+	st := loadStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tbl := "pf_parts_" + randSuffix()
+	pub := "pf_pub_" + tbl
+	conn, err := pgx.Connect(ctx, st.ShardDSNs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	ddl := strings.ReplaceAll(`CREATE TABLE {t} (id bigint NOT NULL, paid_at timestamptz NOT NULL, PRIMARY KEY (id, paid_at)) PARTITION BY RANGE (paid_at);
+		CREATE TABLE {t}_2026_01 PARTITION OF {t} FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+		INSERT INTO {t} SELECT g, '2026-01-02'::timestamptz + g * interval '1 hour' FROM generate_series(1, 20) g;
+		CREATE PUBLICATION {p} FOR TABLE {t}`, "{t}", tbl)
+	if _, err := conn.Exec(ctx, strings.ReplaceAll(ddl, "{p}", pub)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), st.ShardDSNs[0])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		conn.Exec(context.Background(), fmt.Sprintf("DROP PUBLICATION IF EXISTS %s; DROP TABLE IF EXISTS %s", pub, tbl)) //nolint:errcheck
+	})
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "preflight")
+	if out, err := osexec(ctx, "go", "build", "-o", bin, "../cmd/preflight"); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	write := func(name, data string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	env := []string{"PF_0_DSN=" + st.ShardDSNs[0]}
+	fleet := write("fleet.json", `{"shards": [{"shard": 0, "dsn_env": "PF_0_DSN"}]}`)
+	cfg := `{"tables": [{"name": %q, "id_column": "id", "id_layout": "serial"}]}`
+	root, leaf := write("root.json", fmt.Sprintf(cfg, tbl)), write("leaf.json", fmt.Sprintf(cfg, tbl+"_2026_01"))
+
+	code, out, errOut := runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", leaf, "--publication", pub)
+	wantLines(t, "a partition named", code, out, errOut, []string{
+		fmt.Sprintf("shard 0: table %s_2026_01: public.%[1]s_2026_01 is a partition of %[1]s: name the partitioned table %[1]s in the table config instead", tbl),
+	})
+	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", root, "--publication", pub)
+	wantLines(t, "a publication without publish_via_partition_root", code, out, errOut, []string{
+		fmt.Sprintf("shard 0: table %s: publication %s publishes partitioned tables under their partitions' names, so the changes of public.%[1]s would be skipped: run ALTER PUBLICATION %[2]q SET (publish_via_partition_root = true)", tbl, pub),
+	})
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true)", pub)); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", root, "--publication", pub); code != 0 || out != "" {
+		t.Fatalf("the root, with the publication fixed: exit %d\n%s%s", code, out, errOut)
+	}
+}

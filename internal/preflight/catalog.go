@@ -57,6 +57,8 @@ type table struct {
 	name     string // schema-qualified, for messages
 	columns  map[string]column
 	readable bool // the role may SELECT it
+	// partitioned: a partitioned table's root (declared PARTITION BY).
+	partitioned bool
 }
 
 // column is one column: its type as format_type prints it (of the base
@@ -95,11 +97,13 @@ ORDER BY c.attnum, c.depth DESC`
 func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) {
 	tab := &table{name: t.Schema + "." + t.Name, columns: map[string]column{}}
 	var schemaUsage bool
+	var root *string
 	err := c.conn.QueryRow(ctx, `
-		SELECT c.oid, has_schema_privilege(n.oid, 'USAGE'), has_table_privilege(c.oid, 'SELECT')
+		SELECT c.oid, has_schema_privilege(n.oid, 'USAGE'), has_table_privilege(c.oid, 'SELECT'), c.relkind = 'p',
+		       CASE WHEN c.relispartition THEN pg_partition_root(c.oid)::regclass::text END
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, t.Schema, t.Name).
-		Scan(&tab.oid, &schemaUsage, &tab.readable)
+		Scan(&tab.oid, &schemaUsage, &tab.readable, &tab.partitioned, &root)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.add(t.Name, "", "table %s does not exist on this shard (check schema and name in the table config)", tab.name)
 		return nil, false
@@ -107,6 +111,11 @@ func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) 
 	if err != nil {
 		c.add(t.Name, "", "read the catalog: %v", err)
 		return nil, false
+	}
+	if root != nil {
+		// As the reader refuses it (internal/reader/partitions.go).
+		c.add(t.Name, "", "%s is a partition of %s: name the partitioned table %s in the table config instead (its changes, and every other partition's, arrive under it)",
+			tab.name, *root, *root)
 	}
 	if !schemaUsage {
 		c.add(t.Name, "schema", "role %s has no USAGE on schema %s (GRANT USAGE ON SCHEMA %s TO %s)", c.role, t.Schema,
@@ -185,6 +194,19 @@ func (c *shardCheck) publication(ctx context.Context, tabs map[string]*table) {
 		SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
 		       has_database_privilege(current_database(), 'CREATE')`, []any{pub}, &exists, &canCreate) {
 		return
+	}
+	if exists {
+		var viaRoot bool
+		if !c.query(ctx, "read the publication", "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", []any{pub}, &viaRoot) {
+			return
+		}
+		for _, t := range c.cfg.Tables.Tables {
+			if tab := tabs[t.Name]; tab != nil && tab.partitioned && !viaRoot {
+				// As the reader refuses it (internal/reader/partitions.go).
+				c.add(t.Name, "", "publication %s publishes partitioned tables under their partitions' names, so the changes of %s would be skipped: run ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+					pub, tab.name, pgx.Identifier{pub}.Sanitize())
+			}
+		}
 	}
 	var missing, notOwned []string
 	for _, t := range c.cfg.Tables.Tables {
