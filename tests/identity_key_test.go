@@ -228,3 +228,39 @@ func TestIdentityOfCompositeKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderRefusesNullableID: a table without a key under REPLICA
+// IDENTITY FULL whose id column may be NULL is refused by the reader at
+// start, before it publishes or streams anything, with the ALTER TABLE
+// that fixes it: a row without an id cannot be told from another.
+func TestReaderRefusesNullableID(t *testing.T) {
+	const shard = 1
+	p := setupPipelineWith(t, []int{shard}, nil, true, "loose_",
+		`{"topic_prefix":"e2e_%[1]s.","tables":[{"name":%[2]q,"id_column":"id","id_layout":"serial"}]}`,
+		`CREATE TABLE %s (id bigint, note text)`, `ALTER TABLE %s REPLICA IDENTITY FULL`)
+	tbl := p.table()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p.exec(ctx, shard, fmt.Sprintf(`INSERT INTO %q (id, note) VALUES (1, 'a'), (NULL, 'b'), (NULL, 'c')`, tbl))
+	rctx, stop := context.WithTimeout(ctx, 60*time.Second)
+	defer stop()
+	err := reader.New(p.readerConfig(shard), p.log, prometheus.NewRegistry()).Run(rctx)
+	if rctx.Err() != nil {
+		t.Fatalf("the reader ran on a table with a nullable id column instead of refusing it: %v", err)
+	}
+	if !errors.Is(err, reader.ErrReplicaIdentity) {
+		t.Fatalf("reader: %v, want ErrReplicaIdentity", err)
+	}
+	want := fmt.Sprintf("column id may be NULL, and a row without an id cannot be told apart from another (ALTER TABLE \"public\".%q ALTER COLUMN \"id\" SET NOT NULL)", tbl)
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("reader: %v\nwant it to contain %q", err, want)
+	}
+	for what, sql := range map[string]string{
+		"its slot":        fmt.Sprintf("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'e2e_%s_%d'", p.suffix, shard),
+		"its publication": fmt.Sprintf("SELECT count(*) FROM pg_publication WHERE pubname = 'e2e_%s'", p.suffix),
+	} {
+		if n := p.countSource(ctx, shard, sql); n != 0 {
+			t.Errorf("the reader created %s (%d) before refusing", what, n)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func TestOtherFleet(t *testing.T) {
 	}
 	t.Logf("preflight: %s", strings.TrimSpace(stdout+stderr))
 
-	procs := ofStart(t, p, fleetFile, tablesFile, fleetEnv)
+	procs := ofStart(t, p, fleetFile, tablesFile, fleetEnv, "--revenue-aggregate-interval", "1s", "--instance-id", "carrier-loader")
 	for _, s := range numbers {
 		p.waitSlotStreaming(ctx, s)
 	}
@@ -268,10 +268,10 @@ type ofProcs struct {
 }
 
 // ofStart starts a cdc-reader process per shard, given only the fleet
-// file and its number (no $TRIBUTARY_PG_DSN), and one loader process that
-// also runs the revenue pre-aggregator; each is restarted whenever it
-// exits, until the test ends.
-func ofStart(t *testing.T, p *pipeline, fleetFile, tablesFile string, fleetEnv []string) *ofProcs {
+// file and its number (no $TRIBUTARY_PG_DSN), and one loader process
+// (given loaderArgs besides the pipeline's own); each is restarted
+// whenever it exits, until the test ends.
+func ofStart(t *testing.T, p *pipeline, fleetFile, tablesFile string, fleetEnv []string, loaderArgs ...string) *ofProcs {
 	t.Helper()
 	bin := binaries(t)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "procs.log"))
@@ -292,10 +292,9 @@ func ofStart(t *testing.T, p *pipeline, fleetFile, tablesFile string, fleetEnv [
 		all = append(all, rd)
 	}
 	procs.loader = &supervised{name: "loader", log: logf, done: make(chan struct{}),
-		args: []string{bin + "/loader", "--tables", tablesFile, "--kafka-brokers", brokers, "--group", p.group(),
+		args: append([]string{bin + "/loader", "--tables", tablesFile, "--kafka-brokers", brokers, "--group", p.group(),
 			"--dlq-topic", p.dlqTopic(), "--clickhouse-addr", p.stack.ClickHouseAddr, "--clickhouse-db", p.chDB,
-			"--metrics-addr", "", "--batch-records", "500", "--batch-wait", "50ms", "--log-level", "warn",
-			"--revenue-aggregate-interval", "1s", "--instance-id", "carrier-loader"}}
+			"--metrics-addr", "", "--batch-records", "500", "--batch-wait", "50ms", "--log-level", "warn"}, loaderArgs...)}
 	all = append(all, procs.loader)
 	for _, pr := range all {
 		go pr.run()

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/loader"
 	"github.com/tributary/tributary/internal/reader"
 )
 
@@ -204,4 +207,62 @@ func (p *pipeline) comparePayments(ctx context.Context, tbl string) string {
 	return p.compareKeyed(ctx,
 		`SELECT id::text, region || ' ' || to_char(paid_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' ' || amount::text FROM `+pgx.Identifier{tbl}.Sanitize(),
 		fmt.Sprintf("SELECT toString(id), concat(region, ' ', toString(paid_at), ' ', toString(amount)) FROM `%s`.`%s` FINAL WHERE _deleted = 0", p.chDB, tbl))
+}
+
+// TestPartitionTruncateAfterLoaderRestart: a loader that starts with the
+// table already in ClickHouse knows it only as ClickHouse describes it,
+// without PostgreSQL types. A partition truncated while no loader ran is
+// then the first record it sees of the table (and, the second time, comes
+// in a batch with changes of the table); its rows must still be deleted.
+// Before the fix the loader stopped the table ("partition key column
+// "paid_at" is not in ClickHouse"), which then kept the partition's rows
+// for good.
+func TestPartitionTruncateAfterLoaderRestart(t *testing.T) {
+	p := setupPipelineWith(t, []int{0}, nil, true, "pay_", paymentsCfg, paymentsDDL...)
+	tbl := p.table()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(func() { stop(); p.wg.Wait() })
+	q := func(sql string) { p.exec(ctx, 0, fmt.Sprintf(sql, tbl)) }
+	q(`INSERT INTO %s SELECT g, (ARRAY['eu', 'us', 'apac'])[1 + g %% 3], '2026-01-03'::timestamptz + g * interval '7 hours', g
+		FROM generate_series(1, 400) g`) // January into March, every region
+	p.startReader(runCtx, 0)
+	// Each loader has a store of its own, as a restarted process has.
+	run := func(name string) func() {
+		store, err := chstore.Open(ctx, chstore.Options{Addr: p.stack.ClickHouseAddr, Database: p.chDB})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := loader.New(loader.Config{Brokers: p.brokers, Group: p.group(), DLQTopic: p.dlqTopic(), Tables: p.tables,
+			BatchRecords: 5000, BatchWait: 50 * time.Millisecond}, store, p.log.With(slog.String("loader", name)), prometheus.NewRegistry())
+		lctx, cancel := context.WithCancel(runCtx)
+		done := make(chan error, 1)
+		go func() { done <- l.Run(lctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("loader %s: %v", name, err)
+			}
+			store.Close()
+		}
+	}
+	equal := func(what string) {
+		t.Helper()
+		p.waitFor(ctx, 60*time.Second, what, func() bool { return p.comparePayments(ctx, tbl) == "" })
+	}
+	stopLoader := run("l1")
+	equal("the initial copy")
+	stopLoader()
+
+	q(`TRUNCATE %s_2026_01`)
+	stopLoader = run("l2")
+	equal("a partition truncated while no loader ran")
+	stopLoader()
+
+	q(`BEGIN; INSERT INTO %[1]s VALUES (1001, 'eu', '2026-03-05', 1), (1002, 'us', '2026-02-05', 2);
+		TRUNCATE %[1]s_2026_02_eu; UPDATE %[1]s SET amount = amount + 1 WHERE id < 300; COMMIT`)
+	stopLoader = run("l3")
+	defer stopLoader()
+	equal("a partition truncated among changes, while no loader ran")
 }

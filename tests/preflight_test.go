@@ -195,3 +195,142 @@ func wantLines(t *testing.T, what string, code int, out, errOut string, want []s
 func osexec(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return exec.CommandContext(ctx, name, args...).CombinedOutput()
 }
+
+// TestPreflightTypesAsTheLoaderMapsThem: preflight judges a column as the
+// loader will store it. Enums (stored as their labels), arrays of enums,
+// domains over domains (their base type) and a composite-type column given
+// "String" in column_types pass, as does a revenue section whose status is
+// an enum, whose amount is a domain over numeric(12,2) and whose refunded
+// amount an unconstrained numeric stored as a Decimal(20, 2) by
+// column_types; before the fix preflight called the enums and the nested
+// domain unmapped, refused the enum status and the chosen decimal, and
+// ignored column_types. A column_types choice the loader would refuse
+// (a Decimal for a text column) is a problem naming column_types.
+func TestPreflightTypesAsTheLoaderMapsThem(t *testing.T) {
+	st := loadStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tbl := "pf_shapes_" + randSuffix()
+	conn, err := pgx.Connect(ctx, st.ShardDSNs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	ddl := strings.ReplaceAll(`CREATE TYPE {t}_state AS ENUM ('open', 'paid', 'refunded');
+		CREATE DOMAIN {t}_money AS numeric(12,2) CHECK (VALUE >= 0);
+		CREATE DOMAIN {t}_price AS {t}_money;
+		CREATE TYPE {t}_pair AS (a int, b int);
+		CREATE TABLE {t} (id bigint PRIMARY KEY DEFAULT tributary.next_id(), state {t}_state NOT NULL,
+			states {t}_state[], amount {t}_price NOT NULL, currency char(3) NOT NULL, paid_at timestamptz NOT NULL,
+			raw {t}_pair, note text, given_back numeric);
+		INSERT INTO {t} (state, states, amount, currency, paid_at, raw, note, given_back)
+			SELECT 'paid', '{open,paid}', g, 'EUR', now(), ROW(g, g)::{t}_pair, 'n', 0 FROM generate_series(1, 5) g`, "{t}", tbl)
+	if _, err := conn.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), st.ShardDSNs[0])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		conn.Exec(context.Background(), strings.ReplaceAll("DROP TABLE IF EXISTS {t}; DROP TYPE IF EXISTS {t}_state, {t}_pair; DROP DOMAIN IF EXISTS {t}_price, {t}_money", "{t}", tbl)) //nolint:errcheck
+	})
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "preflight")
+	if out, err := osexec(ctx, "go", "build", "-o", bin, "../cmd/preflight"); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	write := func(name, data string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	env := []string{"PF_0_DSN=" + st.ShardDSNs[0]}
+	fleet := write("fleet.json", `{"shards": [{"shard": 0, "dsn_env": "PF_0_DSN"}]}`)
+	cfg := `{"tables": [{"name": %q, "id_column": "id", "id_layout": "seed000", "column_types": {"raw": "String", "given_back": "Decimal(20, 2)"%s}}],
+		"revenue": {"table": %[1]q, "amount_column": "amount", "currency_column": "currency", "time_column": "paid_at",
+		            "status_column": "state", "count_statuses": ["paid"], "refund_statuses": ["refunded"],
+		            "refunded_amount_column": "given_back"}}`
+	good := write("good.json", fmt.Sprintf(cfg, tbl, ""))
+	code, out, errOut := runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", good, "--publication", "pf_pub_"+tbl)
+	if code != 0 || out != "" {
+		t.Fatalf("enums, domains and a column stored as text: exit %d\n%s%s", code, out, errOut)
+	}
+	bad := write("bad.json", fmt.Sprintf(cfg, tbl, `, "note": "Decimal(10, 2)"`))
+	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", bad, "--publication", "pf_pub_"+tbl)
+	wantLines(t, "a Decimal chosen for a text column", code, out, errOut, []string{
+		fmt.Sprintf("shard 0: table %s: column_types: unmapped PostgreSQL type: table %[1]s column note (text): column_types: Decimal(10, 2) is for numeric columns", tbl),
+	})
+}
+
+// TestPreflightPartitions: the issue's bad input for partitioned tables,
+// caught before the first start as the reader would refuse it: a config
+// naming a partition instead of its partitioned table, and a publication
+// made beforehand without publish_via_partition_root, each one line with
+// the fix. The same table named by its root, with the publication fixed,
+// passes.
+func TestPreflightPartitions(t *testing.T) {
+	st := loadStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tbl := "pf_parts_" + randSuffix()
+	pub := "pf_pub_" + tbl
+	conn, err := pgx.Connect(ctx, st.ShardDSNs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	ddl := strings.ReplaceAll(`CREATE TABLE {t} (id bigint NOT NULL, paid_at timestamptz NOT NULL, PRIMARY KEY (id, paid_at)) PARTITION BY RANGE (paid_at);
+		CREATE TABLE {t}_2026_01 PARTITION OF {t} FOR VALUES FROM ('2026-01-01') TO ('2026-02-01');
+		INSERT INTO {t} SELECT g, '2026-01-02'::timestamptz + g * interval '1 hour' FROM generate_series(1, 20) g;
+		CREATE PUBLICATION {p} FOR TABLE {t}`, "{t}", tbl)
+	if _, err := conn.Exec(ctx, strings.ReplaceAll(ddl, "{p}", pub)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), st.ShardDSNs[0])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close(context.Background())
+		conn.Exec(context.Background(), fmt.Sprintf("DROP PUBLICATION IF EXISTS %s; DROP TABLE IF EXISTS %s", pub, tbl)) //nolint:errcheck
+	})
+
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "preflight")
+	if out, err := osexec(ctx, "go", "build", "-o", bin, "../cmd/preflight"); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	write := func(name, data string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	env := []string{"PF_0_DSN=" + st.ShardDSNs[0]}
+	fleet := write("fleet.json", `{"shards": [{"shard": 0, "dsn_env": "PF_0_DSN"}]}`)
+	cfg := `{"tables": [{"name": %q, "id_column": "id", "id_layout": "serial"}]}`
+	root, leaf := write("root.json", fmt.Sprintf(cfg, tbl)), write("leaf.json", fmt.Sprintf(cfg, tbl+"_2026_01"))
+
+	code, out, errOut := runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", leaf, "--publication", pub)
+	wantLines(t, "a partition named", code, out, errOut, []string{
+		fmt.Sprintf("shard 0: table %s_2026_01: public.%[1]s_2026_01 is a partition of %[1]s: name the partitioned table %[1]s in the table config instead", tbl),
+	})
+	code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", root, "--publication", pub)
+	wantLines(t, "a publication without publish_via_partition_root", code, out, errOut, []string{
+		fmt.Sprintf("shard 0: table %s: publication %s publishes partitioned tables under their partitions' names, so the changes of public.%[1]s would be skipped: run ALTER PUBLICATION %[2]q SET (publish_via_partition_root = true)", tbl, pub),
+	})
+	if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true)", pub)); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut = runPreflight(ctx, t, bin, env, "--fleet", fleet, "--tables", root, "--publication", pub); code != 0 || out != "" {
+		t.Fatalf("the root, with the publication fixed: exit %d\n%s%s", code, out, errOut)
+	}
+}

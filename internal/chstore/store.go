@@ -325,6 +325,9 @@ func merge(have, want *Table) (*Table, []Column, error) {
 			return nil, nil, fmt.Errorf("%w: %s.%s changed from %s to %s", ErrIncompatibleSchema,
 				have.Name, c.Name, got.typ.ch, c.typ.ch)
 		}
+		// A layout read back from ClickHouse (describe) has no PostgreSQL
+		// types: the source's are the ones to keep.
+		out.Columns[i].PGType = c.PGType
 	}
 	return out, added, nil
 }

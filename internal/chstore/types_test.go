@@ -266,3 +266,31 @@ func TestCompositeKeyLayout(t *testing.T) {
 		t.Errorf("timestamp key column: %v", err)
 	}
 }
+
+// TestMergeKeepsSourceTypes: a table read back from ClickHouse (as a
+// restarted loader first sees it) has no PostgreSQL types; merged with
+// the source's columns, every column has the source's type (a partition's
+// bound is matched by it), new columns included.
+func TestMergeKeepsSourceTypes(t *testing.T) {
+	dt, err := typeFromCH("DateTime('UTC')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i64, _ := typeFromCH("Int64")
+	have := &Table{Name: "pay", IDColumn: "id", Key: []string{"id"}, byName: map[string]int{"id": 0, "paid_at": 1},
+		Columns: []Column{{Name: "id", Key: true, typ: i64}, {Name: "paid_at", Nullable: true, typ: dt}}}
+	want, err := layout("pay", []string{"id"}, []envelope.Column{{Name: "id", Type: "bigint", Key: true},
+		{Name: "paid_at", Type: "timestamp with time zone"}, {Name: "region", Type: "text"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, _, err := merge(have, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for col, typ := range map[string]string{"id": "bigint", "paid_at": "timestamp with time zone", "region": "text"} {
+		if got := merged.PGType(col); got != typ {
+			t.Errorf("PGType(%s) = %q, want %q", col, got, typ)
+		}
+	}
+}

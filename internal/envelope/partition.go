@@ -28,4 +28,10 @@ type PartitionBound struct {
 	// Siblings, for a DEFAULT partition, are the bounds of the other
 	// partitions of its parent: the default holds the rows none of them do.
 	Siblings []string `json:"siblings,omitempty"`
+	// Types are the key columns' types, as the table's columns name them
+	// (Column.Type: domains resolved), one per column; set by the reader,
+	// so that the bound can be matched before the consumer has seen a
+	// change of the table (a partition key column's type cannot change).
+	// Absent from envelopes of older readers.
+	Types []string `json:"types,omitempty"`
 }

@@ -89,13 +89,21 @@ func compileScope(t *chstore.Table, s *envelope.PartitionScope) (*scopeMatcher, 
 	index := map[string]int{}
 	for _, lv := range s.Levels {
 		lm := levelMatcher{}
-		for _, c := range lv.Columns {
+		for j, c := range lv.Columns {
 			if c == "" {
 				return nil, fmt.Errorf("a partition key expression is not supported (name columns in PARTITION BY)")
 			}
-			typ := t.PGType(c)
-			if typ == "" {
+			if t.Index(c) < 0 {
 				return nil, fmt.Errorf("partition key column %q is not in ClickHouse", c)
+			}
+			// The reader's type of the column; a table read back from
+			// ClickHouse (after a restart) knows no PostgreSQL types.
+			typ := t.PGType(c)
+			if j < len(lv.Types) && lv.Types[j] != "" {
+				typ = lv.Types[j]
+			}
+			if typ == "" {
+				return nil, fmt.Errorf("the PostgreSQL type of partition key column %q is unknown: the truncate came from a reader older than this loader, and no change of the table since the loader started told it (restart the loader after one)", c)
 			}
 			i, ok := index[c]
 			if !ok {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/identity"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -56,25 +57,53 @@ type table struct {
 	name     string // schema-qualified, for messages
 	columns  map[string]column
 	readable bool // the role may SELECT it
+	// partitioned: a partitioned table's root (declared PARTITION BY).
+	partitioned bool
 }
 
 // column is one column: its type as format_type prints it (of the base
-// type, for a domain) and whether the pipeline maps it.
+// type, for a domain) and whether that is an enum.
 type column struct {
-	typ    string
-	mapErr error
+	typ  string
+	enum bool
 }
+
+// columnsSQL reads a table's columns as the reader resolves their types
+// (internal/reader/convert.go, catalogTypeSQL), so that the check agrees
+// with what the loader will be sent: an array stands for its element
+// type; a domain is replaced by its base type with the domain's modifier,
+// repeatedly for a domain over a domain; and the result says whether that
+// base type is an enum.
+const columnsSQL = `
+WITH RECURSIVE cols(attnum, attname, oid, typmod, is_array, depth) AS (
+    SELECT a.attnum, a.attname,
+           CASE WHEN t.typcategory = 'A' AND t.typelem <> 0 THEN t.typelem ELSE t.oid END,
+           a.atttypmod, t.typcategory = 'A' AND t.typelem <> 0, 0
+    FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+    WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL
+    SELECT c.attnum, c.attname, t.typbasetype, t.typtypmod, c.is_array, c.depth + 1
+    FROM cols c JOIN pg_type t ON t.oid = c.oid
+    WHERE t.typtype = 'd' AND c.depth < 64
+)
+SELECT DISTINCT ON (c.attnum) c.attname::text,
+       format_type(c.oid, c.typmod) || CASE WHEN c.is_array THEN '[]' ELSE '' END,
+       t.typtype = 'e'
+FROM cols c JOIN pg_type t ON t.oid = c.oid
+ORDER BY c.attnum, c.depth DESC`
 
 // table checks t: it exists, the role may read it, its columns map, its
 // id column is its whole identity. ok is false when it does not exist.
 func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) {
 	tab := &table{name: t.Schema + "." + t.Name, columns: map[string]column{}}
 	var schemaUsage bool
+	var root *string
 	err := c.conn.QueryRow(ctx, `
-		SELECT c.oid, has_schema_privilege(n.oid, 'USAGE'), has_table_privilege(c.oid, 'SELECT')
+		SELECT c.oid, has_schema_privilege(n.oid, 'USAGE'), has_table_privilege(c.oid, 'SELECT'), c.relkind = 'p',
+		       CASE WHEN c.relispartition THEN pg_partition_root(c.oid)::regclass::text END
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, t.Schema, t.Name).
-		Scan(&tab.oid, &schemaUsage, &tab.readable)
+		Scan(&tab.oid, &schemaUsage, &tab.readable, &tab.partitioned, &root)
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.add(t.Name, "", "table %s does not exist on this shard (check schema and name in the table config)", tab.name)
 		return nil, false
@@ -82,6 +111,11 @@ func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) 
 	if err != nil {
 		c.add(t.Name, "", "read the catalog: %v", err)
 		return nil, false
+	}
+	if root != nil {
+		// As the reader refuses it (internal/reader/partitions.go).
+		c.add(t.Name, "", "%s is a partition of %s: name the partitioned table %s in the table config instead (its changes, and every other partition's, arrive under it)",
+			tab.name, *root, *root)
 	}
 	if !schemaUsage {
 		c.add(t.Name, "schema", "role %s has no USAGE on schema %s (GRANT USAGE ON SCHEMA %s TO %s)", c.role, t.Schema,
@@ -91,28 +125,34 @@ func (c *shardCheck) table(ctx context.Context, t *tables.Table) (*table, bool) 
 		c.add(t.Name, "", "role %s may not SELECT %s: the initial copy reads it (GRANT SELECT ON %s TO %s)", c.role, tab.name,
 			pgx.Identifier{t.Schema, t.Name}.Sanitize(), pgx.Identifier{c.role}.Sanitize())
 	}
-	rows, err := c.conn.Query(ctx, `
-		SELECT a.attname,
-		       format_type(CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE a.atttypid END,
-		                   CASE WHEN ty.typtype = 'd' THEN ty.typtypmod ELSE a.atttypmod END)
-		FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid
-		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
-		ORDER BY a.attnum`, tab.oid)
+	rows, err := c.conn.Query(ctx, columnsSQL, tab.oid)
 	if err != nil {
 		c.add(t.Name, "", "read the columns: %v", err)
 		return tab, true
 	}
 	for rows.Next() {
 		var name, typ string
-		if err := rows.Scan(&name, &typ); err != nil {
+		var enum bool
+		if err := rows.Scan(&name, &typ, &enum); err != nil {
 			c.add(t.Name, "", "read the columns: %v", err)
 			break
 		}
-		col := column{typ: typ, mapErr: chstore.CheckType(typ)}
-		tab.columns[name] = col
-		if col.mapErr != nil {
-			c.add(t.Name, "", "column %s: %v: the loader would stop this table (change the column's type, or leave the table out)", name, col.mapErr)
+		col := column{typ: typ, enum: enum}
+		chosen := t.ColumnTypes[name]
+		switch err := chstore.CheckColumn(t.Name, envelope.Column{Name: name, Type: typ, Enum: enum}, chosen); {
+		case err == nil:
+			if p, s, ok := chstore.ParseDecimalType(chosen); ok {
+				// Stored as that decimal: a revenue amount, say, may be an
+				// unconstrained numeric given one.
+				col.typ = fmt.Sprintf("numeric(%d,%d)", p, s)
+			}
+		case chosen != "":
+			c.add(t.Name, "column_types", "%v", err)
+		default:
+			c.add(t.Name, "", "column %s: %v: the loader would stop this table (store its PostgreSQL text with \"column_types\": {%q: \"String\"} on this table, change the column's type, or leave the table out)",
+				name, chstore.CheckType(typ), name)
 		}
+		tab.columns[name] = col
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -162,6 +202,19 @@ func (c *shardCheck) publication(ctx context.Context, tabs map[string]*table) {
 		       has_database_privilege(current_database(), 'CREATE')`, []any{pub}, &exists, &canCreate) {
 		return
 	}
+	if exists {
+		var viaRoot bool
+		if !c.query(ctx, "read the publication", "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", []any{pub}, &viaRoot) {
+			return
+		}
+		for _, t := range c.cfg.Tables.Tables {
+			if tab := tabs[t.Name]; tab != nil && tab.partitioned && !viaRoot {
+				// As the reader refuses it (internal/reader/partitions.go).
+				c.add(t.Name, "", "publication %s publishes partitioned tables under their partitions' names, so the changes of %s would be skipped: run ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+					pub, tab.name, pgx.Identifier{pub}.Sanitize())
+			}
+		}
+	}
 	var missing, notOwned []string
 	for _, t := range c.cfg.Tables.Tables {
 		tab := tabs[t.Name]
@@ -201,18 +254,21 @@ func (c *shardCheck) publication(ctx context.Context, tabs map[string]*table) {
 type kinds []string
 
 var (
-	kindInteger   = kinds{"smallint", "integer", "bigint"}
-	kindNumeric   = kinds{"numeric("}
-	kindTime      = kinds{"timestamp with time zone", "timestamp without time zone", "date"}
-	kindText      = kinds{"text", "character varying", "character"}
+	kindInteger = kinds{"smallint", "integer", "bigint"}
+	kindNumeric = kinds{"numeric("}
+	kindTime    = kinds{"timestamp with time zone", "timestamp without time zone", "date"}
+	kindText    = kinds{"text", "character varying", "character"}
+	// kindLabel is text or an enum, compared by its label.
+	kindLabel     = append(append(kinds{}, kindText...), "enum")
 	kindUUID      = kinds{"uuid"}
 	kindIntOrUUID = append(append(kinds{}, kindInteger...), kindUUID...)
 )
 
-// accepts reports whether typ is of one of the kinds.
-func (k kinds) accepts(typ string) bool {
+// accepts reports whether col is of one of the kinds ("enum": any enum).
+func (k kinds) accepts(col column) bool {
+	typ := col.typ
 	for _, p := range k {
-		if typ == p || strings.HasPrefix(typ, p+"(") || (strings.HasSuffix(p, "(") && strings.HasPrefix(typ, p)) {
+		if (p == "enum" && col.enum) || typ == p || strings.HasPrefix(typ, p+"(") || (strings.HasSuffix(p, "(") && strings.HasPrefix(typ, p)) {
 			return true
 		}
 	}
@@ -229,7 +285,7 @@ func (c *shardCheck) requireColumn(table string, tab *table, field, name string,
 		c.add(table, field, "column %q does not exist in %s", name, tab.name)
 		return col, false
 	}
-	if want != nil && !want.accepts(col.typ) {
+	if want != nil && !want.accepts(col) {
 		c.add(table, field, "column %s is %s; this setting needs one of: %s", name, col.typ, want)
 		return col, false
 	}

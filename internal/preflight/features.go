@@ -45,7 +45,7 @@ func (c *shardCheck) features(tabs map[string]*table) {
 			{"revenue.currency_column", r.CurrencyColumn}, {"revenue.status_column", r.StatusColumn},
 		} {
 			if col.name != "" {
-				c.requireColumn(r.Table, tab, col.field, col.name, kindText)
+				c.requireColumn(r.Table, tab, col.field, col.name, kindLabel)
 			}
 		}
 		if r.WorkspaceColumn != "" {

@@ -30,9 +30,14 @@ func TestKinds(t *testing.T) {
 		{idKinds("serial"), "integer", true},
 		{idKinds("uuidv4"), "bigint", false},
 	} {
-		if got := c.k.accepts(c.typ); got != c.want {
+		if got := c.k.accepts(column{typ: c.typ}); got != c.want {
 			t.Errorf("%v accepts %q = %v, want %v", c.k, c.typ, got, c.want)
 		}
+	}
+	// An enum is a label: text for the revenue's status and currency.
+	enum := column{typ: "payment_status", enum: true}
+	if kindText.accepts(enum) || !kindLabel.accepts(enum) || kindLabel.accepts(column{typ: "payment_status"}) || !kindLabel.accepts(column{typ: "character(3)"}) {
+		t.Error("kindLabel: want enums and text, and kindText no enum")
 	}
 	if s := kindNumeric.String(); s != "numeric" {
 		t.Errorf("kindNumeric = %q", s)

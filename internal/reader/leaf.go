@@ -11,6 +11,7 @@ import (
 
 	"github.com/tributary/tributary/internal/decode"
 	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/tables"
 )
 
 // partitionPrefix is the prefix of the logical messages
@@ -76,6 +77,9 @@ func (r *Reader) flushPartitions(ctx context.Context) error {
 			}
 			continue
 		}
+		if err := r.scopeTypes(ctx, *t, &scope); err != nil {
+			return err
+		}
 		r.m.changes.WithLabelValues(t.Name, string(envelope.OpTruncate)).Inc()
 		r.log.Info("partition gone: its rows are deleted downstream", slog.String("table", t.Name),
 			slog.String("partition", scope.Partition), slog.String("cause", scope.Cause), slog.String("lsn", pp.at.String()))
@@ -90,6 +94,35 @@ func (r *Reader) flushPartitions(ctx context.Context) error {
 			}
 		}
 		r.seq++
+	}
+	return nil
+}
+
+// scopeTypes gives every level of scope its key columns' types, read from
+// the table's columns as the initial copy reads them (a partition key
+// column's type cannot change while the table is partitioned, so now is
+// as good as the message's position). The loader matches the bound with
+// them even when the truncate is the first record of the table it sees.
+func (r *Reader) scopeTypes(ctx context.Context, t tables.Table, scope *envelope.PartitionScope) error {
+	conn, err := pgx.Connect(ctx, r.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("partition %s: key column types: %w", scope.Partition, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	cols, err := snapshotColumns(ctx, conn, t)
+	if err != nil {
+		return fmt.Errorf("partition %s: key column types: %w", scope.Partition, err)
+	}
+	types := map[string]string{}
+	for _, c := range cols {
+		types[c.Name] = c.Type
+	}
+	for i := range scope.Levels {
+		lv := &scope.Levels[i]
+		lv.Types = make([]string, len(lv.Columns))
+		for j, c := range lv.Columns {
+			lv.Types[j] = types[c] // "": an expression, or a column not replicated; the loader says so
+		}
 	}
 	return nil
 }
