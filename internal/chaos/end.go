@@ -140,7 +140,7 @@ func runVerify(ctx context.Context, st *stack, out string) (bool, string, error)
 	}
 	defer f.Close()
 	cmd := exec.CommandContext(ctx, filepath.Join(st.repo, "bin", "verify"))
-	cmd.Env = append(append(os.Environ(), st.environ()...), "TRIBUTARY_RING_MAP="+st.ringMap)
+	cmd.Env = append(append(os.Environ(), st.environ()...), "TRIBUTARY_RING_MAP="+st.ringMap, "TRIBUTARY_API_URL=http://"+st.apiAddr())
 	var tail tailWriter
 	cmd.Stdout, cmd.Stderr = multi{f, &tail}, multi{f, &tail}
 	err = cmd.Run()
