@@ -7,13 +7,14 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.stack
 STACK := deploy/local/stack.sh
 GO ?= go
 
-.PHONY: help install up down purge status build demo demo-down test test-kafka-cluster test-chdb test-chart unit vet verify loadgen bench-loader
+.PHONY: help install up down purge status build demo demo-down test test-kafka-cluster test-chdb test-chart chaos unit vet verify loadgen bench-loader
 
 help:
 	@echo "make demo    - install, start the stack + readers/loader/api, run traffic, print a tour"
 	@echo "make test    - install, start the stack (real Kafka + embedded), run every test"
 	@echo "make test-kafka-cluster - the 3-broker Kafka fault test alone (a node SIGKILLed under writes, ~60 s)"
 	@echo "make test-chdb - the product's ClickHouse statements on current ClickHouse (chDB) vs 18.16"
+	@echo "make chaos   - the chaos soak: the demo fleet on real Kafka under traffic and random faults, then a verdict (CHAOS_DURATION=30m)"
 	@echo "make unit    - unit tests only (no services)"
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
 	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth; FLEET=file: another fleet file)"
@@ -84,6 +85,19 @@ test-chdb: install
 	TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 10m -v -run 'TestCurrentClickHouseAnswersAlike$$' ./tests
+
+# The chaos soak (cmd/chaos, internal/chaos; README "Chaos soak"): the demo
+# fleet on real Kafka under mixed traffic with a seeded random fault
+# schedule over every component for CHAOS_DURATION, then convergence, the
+# verifier and one verdict; exit 1 when it fails. Not part of make test;
+# .ci/run runs CHAOS_DURATION=5m after it. The demo's processes must not
+# run beside it (same ports): they are stopped first. CHAOS_FLAGS: more
+# flags (--seed N repeats a schedule; bin/chaos --help).
+CHAOS_DURATION ?= 30m
+chaos: install build
+	deploy/local/demo.sh stop
+	TRIBUTARY_KAFKA=$$(sed -n 's/^TRIBUTARY_KAFKA_KIND=//p' $(TRIBUTARY_HOME)/stack.env 2>/dev/null | grep -x both || echo real) $(STACK) up
+	bin/chaos --home $(TRIBUTARY_HOME) --duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 # Ground truth: scatter-gather over the shards compared with the API. Run
 # after traffic stopped (make demo ends its traffic before the tour). Every

@@ -21,7 +21,7 @@ const (
 // documentedBinaries are the binaries (and bench's subcommands) whose
 // flags the README lists: all of them.
 var documentedBinaries = []string{"cdc-reader", "loader", "api", "verify", "loadgen", "preflight", "embedded-kafka",
-	"tributaryctl",
+	"tributaryctl", "chaos",
 	"bench loader", "bench reader", "bench api", "bench latency", "bench sustain"}
 
 // helpFlag is one flag as --help prints it.

@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -87,6 +88,11 @@ type Server struct {
 	latency  *prometheus.HistogramVec
 	waited   *prometheus.HistogramVec
 	limiter  *rateLimiter
+
+	// ping checks ClickHouse for /readyz (q.Ping; a fake in tests), and
+	// reached says whether it ever answered since the start.
+	ping    func(context.Context) error
+	reached atomic.Bool
 }
 
 // tableLayout is a table's configured id layout, or why it did not resolve.
@@ -99,7 +105,7 @@ type tableLayout struct {
 func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Registerer) *Server {
 	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux(), watch: &watermarkWatch{fetch: q.Freshness, timeout: max(cfg.QueryTimeout, time.Second)},
 		stopped: &stoppedWatch{fetch: q.StoppedTables, timeout: max(cfg.QueryTimeout, time.Second)},
-		layouts: map[string]tableLayout{}}
+		layouts: map[string]tableLayout{}, ping: q.Ping}
 	s.limiter = newRateLimiter(cfg.RateLimit, reg)
 	for _, t := range cfg.Tables.Tables {
 		l, err := ids.Lookup(t.IDLayout)
@@ -419,13 +425,27 @@ func (s *Server) shards(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"shards": fresh, "stopped_tables": statuses})
 }
 
+// ready is GET /readyz. Ready: ClickHouse answers. Not ready (503): it
+// has not answered since this process started, so nothing says the
+// configuration is right (a rollout should wait). Degraded (200): it
+// answered before and does not now. The API still answers then — 4xx for
+// bad input, /healthz, /metrics, the OpenAPI document, and every data
+// route with 503 backend_unavailable and Retry-After — and every replica
+// shares the same ClickHouse, so taking them all out of a load balancer
+// would only turn those answers into refused connections.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
-	if err := s.q.Ping(r.Context()); err != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "ClickHouse is not reachable: " + err.Error()}
-	}
 	auth := "on"
 	if s.cfg.Tokens == nil {
 		auth = "off"
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "auth": auth})
+	if err := s.ping(r.Context()); err != nil {
+		if !s.reached.Load() {
+			return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "ClickHouse is not reachable: " + err.Error()}
+		}
+		return writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "auth": auth,
+			"clickhouse": "unreachable: " + err.Error(),
+			"message":    "ClickHouse does not answer: data routes answer 503 backend_unavailable with Retry-After until it does"})
+	}
+	s.reached.Store(true)
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "auth": auth, "clickhouse": "ok"})
 }

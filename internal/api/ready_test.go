@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -45,6 +46,85 @@ func TestNotReadyWithoutClickHouse(t *testing.T) {
 		s.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		if rec.Code != want {
 			t.Errorf("GET %s = %d %s, want %d", path, rec.Code, rec.Body, want)
+		}
+	}
+}
+
+// TestReadyDegradedWhenClickHouseLost: the order of a ClickHouse outage
+// under a running API. Before ClickHouse ever answered /readyz is 503
+// not_ready; once it answered, ready; when it stops answering, degraded
+// with 200 (the API still answers: a by-id read says 503
+// backend_unavailable, bad input still gets its 400, /healthz 200); when
+// it answers again, ready.
+func TestReadyDegradedWhenClickHouseLost(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there: every real query fails as in an outage
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q, err := query.Open(ctx, "tributary", chstore.DialOptions{Addr: addr})
+	if !errors.Is(err, chstore.ErrNotReachable) || q == nil {
+		t.Fatalf("query.Open with no server: %v, %v; want Queries and ErrNotReachable", q, err)
+	}
+	defer q.Close()
+	cfg, err := tables.Parse([]byte(`{"tables":[{"name":"documents","id_column":"id","id_layout":"seed000"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Tables: cfg, DocumentsTable: "documents", QueryTimeout: time.Second}, q,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	up := false
+	s.ping = func(context.Context) error {
+		if up {
+			return nil
+		}
+		return errors.New("dial tcp: connection refused")
+	}
+	get := func(path string) (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("GET %s: %d %q is not JSON: %v", path, rec.Code, rec.Body, err)
+		}
+		return rec.Code, body
+	}
+	steps := []struct {
+		what   string
+		up     bool
+		code   int
+		status string // /readyz "status", or the error code
+	}{
+		{"before ClickHouse ever answered", false, http.StatusServiceUnavailable, "not_ready"},
+		{"ClickHouse answers", true, http.StatusOK, "ready"},
+		{"ClickHouse lost", false, http.StatusOK, "degraded"},
+		{"ClickHouse back", true, http.StatusOK, "ready"},
+	}
+	for _, st := range steps {
+		up = st.up
+		code, body := get("/readyz")
+		got := body["status"]
+		if code != http.StatusOK {
+			got = body["error"]
+		}
+		if code != st.code || got != st.status {
+			t.Errorf("%s: /readyz = %d %v, want %d %s", st.what, code, body, st.code, st.status)
+		}
+		if st.status != "degraded" {
+			continue
+		}
+		// Degraded, not down: what the API does now is what /readyz said.
+		if code, body := get("/v1/documents/734197815705617408"); code != http.StatusServiceUnavailable || body["error"] != "backend_unavailable" {
+			t.Errorf("%s: a by-id read = %d %v, want 503 backend_unavailable", st.what, code, body)
+		}
+		if code, body := get("/v1/documents/x"); code != http.StatusBadRequest {
+			t.Errorf("%s: a malformed id = %d %v, want 400", st.what, code, body)
+		}
+		if code, _ := get("/healthz"); code != http.StatusOK {
+			t.Errorf("%s: /healthz = %d, want 200", st.what, code)
 		}
 	}
 }

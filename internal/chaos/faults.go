@@ -1,0 +1,183 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Fault kinds. Every kind is drawn with the same weight.
+const (
+	KillReader     = "kill-reader"
+	KillLoader     = "kill-loader"
+	KillAPI        = "kill-api"
+	KillKafka      = "kill-kafka"
+	KillClickHouse = "kill-clickhouse"
+	CrashPostgres  = "crash-postgres" // pg_ctl stop -m immediate: no shutdown checkpoint
+	HangKafka      = "hang-kafka"     // SIGSTOP, a few seconds, SIGCONT
+	HangClickHouse = "hang-clickhouse"
+)
+
+// Kinds lists every fault kind, in the verdict's order.
+var Kinds = []string{KillReader, KillLoader, KillAPI, KillKafka, KillClickHouse, CrashPostgres, HangKafka, HangClickHouse}
+
+// fault is one injected fault: what, on which target, when, and what
+// recovering from it took.
+type fault struct {
+	kind, target string
+	at           time.Time     // injected
+	recovered    time.Duration // from at until the component ran again (restart returned, SIGCONT sent)
+	fresh        time.Duration // from at until every shard's watermark passed its WAL position after recovery; 0: never
+	err          error         // recovery failed
+}
+
+// injector injects faults into the fleet and the stack and recovers from
+// them.
+type injector struct {
+	st    *stack
+	fleet *fleetProcs
+	rng   *rand.Rand
+	log   *os.File // stack.sh output
+}
+
+// inject draws a fault, injects it and recovers from it, returning once
+// the component runs again.
+func (in *injector) inject(ctx context.Context) *fault {
+	f := &fault{kind: Kinds[in.rng.IntN(len(Kinds))], at: time.Now()}
+	switch f.kind {
+	case KillReader:
+		sh := in.st.shards[in.rng.IntN(len(in.st.shards))].Number
+		f.target = "shard " + strconv.Itoa(sh)
+		in.fleet.readers[sh].kill()
+	case KillLoader:
+		f.target = "loader"
+		in.fleet.loader.kill()
+	case KillAPI:
+		f.target = "api"
+		in.fleet.api.kill()
+	case KillKafka:
+		f.target = "kafka"
+		f.err = in.killService(ctx, in.st.kafkaPidFile())
+	case KillClickHouse:
+		f.target = "clickhouse"
+		f.err = in.killService(ctx, in.st.clickhousePidFile())
+	case CrashPostgres:
+		sh := in.st.shards[in.rng.IntN(len(in.st.shards))].Number
+		f.target = "shard " + strconv.Itoa(sh)
+		f.err = in.crashPostgres(ctx, sh)
+	case HangKafka:
+		f.target = "kafka"
+		f.err = in.hang(ctx, in.st.kafkaPidFile())
+	case HangClickHouse:
+		f.target = "clickhouse"
+		f.err = in.hang(ctx, in.st.clickhousePidFile())
+	}
+	f.recovered = time.Since(f.at)
+	return f
+}
+
+// killService SIGKILLs the service of a pid file and brings it back with
+// stack.sh up, as an operator would.
+func (in *injector) killService(ctx context.Context, pidFile string) error {
+	pid, err := readPid(pidFile)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %d: %w", pid, err)
+	}
+	// Until the kernel has torn it down its port still answers, and
+	// stack.sh up would take the port for someone else's.
+	if err := waitGone(ctx, pid); err != nil {
+		return err
+	}
+	return in.stackUp(ctx)
+}
+
+// waitGone waits until pid has exited (gone, or a zombie).
+func waitGone(ctx context.Context, pid int) error {
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil
+		}
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] == "Z" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pid %d still running after SIGKILL: %w", pid, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// crashPostgres stops a shard in immediate mode (a crash: recovery runs on
+// the next start) and brings it back with stack.sh up.
+func (in *injector) crashPostgres(ctx context.Context, shard int) error {
+	out, err := exec.CommandContext(ctx, "runuser", "-u", "postgres", "--",
+		"/usr/lib/postgresql/15/bin/pg_ctl", "-D", in.st.pgDir(shard), "-m", "immediate", "-w", "stop").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pg_ctl stop -m immediate shard %d: %w: %s", shard, err, out)
+	}
+	return in.stackUp(ctx)
+}
+
+// hang SIGSTOPs a service for 3-12 s, then SIGCONTs it.
+func (in *injector) hang(ctx context.Context, pidFile string) error {
+	pid, err := readPid(pidFile)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("stop %d: %w", pid, err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(3000+in.rng.IntN(9000)) * time.Millisecond):
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return fmt.Errorf("continue %d: %w", pid, err)
+	}
+	return nil
+}
+
+// stackUp runs deploy/local/stack.sh up for the stack's home and Kafka
+// kind, patiently (each service may take up to 5 minutes on a loaded
+// machine), and once more if that failed, as an operator would.
+func (in *injector) stackUp(ctx context.Context) error {
+	var err error
+	for range 2 {
+		cmd := exec.CommandContext(ctx, in.st.repo+"/deploy/local/stack.sh", "up")
+		cmd.Env = append(os.Environ(), "TRIBUTARY_HOME="+in.st.home, "TRIBUTARY_KAFKA="+in.st.env["TRIBUTARY_KAFKA_KIND"],
+			"TRIBUTARY_WAIT_TIMEOUT=300")
+		cmd.Stdout, cmd.Stderr = in.log, in.log
+		if err = cmd.Run(); err == nil || ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(in.log, "chaos: stack.sh up failed (%v); once more\n", err)
+	}
+	if err != nil {
+		return fmt.Errorf("stack.sh up: %w (log %s)", err, in.log.Name())
+	}
+	return nil
+}
+
+func readPid(file string) (int, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, fmt.Errorf("pid file: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("pid file %s: no pid in %q", file, b)
+	}
+	return pid, nil
+}

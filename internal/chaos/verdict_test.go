@@ -1,0 +1,54 @@
+package chaos
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestVerdict: a 5xx or refused answer counts against the verdict only
+// outside every outage (a fault's injection until fresh after it); too few
+// faults, a failed recovery, the verifier, dead letters and a lag metric
+// left above 0 each fail it.
+func TestVerdict(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	passing := func() *Verdict {
+		return &Verdict{MinFaults: 1, VerifyPassed: true,
+			Faults: []*fault{{kind: KillAPI, at: at(10), recovered: time.Second, fresh: 5 * time.Second}},
+			Answers: []answer{
+				{at: at(5), route: "/readyz", code: 200},
+				{at: at(11), route: "/v1/shards", code: 0},                     // the API is down: inside
+				{at: at(14), route: "/v1/documents/{id}", code: 503},           // inside
+				{at: at(16), route: "/v1/documents/{id}", code: 404},           // not an error
+				{at: at(20), route: "/readyz", code: 200, status: "degraded"}}} // not an error
+	}
+	cases := []struct {
+		name   string
+		change func(v *Verdict)
+		want   string // "" passes; else a failure containing it
+	}{
+		{"errors inside outages only", func(*Verdict) {}, ""},
+		{"a 5xx after fresh", func(v *Verdict) { v.Answers = append(v.Answers, answer{at: at(16), route: "/v1/shards", code: 500}) }, "1 API 5xx"},
+		{"refused before the first fault", func(v *Verdict) { v.Answers = append(v.Answers, answer{at: at(9), route: "/readyz"}) }, "1 API 5xx"},
+		{"too few faults", func(v *Verdict) { v.MinFaults = 2 }, "1 faults, want at least 2"},
+		{"a recovery failed", func(v *Verdict) { v.Faults[0].err = errors.New("stack.sh up: exit 1") }, "stack.sh up"},
+		{"verifier", func(v *Verdict) { v.VerifyPassed = false }, "verifier"},
+		{"dead letters", func(v *Verdict) { v.DLQ = 3 }, "3 dead-letter records"},
+		{"lag left", func(v *Verdict) { v.LagNonZero, v.LagMax = 16, 1 }, "not 0 on 16 partitions"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := passing()
+			c.change(v)
+			fails := strings.Join(v.failures(), "\n")
+			switch {
+			case c.want == "" && !v.Passed():
+				t.Errorf("failed: %s", fails)
+			case c.want != "" && (v.Passed() || !strings.Contains(fails, c.want)):
+				t.Errorf("failures %q, want one with %q", fails, c.want)
+			}
+		})
+	}
+}
