@@ -340,8 +340,8 @@ func apiPreaggregate(ctx context.Context, store *chstore.Store, tcfg *tables.Con
 	t, _ := tcfg.ByName(rev.Table)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a := preagg.New(preagg.Config{Revenue: rev, IDColumn: t.IDColumn, ShardKey: t.ShardKey, Topic: t.Topic},
-		store.Conn(), store.Database(), log, prometheus.NewRegistry())
-	if err := preagg.EnsureMarks(ctx, store.Conn(), store.Database()); err != nil {
+		store, log, prometheus.NewRegistry())
+	if err := preagg.EnsureMarks(ctx, store); err != nil {
 		return 0, err
 	}
 	start := time.Now()

@@ -24,6 +24,9 @@ type DialOptions struct {
 	ReadOnly bool
 	// TLS wraps the native protocol in TLS; the zero value is plain TCP.
 	TLS TLSOptions
+	// Settings are added to the ones every connection has (the loader's
+	// insert_distributed_sync in cluster mode).
+	Settings clickhouse.Settings
 	// Lazy returns the pool even when the first ping fails (with the ping's
 	// error as ErrNotReachable alongside): a server that starts later is
 	// used as soon as it answers.
@@ -56,6 +59,9 @@ func Dial(ctx context.Context, o DialOptions) (driver.Conn, error) {
 // and what failed; never the password.
 func open(ctx context.Context, o DialOptions, tlsConf *tls.Config) (driver.Conn, error) {
 	settings := clickhouse.Settings{"optimize_move_to_prewhere": 0}
+	for k, v := range o.Settings {
+		settings[k] = v
+	}
 	if o.ReadOnly {
 		settings["readonly"] = 2
 	}

@@ -171,17 +171,24 @@ ch_password_hash() {
 # The reader's profile has readonly = 2: no INSERT, ALTER, CREATE or DROP,
 # while the settings every client sends (chstore.Dial) may still be set;
 # readonly itself cannot be changed back by the client.
+#
+# In cluster mode both profiles (default, which the loader's user has, and
+# the reader's) run IN and JOIN subqueries over Distributed tables as GLOBAL
+# (distributed_product_mode; schema/clickhouse.md "Cluster mode"): a client
+# cannot set it itself on 18.16, whose protocol carries numeric settings only.
 ch_write_users() {
-	local dir=$1 loader_hash reader_hash
+	local dir=$1 loader_hash reader_hash global=''
 	loader_hash=$(ch_password_hash "$CH_LOADER_PASSWORD_FILE")
 	reader_hash=$(ch_password_hash "$CH_READER_PASSWORD_FILE")
+	[[ $CH_MODE != cluster ]] || global='<distributed_product_mode>global</distributed_product_mode>'
 	cat >"$dir/users.d/tributary.xml" <<EOF
 <?xml version="1.0"?>
 <!-- Written by deploy/local/stack.sh on every start; edits are lost. -->
 <yandex>
     <profiles>
+        <default>$global</default>
         <tributary_readonly>
-            <readonly>2</readonly>
+            <readonly>2</readonly>$global
         </tributary_readonly>
     </profiles>
     <users>
