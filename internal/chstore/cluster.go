@@ -16,7 +16,7 @@ import (
 //   - a replicated source table T is a ReplicatedReplacingMergeTree table
 //     T + LocalSuffix on every node, one replica set per ClickHouse shard
 //     ({shard} macro), and a Distributed table T over them on every node,
-//     sharded by cityHash64 of the id column. Every version and every
+//     sharded by cityHash64 of the id column's text. Every version and every
 //     source shard's copy of an id hash alike, so they meet on one
 //     ClickHouse shard, where FINAL, the duplicate-id check and ownership
 //     stay exact. Readers and writers use T, as in single-node mode.
@@ -191,14 +191,30 @@ func (s *Store) clusterNodes(ctx context.Context, o Options) ([]Node, error) {
 		return nil, fmt.Errorf("read cluster %s: %w", o.Cluster, err)
 	}
 	if len(nodes) == 0 {
-		var known []string
-		if err := s.conn.Select(ctx, &known, "SELECT DISTINCT cluster FROM system.clusters ORDER BY cluster"); err != nil {
-			return nil, fmt.Errorf("%w %q on %s", ErrUnknownCluster, o.Cluster, o.Addr)
-		}
 		return nil, fmt.Errorf("%w %q: %s defines only %s (remote_servers in its configuration)",
-			ErrUnknownCluster, o.Cluster, o.Addr, strings.Join(known, ", "))
+			ErrUnknownCluster, o.Cluster, o.Addr, s.knownClusters(ctx))
 	}
 	return nodes, nil
+}
+
+// knownClusters lists the clusters the server defines, for an error.
+func (s *Store) knownClusters(ctx context.Context) string {
+	var known []string
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT cluster FROM system.clusters ORDER BY cluster")
+	if err != nil {
+		return "(system.clusters unreadable: " + err.Error() + ")"
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c string
+		if rows.Scan(&c) == nil {
+			known = append(known, c)
+		}
+	}
+	if len(known) == 0 {
+		return "none"
+	}
+	return strings.Join(known, ", ")
 }
 
 func closeNodes(nodes []Node) {
@@ -254,7 +270,9 @@ func (s *Store) createSharded(ctx context.Context, t *Table, columns, engine, ta
 	stmts := []string{
 		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s (%s) ENGINE = %s %s",
 			quote(s.db), quote(local), columns, replicated(engine, path), tail),
-		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s AS %s.%s ENGINE = Distributed(%s, %s, %s, cityHash64(%s))",
+		// toString: 18.16's cityHash64 takes no UUID; the text form of an
+		// id is one value per id whatever its type.
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s AS %s.%s ENGINE = Distributed(%s, %s, %s, cityHash64(toString(%s)))",
 			quote(s.db), quote(t.Name), quote(s.db), quote(local), quote(s.cluster), quote(s.db), quote(local), quote(t.IDColumn)),
 	}
 	for _, q := range stmts {

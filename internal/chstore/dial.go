@@ -14,7 +14,11 @@ import (
 
 // DialOptions says how to reach ClickHouse.
 type DialOptions struct {
-	Addr, Username, Password string
+	// Addr is host:port, or several separated by commas (the replicas of a
+	// cluster, say): a connection goes to the first that answers, so that
+	// readers keep answering while one server is down.
+	Addr               string
+	Username, Password string
 	MaxOpenConns             int
 	DialTimeout              time.Duration
 	// ReadOnly refuses writes and DDL on every connection (readonly = 2,
@@ -66,7 +70,7 @@ func open(ctx context.Context, o DialOptions, tlsConf *tls.Config) (driver.Conn,
 		settings["readonly"] = 2
 	}
 	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr:         []string{o.Addr},
+		Addr:         addrs(o.Addr),
 		Auth:         clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
 		Settings:     settings,
 		MaxOpenConns: o.MaxOpenConns,
@@ -89,6 +93,17 @@ func open(ctx context.Context, o DialOptions, tlsConf *tls.Config) (driver.Conn,
 		return nil, fmt.Errorf("clickhouse %s (user %s, %s): %s: %w", o.Addr, o.Username, transport(tlsConf), what(err, tlsConf != nil), err)
 	}
 	return conn, nil
+}
+
+// addrs splits a comma-separated address list.
+func addrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func transport(c *tls.Config) string {

@@ -58,13 +58,18 @@ type Config struct {
 	// MaxBytes: a table larger on disk is never rewritten whole
 	// (DefaultMaxBytes); it is counted as too_large instead.
 	MaxBytes int64
+	// LocalTable, when set, names the table that holds a table's parts on
+	// each node (a cluster's local table); metrics and outcomes keep the
+	// names of Tables.
+	LocalTable func(string) string
 }
 
 // Keeper merges tables; see the package doc.
 type Keeper struct {
-	cfg   Config
-	nodes []Node
-	db    string
+	cfg        Config
+	nodes      []Node
+	replicated bool // NewOnNodes
+	db         string
 	log   *slog.Logger
 	m     *metrics
 }
@@ -78,12 +83,22 @@ type Node struct {
 // New returns a Keeper of cfg.Tables in database db; its metrics go to
 // reg (nil: not registered).
 func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg prometheus.Registerer) *Keeper {
-	return NewOnNodes(cfg, []Node{{Conn: conn}}, db, log, reg)
+	return newKeeper(cfg, []Node{{Conn: conn}}, db, log, reg)
 }
 
-// NewOnNodes is New over several servers: cfg.Tables are the tables each
-// of them holds (a cluster's local tables).
+// NewOnNodes is New over the nodes of a cluster, whose tables are
+// replicated: cfg.LocalTable names the tables each node holds. A merge is
+// then not waited for (replication_alter_partitions_sync = 0): 18.16 fails
+// some waits for a replicated OPTIMIZE ("Unknown log entry type: 0", seen
+// under inserts), and the merge runs on every replica from the shard's log
+// either way; Outcome.Took is then the time to schedule it.
 func NewOnNodes(cfg Config, nodes []Node, db string, log *slog.Logger, reg prometheus.Registerer) *Keeper {
+	k := newKeeper(cfg, nodes, db, log, reg)
+	k.replicated = true
+	return k
+}
+
+func newKeeper(cfg Config, nodes []Node, db string, log *slog.Logger, reg prometheus.Registerer) *Keeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
@@ -192,7 +207,7 @@ func (k *Keeper) Round(ctx context.Context) ([]Outcome, error) {
 
 // roundOn is a round on one node; most collects each table's parts.
 func (k *Keeper) roundOn(ctx context.Context, n Node, most map[string]int) ([]Outcome, error) {
-	states, err := k.states(ctx, n.Conn)
+	states, err := k.states(ctx, n.Conn, k.local())
 	if err != nil {
 		if n.Name != "" {
 			err = fmt.Errorf("%s: %w", n.Name, err)
@@ -236,10 +251,32 @@ func (k *Keeper) roundOn(ctx context.Context, n Node, most map[string]int) ([]Ou
 }
 
 // states reads the active parts and running merges of the tables.
-func (k *Keeper) states(ctx context.Context, conn driver.Conn) (map[string]tableState, error) {
+// local maps the names of the node's tables to the names of Tables.
+func (k *Keeper) local() map[string]string {
+	m := make(map[string]string, len(k.cfg.Tables))
+	for _, t := range k.cfg.Tables {
+		m[k.localName(t)] = t
+	}
+	return m
+}
+
+func (k *Keeper) localName(t string) string {
+	if k.cfg.LocalTable == nil {
+		return t
+	}
+	return k.cfg.LocalTable(t)
+}
+
+// states reads the active parts and running merges of the tables, by the
+// names of Tables; names maps a node's table to it.
+func (k *Keeper) states(ctx context.Context, conn driver.Conn, names map[string]string) (map[string]tableState, error) {
 	out := make(map[string]tableState, len(k.cfg.Tables))
+	local := make([]string, 0, len(names))
+	for l := range names {
+		local = append(local, l)
+	}
 	rows, err := conn.Query(ctx, `SELECT table, toUInt64(count()), toUInt64(sum(bytes)) FROM system.parts
-		WHERE database = ? AND active AND has(?, table) GROUP BY table`, k.db, k.cfg.Tables)
+		WHERE database = ? AND active AND has(?, table) GROUP BY table`, k.db, local)
 	if err != nil {
 		return nil, fmt.Errorf("read parts: %w", err)
 	}
@@ -250,13 +287,14 @@ func (k *Keeper) states(ctx context.Context, conn driver.Conn) (map[string]table
 		if err := rows.Scan(&name, &parts, &bytes); err != nil {
 			return nil, fmt.Errorf("read parts: %w", err)
 		}
+		name = names[name]
 		out[name] = tableState{exists: true, parts: int(parts), bytes: int64(bytes)}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read parts: %w", err)
 	}
 	mrows, err := conn.Query(ctx, `SELECT table, toUInt64(count()) FROM system.merges
-		WHERE database = ? AND has(?, table) GROUP BY table`, k.db, k.cfg.Tables)
+		WHERE database = ? AND has(?, table) GROUP BY table`, k.db, local)
 	if err != nil {
 		return nil, fmt.Errorf("read merges: %w", err)
 	}
@@ -267,6 +305,7 @@ func (k *Keeper) states(ctx context.Context, conn driver.Conn) (map[string]table
 		if err := mrows.Scan(&name, &n); err != nil {
 			return nil, fmt.Errorf("read merges: %w", err)
 		}
+		name = names[name]
 		st := out[name]
 		st.merges = int(n)
 		out[name] = st
@@ -279,8 +318,12 @@ func (k *Keeper) states(ctx context.Context, conn driver.Conn) (map[string]table
 // the parts): that is busy, not an error.
 func (k *Keeper) merge(ctx context.Context, conn driver.Conn, table string) (string, time.Duration, error) {
 	start := time.Now()
-	sql := fmt.Sprintf("OPTIMIZE TABLE %s.%s FINAL", chstore.Quote(k.db), chstore.Quote(table))
-	err := conn.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_throw_if_noop": 1})), sql)
+	sql := fmt.Sprintf("OPTIMIZE TABLE %s.%s FINAL", chstore.Quote(k.db), chstore.Quote(k.localName(table)))
+	settings := clickhouse.Settings{"optimize_throw_if_noop": 1}
+	if k.replicated {
+		settings["replication_alter_partitions_sync"] = 0
+	}
+	err := conn.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(settings)), sql)
 	took := time.Since(start)
 	switch {
 	case err == nil:

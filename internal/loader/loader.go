@@ -277,9 +277,7 @@ func newKeeper(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheu
 	for _, n := range store.Nodes() {
 		nodes = append(nodes, compact.Node{Name: n.String(), Conn: n.Conn()})
 	}
-	for i, t := range ccfg.Tables {
-		ccfg.Tables[i] = store.LocalTable(t)
-	}
+	ccfg.LocalTable = store.LocalTable
 	return compact.NewOnNodes(ccfg, nodes, store.Database(), log, reg)
 }
 
