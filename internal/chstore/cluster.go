@@ -96,13 +96,18 @@ func (s *Store) openCluster(ctx context.Context, o Options) error {
 		nodes[i].conn, err = Dial(ctx, DialOptions{Addr: nodes[i].Addr, Username: o.Username, Password: o.Password,
 			MaxOpenConns: 2, TLS: o.TLS})
 		if err == nil {
-			err = ping(ctx, nodes[i].conn, &nodes[i])
+			err = ping(ctx, nodes[i].conn, o.Cluster, &nodes[i])
 		}
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNodeDown):
 			closeNodes(nodes)
-			if Refused(err) || errors.Is(err, errProfile) {
-				return fmt.Errorf("cluster %s: %s: %w", o.Cluster, nodes[i], err)
-			}
+			return err
+		case Refused(err) || errors.Is(err, errProfile):
+			closeNodes(nodes)
+			return fmt.Errorf("cluster %s: %s: %w", o.Cluster, nodes[i], err)
+		default:
+			closeNodes(nodes)
 			return fmt.Errorf("%w: cluster %s: %s: %w", ErrNodeDown, o.Cluster, nodes[i], err)
 		}
 	}
@@ -141,7 +146,7 @@ func checkMacros(cluster string, nodes []Node) error {
 // runs the subquery once over every shard, exact whatever it selects. A
 // client cannot set it on 18.16 (its protocol carries numeric settings
 // only), so it is the profile's (schema/clickhouse.md "Cluster mode").
-func ping(ctx context.Context, conn driver.Conn, n *Node) error {
+func ping(ctx context.Context, conn driver.Conn, cluster string, n *Node) error {
 	var mode string
 	if err := conn.QueryRow(ctx, "SELECT value FROM system.settings WHERE name = 'distributed_product_mode'").Scan(&mode); err != nil {
 		return fmt.Errorf("read distributed_product_mode: %w", err)
@@ -151,7 +156,9 @@ func ping(ctx context.Context, conn driver.Conn, n *Node) error {
 	}
 	var zk uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.zookeeper WHERE path = '/'").Scan(&zk); err != nil {
-		return fmt.Errorf("zookeeper (the node's <zookeeper> configuration) not usable: %w", err)
+		// %v: the server's exception is not a refusal (Refused) here;
+		// ZooKeeper coming back is worth waiting for.
+		return fmt.Errorf("%w: cluster %s: %s: its ZooKeeper (<zookeeper> in its configuration) is not usable: %v", ErrNodeDown, cluster, n, err)
 	}
 	var shard, replica string
 	err := conn.QueryRow(ctx, `SELECT anyIf(substitution, macro = 'shard'), anyIf(substitution, macro = 'replica')
