@@ -19,8 +19,8 @@ type DialOptions struct {
 	// readers keep answering while one server is down.
 	Addr               string
 	Username, Password string
-	MaxOpenConns             int
-	DialTimeout              time.Duration
+	MaxOpenConns       int
+	DialTimeout        time.Duration
 	// ReadOnly refuses writes and DDL on every connection (readonly = 2,
 	// which still lets the settings below be applied). A user whose profile
 	// has readonly = 2 already accepts it; one with readonly = 1 refuses

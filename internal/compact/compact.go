@@ -70,8 +70,8 @@ type Keeper struct {
 	nodes      []Node
 	replicated bool // NewOnNodes
 	db         string
-	log   *slog.Logger
-	m     *metrics
+	log        *slog.Logger
+	m          *metrics
 }
 
 // Node is a server whose tables a keeper merges.
