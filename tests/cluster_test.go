@@ -298,7 +298,7 @@ func stackUp(ctx context.Context, t *testing.T, st *Stack) {
 func TestClusterFaultsUnderWrites(t *testing.T) {
 	st := clusterStack(t)
 	p := newPipeline(t, []int{0, 1}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	tbl := p.table()
 	home := st.Env["TRIBUTARY_HOME"]
