@@ -326,15 +326,15 @@ func TestCurrentClickHouseAnswersAlike(t *testing.T) {
 	// (the first recomputes every block).
 	rev := &tables.Revenue{Table: "t", AmountColumn: "amount", CurrencyColumn: "cur", TimeColumn: "created",
 		StatusColumn: "status", CountStatuses: []string{"paid"}, RefundStatuses: []string{"refunded"}, WorkspaceColumn: "ws"}
-	if err := preagg.EnsureMarks(ctx, store.Conn(), db); err != nil {
+	if err := preagg.EnsureMarks(ctx, store); err != nil {
 		t.Fatal(err)
 	}
 	marks := preagg.NewMarks("t", 2)
 	marks.Add(0, "5", 90)
-	if err := marks.Write(ctx, store.Conn(), db); err != nil {
+	if err := marks.Write(ctx, store); err != nil {
 		t.Fatal(err)
 	}
-	agg := preagg.New(preagg.Config{Revenue: rev, IDColumn: "id", Topic: "tp", BlockBits: 2}, store.Conn(), db,
+	agg := preagg.New(preagg.Config{Revenue: rev, IDColumn: "id", Topic: "tp", BlockBits: 2}, store,
 		slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if outcome, err := agg.Round(ctx); err != nil || outcome != "full" {
 		t.Fatalf("pre-aggregation round: %q, %v; want a full round", outcome, err)

@@ -128,7 +128,7 @@ func setupPipelineOn(t *testing.T, st *Stack, shards []int, brokers []string, ex
 	t.Cleanup(p.cleanup)
 
 	p.chDB = "e2e_" + p.suffix
-	p.store, err = chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: p.chDB})
+	p.store, err = chstore.Open(ctx, chstore.Options{Addr: st.ClickHouseAddr, Database: p.chDB, Cluster: st.ClickHouseCluster})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func (p *pipeline) cleanup() {
 		conn.Close(ctx)
 	}
 	if p.store != nil {
-		p.store.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+p.chDB+"`") //nolint:errcheck
+		p.store.DropDatabase(ctx) //nolint:errcheck // best effort
 		p.store.Close()
 	}
 	if cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers...)); err == nil {

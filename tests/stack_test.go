@@ -22,7 +22,11 @@ type Stack struct {
 	// ReplDSNs are DSNs of the least-privilege replication role.
 	ReplDSNs       []string
 	ClickHouseAddr string
-	KafkaBrokers   []string
+	// ClickHouseCluster is the cluster of a stack started with
+	// TRIBUTARY_CLICKHOUSE=cluster ("" for one server): the pipelines of
+	// the tests then run in cluster mode (make test-cluster).
+	ClickHouseCluster string
+	KafkaBrokers      []string
 	// EmbeddedKafkaBrokers is set when the embedded (kfake) broker runs too.
 	EmbeddedKafkaBrokers []string
 }
@@ -56,6 +60,7 @@ func loadStack(t testing.TB) *Stack {
 		s.ReplDSNs = append(s.ReplDSNs, env[fmt.Sprintf("TRIBUTARY_SHARD_%d_REPL_DSN", i)])
 	}
 	s.ClickHouseAddr = env["TRIBUTARY_CLICKHOUSE_ADDR"]
+	s.ClickHouseCluster = env["TRIBUTARY_CLICKHOUSE_CLUSTER"]
 	if b := env["TRIBUTARY_KAFKA_BROKERS"]; b != "" {
 		s.KafkaBrokers = strings.Split(b, ",")
 	}

@@ -108,6 +108,7 @@ type apiConfig struct {
 	compact    bool
 	rate       float64
 	chAddr     string
+	chCluster  string
 	db         string
 	tablesFile string
 	apiURL     string
@@ -176,6 +177,7 @@ func benchAPI(ctx context.Context, args []string) error {
 	var c apiConfig
 	fs := flagenv.New("bench api", apiUsage)
 	fs.String(&c.chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
+	fs.String(&c.chCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "", "load the data in ClickHouse cluster mode over this cluster (the loader's --clickhouse-cluster); the API reads through the Distributed tables (empty: one server)")
 	fs.String(&c.db, "db", "", "", "ClickHouse database (default bench_api_<run>; with --keep, reused when it holds the same data)")
 	fs.String(&c.tablesFile, "tables", "", "deploy/local/tables.json", "table config the API serves (documents and invoices, revenue over invoices)")
 	fs.String(&c.apiURL, "api-url", "", "", "measure this running API (serving --db) instead of one in this process")
@@ -221,13 +223,16 @@ func benchAPI(ctx context.Context, args []string) error {
 		return err
 	}
 
-	store, err := chstore.Open(ctx, chstore.Options{Addr: c.chAddr, Database: c.db})
+	store, err := chstore.Open(ctx, chstore.Options{Addr: c.chAddr, Database: c.db, Cluster: c.chCluster})
 	if err != nil {
 		return err
 	}
+	if c.chCluster != "" {
+		fmt.Printf("ClickHouse cluster mode: cluster %s, %d nodes; parts below are node 1's local tables\n", c.chCluster, len(store.Nodes()))
+	}
 	defer func() {
 		if !c.keep {
-			store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS "+chstore.Quote(c.db)) //nolint:errcheck
+			store.DropDatabase(context.Background()) //nolint:errcheck
 		}
 		store.Close()
 	}()
@@ -272,7 +277,7 @@ func benchAPI(ctx context.Context, args []string) error {
 		}
 		res["preaggregate_full_round_seconds"] = took.Seconds()
 	}
-	st, err := apiTableStats(ctx, store.Conn(), c.db)
+	st, err := apiTableStats(ctx, store)
 	if err != nil {
 		return err
 	}
@@ -340,8 +345,8 @@ func apiPreaggregate(ctx context.Context, store *chstore.Store, tcfg *tables.Con
 	t, _ := tcfg.ByName(rev.Table)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a := preagg.New(preagg.Config{Revenue: rev, IDColumn: t.IDColumn, ShardKey: t.ShardKey, Topic: t.Topic},
-		store.Conn(), store.Database(), log, prometheus.NewRegistry())
-	if err := preagg.EnsureMarks(ctx, store.Conn(), store.Database()); err != nil {
+		store, log, prometheus.NewRegistry())
+	if err := preagg.EnsureMarks(ctx, store); err != nil {
 		return 0, err
 	}
 	start := time.Now()
@@ -970,12 +975,13 @@ type apiTableStat struct {
 	Bytes  uint64 `json:"bytes_on_disk"`
 }
 
-func apiTableStats(ctx context.Context, conn driver.Conn, db string) ([]apiTableStat, error) {
+func apiTableStats(ctx context.Context, store *chstore.Store) ([]apiTableStat, error) {
 	var out []apiTableStat
+	conn, db := store.Conn(), store.Database()
 	for _, t := range []string{"documents", "invoices"} {
 		s := apiTableStat{Table: t}
 		if err := conn.QueryRow(ctx, "SELECT sum(rows), count(), sum(bytes_on_disk) FROM system.parts WHERE database = ? AND table = ? AND active",
-			db, t).Scan(&s.Stored, &s.Parts, &s.Bytes); err != nil {
+			db, store.LocalTable(t)).Scan(&s.Stored, &s.Parts, &s.Bytes); err != nil {
 			return nil, fmt.Errorf("parts of %s: %w", t, err)
 		}
 		if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s.%s FINAL WHERE _deleted = 0", chstore.Quote(db), t)).Scan(&s.Live); err != nil {

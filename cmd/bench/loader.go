@@ -36,7 +36,7 @@ import (
 // exactly the expected live rows.
 func benchLoader(ctx context.Context, args []string) error {
 	var changes, keys, shards, partitions, batch, unchangedPct, bodyBytes, imageCache, nTables, wmEvery int
-	var brokers, chAddr, jsonOut, cpuProfile, memProfile string
+	var brokers, chAddr, chCluster, jsonOut, cpuProfile, memProfile string
 	fs := flagenv.New("bench loader", "bench loader — Kafka -> ClickHouse throughput of the loader with dedupe on.")
 	fs.Int(&changes, "changes", "", 1_000_000, "changes to produce (mix: first write of a key is an insert, then 80% updates, 20% deletes)")
 	fs.Int(&keys, "keys", "", 200_000, "distinct ids")
@@ -52,6 +52,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	var kafkaSec kafkaconn.Security
 	kafkaconn.AddFlags(fs, &kafkaSec)
 	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
+	fs.String(&chCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "", "load in ClickHouse cluster mode over this cluster, as the loader's --clickhouse-cluster (empty: one server)")
 	var chTLS chstore.TLSOptions
 	chstore.AddTLSFlags(fs, &chTLS)
 	fs.String(&jsonOut, "json", "", "", "also write the results as JSON to this file")
@@ -220,14 +221,17 @@ func benchLoader(ctx context.Context, args []string) error {
 	}
 
 	// Load.
-	store, err := chstore.Open(ctx, chstore.Options{Addr: chAddr, Database: db, TLS: chTLS})
+	store, err := chstore.Open(ctx, chstore.Options{Addr: chAddr, Database: db, TLS: chTLS, Cluster: chCluster})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		store.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`") //nolint:errcheck
+		store.DropDatabase(context.Background()) //nolint:errcheck
 		store.Close()
 	}()
+	if chCluster != "" {
+		fmt.Printf("ClickHouse cluster mode: cluster %s, %d nodes\n", chCluster, len(store.Nodes()))
+	}
 	// The producer phase's garbage is returned to the OS first, and the
 	// load phase's peak is sampled (VmHWM cannot be reset here).
 	debug.FreeOSMemory()

@@ -47,24 +47,26 @@ type Config struct {
 	// ClickHousePassFile names a file holding the password instead.
 	ClickHousePassFile string
 	ClickHouseTLS      chstore.TLSOptions
-	BatchRecords       int
-	BatchBytes         int
-	BatchWait          time.Duration
-	DuplicateGrace     time.Duration
-	DedupeKeys         int
-	ImageCache         int
-	RingMap            string
-	MisplacedEvery     time.Duration
-	AggregateEvery     time.Duration
-	BlockBits          int
-	CompactEvery       time.Duration
-	CompactParts       int
-	CompactBytes       int
-	InstanceID         string
-	SessionTimeout     time.Duration
-	MetricsAddr        string
-	LogFormat          string
-	LogLevel           string
+	// ClickHouseCluster turns on cluster mode (chstore.Options.Cluster).
+	ClickHouseCluster string
+	BatchRecords      int
+	BatchBytes        int
+	BatchWait         time.Duration
+	DuplicateGrace    time.Duration
+	DedupeKeys        int
+	ImageCache        int
+	RingMap           string
+	MisplacedEvery    time.Duration
+	AggregateEvery    time.Duration
+	BlockBits         int
+	CompactEvery      time.Duration
+	CompactParts      int
+	CompactBytes      int
+	InstanceID        string
+	SessionTimeout    time.Duration
+	MetricsAddr       string
+	LogFormat         string
+	LogLevel          string
 }
 
 func parse(args []string) (*Config, error) {
@@ -75,12 +77,13 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "Kafka consumer group; loaders in one group share partitions")
 	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "dead-letter topic for records that cannot be applied")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required; see deploy/local/tables.json)")
-	fs.String(&c.ClickHouseAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required)")
+	fs.String(&c.ClickHouseAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required); several, comma-separated, are tried in order (with --clickhouse-cluster: inserts go on through another node while one is down)")
 	fs.String(&c.ClickHouseDB, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
 	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
 	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	chstore.AddPasswordFileFlag(fs, &c.ClickHousePassFile)
 	chstore.AddTLSFlags(fs, &c.ClickHouseTLS)
+	fs.String(&c.ClickHouseCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster (a name in the servers' remote_servers) to spread the tables over: ReplicatedReplacingMergeTree tables on every node, one replica set per ClickHouse shard, behind Distributed tables sharded by the id, created node by node; inserts wait for every shard (insert_distributed_sync). --clickhouse-addr is then any node; every node of the cluster must answer and reach ZooKeeper, and the loader waits for one that does not (empty: one server)")
 	fs.Int(&c.BatchRecords, "batch-records", "TRIBUTARY_LOADER_BATCH_RECORDS", 50000, "maximum records per ClickHouse batch")
 	fs.Int(&c.BatchBytes, "batch-bytes", "TRIBUTARY_LOADER_BATCH_BYTES", loader.DefaultBatchBytes, "maximum record bytes (keys and values) per ClickHouse batch: bounds memory when rows are large (the loader holds about two batches at once, each also decoded and converted)")
 	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "longest a batch grows after its first record while the previous one is still being written (with nothing more buffered, no batch being written and a watermark record in it, or 50ms waited for one, it is written at once)")
@@ -124,6 +127,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
 	}
 	errs = append(errs, c.ClickHouseTLS.Validate()...)
+	if c.ClickHouseCluster != "" && c.ClickHouseTLS.On() {
+		// The nodes are reached at the ports system.clusters lists, which
+		// are the plain ones.
+		errs = append(errs, errors.New("--clickhouse-cluster with TLS is not supported yet: the loader reaches every node at the plain port its cluster configuration lists"))
+	}
 	if c.BatchRecords < 1 {
 		errs = append(errs, fmt.Errorf("--batch-records must be >= 1, got %d", c.BatchRecords))
 	}
@@ -186,6 +194,7 @@ func run(ctx context.Context, cfg *Config) error {
 	store, err := chstore.OpenWait(ctx, chstore.Options{
 		Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDB,
 		Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
+		Cluster: cfg.ClickHouseCluster,
 	}, func(err error, wait time.Duration) {
 		log.Warn("ClickHouse not reachable; retrying", slog.String("addr", cfg.ClickHouseAddr),
 			slog.Duration("in", wait), slog.Any("err", err))

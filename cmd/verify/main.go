@@ -77,7 +77,7 @@ func parse(args []string) (*Config, error) {
 	fs.Secret(&c.APIToken, "TRIBUTARY_API_TOKEN")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards by number and where each one's DSN comes from (required)")
-	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required)")
+	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required); several, comma-separated, are tried in order, so that with a ClickHouse cluster (whose Distributed tables every node serves) reads go on while one node is down")
 	fs.String(&c.ClickHouse.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
 	fs.String(&c.ClickHouse.User, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
 	fs.Secret(&c.ClickHouse.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")

@@ -8,6 +8,9 @@
 #   - the Apache Kafka broker jars from Maven Central, copied by Maven (from
 #     deploy/local/kafka/pom.xml) into a cache directory
 #     (default ~/.cache/tributary/kafka-<version>; env TRIBUTARY_KAFKA_JARS);
+#   - the Apache ZooKeeper server jars likewise (deploy/local/zookeeper/pom.xml;
+#     default ~/.cache/tributary/zookeeper-<version>; env
+#     TRIBUTARY_ZOOKEEPER_JARS), for ClickHouse cluster mode;
 #   - chDB (PyPI chdb-core: current ClickHouse, in-process) in a Python venv
 #     (default ~/.cache/tributary/chdb-venv; env TRIBUTARY_CHDB_VENV), for
 #     the current-ClickHouse compatibility test (tests/chdb_compat_test.go).
@@ -25,11 +28,14 @@ usage() {
 usage: deploy/local/install.sh
 
 Installs the local stack's prerequisites on Debian bookworm (run as root):
-apt packages (only those missing) and the Kafka $KAFKA_VERSION broker jars into
-$KAFKA_JARS (skipped when already complete).
+apt packages (only those missing), the Kafka $KAFKA_VERSION broker jars into
+$KAFKA_JARS and the ZooKeeper $ZOOKEEPER_VERSION jars into $ZOOKEEPER_JARS
+(each skipped when already complete).
 
 Environment:
   TRIBUTARY_KAFKA_JARS  jar cache directory (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
+  TRIBUTARY_ZOOKEEPER_JARS
+                        ZooKeeper jar cache (default ~/.cache/tributary/zookeeper-$ZOOKEEPER_VERSION)
   TRIBUTARY_CHDB_VENV   chDB $CHDB_VERSION venv (default ~/.cache/tributary/chdb-venv; ~530 MB)
 EOF
 }
@@ -91,32 +97,45 @@ check_tools() {
 	[[ -n $jv && $jv -ge 17 ]] || die "Kafka $KAFKA_VERSION needs Java 17 or newer, found '${jv:-unknown}' (java -version): install openjdk-17-jre-headless"
 }
 
-# fetch_kafka_jars copies kafka_2.13 and its runtime dependencies from Maven
-# Central into the cache. It writes into a temporary directory and renames it
-# at the end, so an interrupted run never leaves a cache that looks complete.
-fetch_kafka_jars() {
-	if jars_complete "$KAFKA_JARS"; then
-		log "kafka jars: present in $KAFKA_JARS ($(($(wc -l <"$KAFKA_JARS/$KAFKA_JARS_MANIFEST"))) jars)"
+# fetch_jars copies an artifact and its runtime dependencies, as listed by
+# a pom.xml here, from Maven Central into a cache directory. It writes into a
+# temporary directory and renames it at the end, so an interrupted run never
+# leaves a cache that looks complete.
+#   fetch_jars WHAT POM CACHE MAIN_JAR COORDINATES
+fetch_jars() {
+	local what=$1 pom=$2 cache=$3 main=$4 coords=$5
+	if jars_complete "$cache" "$main"; then
+		log "$what jars: present in $cache ($(($(wc -l <"$cache/$KAFKA_JARS_MANIFEST"))) jars)"
 		return
 	fi
 	local parent tmp mvnlog
-	parent=$(dirname "$KAFKA_JARS")
-	mkdir -p "$parent" || die "cannot create $parent for the Kafka jar cache; set TRIBUTARY_KAFKA_JARS to a writable directory"
-	tmp=$(mktemp -d "$parent/.kafka-jars.XXXXXX")
+	parent=$(dirname "$cache")
+	mkdir -p "$parent" || die "cannot create $parent for the $what jar cache; set its TRIBUTARY_*_JARS variable to a writable directory"
+	tmp=$(mktemp -d "$parent/.$what-jars.XXXXXX")
 	mvnlog=$tmp.log
-	log "kafka jars: fetching org.apache.kafka:kafka_2.13:$KAFKA_VERSION and dependencies from Maven Central"
-	if ! mvn -B -q -f "$HERE/kafka/pom.xml" dependency:copy-dependencies \
+	log "$what jars: fetching $coords and dependencies from Maven Central"
+	if ! mvn -B -q -f "$pom" dependency:copy-dependencies \
 		-DincludeScope=runtime -DoutputDirectory="$tmp" >"$mvnlog" 2>&1; then
 		tail -n 30 "$mvnlog" >&2
 		rm -rf "$tmp"
-		die "maven could not fetch the Kafka jars (log: $mvnlog); check that Maven Central is reachable (mvn -B dependency:get -Dartifact=org.apache.kafka:kafka_2.13:$KAFKA_VERSION)"
+		die "maven could not fetch the $what jars (log: $mvnlog); check that Maven Central is reachable (mvn -B dependency:get -Dartifact=$coords)"
 	fi
-	[[ -s $tmp/kafka_2.13-$KAFKA_VERSION.jar ]] || die "maven finished but kafka_2.13-$KAFKA_VERSION.jar is not in $tmp (log: $mvnlog)"
+	[[ -s $tmp/$main ]] || die "maven finished but $main is not in $tmp (log: $mvnlog)"
 	(cd "$tmp" && ls -1 -- *.jar >"$KAFKA_JARS_MANIFEST")
-	rm -rf "$KAFKA_JARS" "$mvnlog"
-	mv "$tmp" "$KAFKA_JARS"
-	jars_complete "$KAFKA_JARS" || die "kafka jar cache $KAFKA_JARS is incomplete right after the copy; remove it and run again"
-	log "kafka jars: $(($(wc -l <"$KAFKA_JARS/$KAFKA_JARS_MANIFEST"))) jars in $KAFKA_JARS ($(du -sh "$KAFKA_JARS" | cut -f1))"
+	rm -rf "$cache" "$mvnlog"
+	mv "$tmp" "$cache"
+	jars_complete "$cache" "$main" || die "$what jar cache $cache is incomplete right after the copy; remove it and run again"
+	log "$what jars: $(($(wc -l <"$cache/$KAFKA_JARS_MANIFEST"))) jars in $cache ($(du -sh "$cache" | cut -f1))"
+}
+
+fetch_kafka_jars() {
+	fetch_jars kafka "$HERE/kafka/pom.xml" "$KAFKA_JARS" "kafka_2.13-$KAFKA_VERSION.jar" "org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
+}
+
+# fetch_zookeeper_jars: the ZooKeeper server of the stack's ClickHouse
+# cluster mode (TRIBUTARY_CLICKHOUSE=cluster); small (~10 MB), so always.
+fetch_zookeeper_jars() {
+	fetch_jars zookeeper "$HERE/zookeeper/pom.xml" "$ZOOKEEPER_JARS" "zookeeper-$ZOOKEEPER_VERSION.jar" "org.apache.zookeeper:zookeeper:$ZOOKEEPER_VERSION"
 }
 
 # --- chDB (current ClickHouse for the compatibility test) ---
@@ -167,6 +186,7 @@ main() {
 	install_packages
 	check_tools
 	fetch_kafka_jars
+	fetch_zookeeper_jars
 	install_chdb
 	log "install: done"
 }

@@ -11,6 +11,12 @@ KAFKA_JARS=${TRIBUTARY_KAFKA_JARS:-${XDG_CACHE_HOME:-$HOME/.cache}/tributary/kaf
 # lists is present: install.sh writes it last, after the copy succeeded.
 KAFKA_JARS_MANIFEST=.complete
 
+# Apache ZooKeeper server jars, for ClickHouse cluster mode (ClickHouse 18.16
+# keeps replicated tables' logs in ZooKeeper). Keep ZOOKEEPER_VERSION in step
+# with deploy/local/zookeeper/pom.xml. Its cache has the same manifest.
+ZOOKEEPER_VERSION=3.9.5
+ZOOKEEPER_JARS=${TRIBUTARY_ZOOKEEPER_JARS:-${XDG_CACHE_HOME:-$HOME/.cache}/tributary/zookeeper-$ZOOKEEPER_VERSION}
+
 PG_BIN=/usr/lib/postgresql/15/bin
 
 STACK_T0=${STACK_T0:-$(date +%s.%N)}
@@ -29,12 +35,13 @@ die() {
 	exit 1
 }
 
-# jars_complete tells whether the Kafka jar cache is usable as it is.
+# jars_complete tells whether a jar cache (the Kafka one unless $2 names
+# another main jar) is usable as it is.
 jars_complete() {
-	local dir=$1 jar
+	local dir=$1 main=${2:-kafka_2.13-$KAFKA_VERSION.jar} jar
 	[[ -f $dir/$KAFKA_JARS_MANIFEST ]] || return 1
 	while IFS= read -r jar; do
 		[[ -z $jar || -s $dir/$jar ]] || return 1
 	done <"$dir/$KAFKA_JARS_MANIFEST"
-	[[ -s $dir/kafka_2.13-$KAFKA_VERSION.jar ]]
+	[[ -s $dir/$main ]]
 }

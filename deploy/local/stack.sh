@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The local stack of real services that the demo and the integration tests
-# run against: N PostgreSQL 15 shards, ClickHouse, Apache Kafka (KRaft, one
-# node) and/or the embedded kfake broker. Everything lives under
+# run against: N PostgreSQL 15 shards, ClickHouse (one server, or a cluster
+# of three with ZooKeeper), Apache Kafka (KRaft, one node or a cluster)
+# and/or the embedded kfake broker. Everything lives under
 # $TRIBUTARY_HOME; `up` writes $TRIBUTARY_HOME/stack.env, which tells clients
 # where everything is. See usage() below, or run with --help.
 #
@@ -23,6 +24,8 @@ SHARDS_REQUESTED=${TRIBUTARY_SHARDS:-}
 KAFKA_KIND=${TRIBUTARY_KAFKA:-both}
 KAFKA_NODES_REQUESTED=${TRIBUTARY_KAFKA_BROKERS_COUNT:-}
 KAFKA_NODES=1 # resolve_kafka_nodes (stack.d/kafka.sh) sets it
+CH_MODE_REQUESTED=${TRIBUTARY_CLICKHOUSE:-}
+CH_MODE=single # resolve_ch_mode (stack.d/clickhouse.sh) sets it
 SCHEMA_DIR=${TRIBUTARY_SCHEMA_DIR:-$REPO/schema/postgres}
 WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
 KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
@@ -50,6 +53,10 @@ PG_PORT_BASE=${TRIBUTARY_PG_PORT:-$((55432 + PORT_OFFSET))} # shard i listens on
 CH_TCP_PORT=$((59000 + PORT_OFFSET))
 CH_HTTP_PORT=$((58123 + PORT_OFFSET))
 CH_INTERSERVER_PORT=$((59009 + PORT_OFFSET))
+# ClickHouse cluster mode: nodes 2 and 3 take 59070..59077 (stack.d/clickhouse.sh),
+# ZooKeeper 59181; no other port of any stack is one of them.
+CH_NODE_PORT_BASE=$((59070 + PORT_OFFSET))
+ZK_PORT=$((59181 + PORT_OFFSET))
 KAFKA_PORT=$((59092 + PORT_OFFSET))
 KAFKA_CONTROLLER_PORT=$((59093 + PORT_OFFSET))
 EMBEDDED_PORT=$((59192 + PORT_OFFSET))
@@ -75,6 +82,7 @@ PG_LINK=$TRIBUTARY_HOME/pg
 PG_ROOT=$(realpath -m "$PG_LINK")
 PG_SOCKETS=$PG_ROOT/run
 CH_DIR=$TRIBUTARY_HOME/clickhouse
+ZK_DIR=$TRIBUTARY_HOME/zookeeper
 KAFKA_DIR=$TRIBUTARY_HOME/kafka
 EMBEDDED_DIR=$TRIBUTARY_HOME/embedded-kafka
 BIN_DIR=$TRIBUTARY_HOME/bin
@@ -97,6 +105,9 @@ Environment:
   TRIBUTARY_KAFKA_BROKERS_COUNT
                           Apache Kafka nodes, 1..5 (default: as created, else 1); 3 is a
                           cluster: topics at replication factor 3, min.insync.replicas 2
+  TRIBUTARY_CLICKHOUSE    single|cluster (default: as created, else single); cluster is
+                          3 ClickHouse servers in cluster $CH_CLUSTER (shard 1: nodes 1
+                          and 2, replicas; shard 2: node 3) and one ZooKeeper $ZOOKEEPER_VERSION
   TRIBUTARY_WAIT_TIMEOUT  seconds to wait for each service to be ready (default 90)
   TRIBUTARY_PG_PORT       port of shard 0; shard i uses it+i (default 55432)
   TRIBUTARY_PORT_OFFSET   added to every port, a multiple of 200, for several stacks on one
@@ -106,10 +117,13 @@ Environment:
                           $KAFKA_SASL_USER, SCRAM-SHA-512); stack.env then names its brokers,
                           user and password file (TRIBUTARY_KAFKA_SASL_SSL_*). Default 0
   TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
+  TRIBUTARY_ZOOKEEPER_JARS
+                          ZooKeeper jar cache (default ~/.cache/tributary/zookeeper-$ZOOKEEPER_VERSION)
 
 Ports (127.0.0.1): PostgreSQL ${PG_PORT_BASE}+i, ClickHouse tcp $CH_TCP_PORT (TLS $CH_TCP_SECURE_PORT) http $CH_HTTP_PORT,
 Kafka $KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT, SASL_SSL $KAFKA_SASL_PORT; node n of a cluster +2(n-1)),
-embedded Kafka $EMBEDDED_PORT.
+embedded Kafka $EMBEDDED_PORT; cluster mode: ClickHouse node n = 2, 3 tcp $CH_NODE_PORT_BASE+4(n-2)
+(http +1, interserver +2, TLS +3), ZooKeeper $ZK_PORT.
 EOF
 }
 
@@ -124,23 +138,26 @@ source "$HERE/stack.d/postgres.sh"
 source "$HERE/stack.d/clickhouse.sh"
 # shellcheck source=deploy/local/stack.d/kafka.sh
 source "$HERE/stack.d/kafka.sh"
+# shellcheck source=deploy/local/stack.d/zookeeper.sh
+source "$HERE/stack.d/zookeeper.sh"
 
 # --- stack state --------------------------------------------------------------
 
 # load_state reads what the last `up` recorded (shard count, Kafka kind,
 # PostgreSQL ports), so that status and a later up see the same stack.
-STATE_SHARDS='' STATE_KAFKA='' STATE_PG_PORT='' STATE_KAFKA_NODES=''
+STATE_SHARDS='' STATE_KAFKA='' STATE_PG_PORT='' STATE_KAFKA_NODES='' STATE_CH_MODE=''
 load_state() {
 	[[ -f $STATE_FILE ]] || return 0
 	STATE_SHARDS=$(sed -n 's/^shards=//p' "$STATE_FILE")
 	STATE_KAFKA=$(sed -n 's/^kafka=//p' "$STATE_FILE")
 	STATE_KAFKA_NODES=$(sed -n 's/^kafka_nodes=//p' "$STATE_FILE")
 	STATE_PG_PORT=$(sed -n 's/^pg_port=//p' "$STATE_FILE")
+	STATE_CH_MODE=$(sed -n 's/^clickhouse=//p' "$STATE_FILE")
 	[[ -n ${TRIBUTARY_PG_PORT:-} || -z $STATE_PG_PORT ]] || PG_PORT_BASE=$STATE_PG_PORT
 }
 
 save_state() {
-	printf 'shards=%s\nkafka=%s\npg_port=%s\nkafka_nodes=%s\n' "$SHARDS" "$KAFKA_KIND" "$PG_PORT_BASE" "$KAFKA_NODES" >"$STATE_FILE"
+	printf 'shards=%s\nkafka=%s\npg_port=%s\nkafka_nodes=%s\nclickhouse=%s\n' "$SHARDS" "$KAFKA_KIND" "$PG_PORT_BASE" "$KAFKA_NODES" "$CH_MODE" >"$STATE_FILE"
 }
 
 # resolve_shards picks the shard count: the one asked for, else the one the
@@ -171,7 +188,7 @@ wants_embedded() { [[ $KAFKA_KIND == embedded || $KAFKA_KIND == both ]]; }
 # preflight checks everything that can be checked before starting anything,
 # so that a missing tool or a taken port fails in a second, not after a minute.
 preflight() {
-	local t
+	local t n
 	# PostgreSQL refuses to run as root, so the shards run as user postgres,
 	# through runuser, which needs root.
 	[[ $(id -u) == 0 ]] || die "stack.sh runs as root (it starts PostgreSQL as user postgres with runuser)"
@@ -184,7 +201,8 @@ preflight() {
 		((SECURE == 0)) || command -v go >/dev/null || die "go not found (TRIBUTARY_SECURE=1 builds deploy/local/kafka/scram-user to make Kafka's SCRAM user)"
 		jars_complete "$KAFKA_JARS" ||
 			die "Kafka $KAFKA_VERSION jars missing or incomplete in $KAFKA_JARS: run deploy/local/install.sh"
-		local port ctrl n=1
+		local port ctrl
+		n=1
 		while read -r port ctrl; do
 			kafka_node_pid "$n" >/dev/null || {
 				require_port_free "$port" "kafka node $n"
@@ -198,11 +216,22 @@ preflight() {
 		command -v go >/dev/null || die "go not found (needed to build cmd/embedded-kafka); install Go or use --kafka real"
 		require_port_free "$EMBEDDED_PORT" "embedded kafka"
 	fi
-	if ! ch_pid >/dev/null; then
-		require_port_free "$CH_TCP_PORT" "clickhouse (tcp)"
-		require_port_free "$CH_HTTP_PORT" "clickhouse (http)"
-		require_port_free "$CH_INTERSERVER_PORT" "clickhouse (interserver)"
-		require_port_free "$CH_TCP_SECURE_PORT" "clickhouse (tcp, TLS)"
+	local tcp http inter tls
+	n=1
+	while read -r tcp http inter tls; do
+		ch_node_pid "$n" >/dev/null || {
+			require_port_free "$tcp" "clickhouse node $n (tcp)"
+			require_port_free "$http" "clickhouse node $n (http)"
+			require_port_free "$inter" "clickhouse node $n (interserver)"
+			require_port_free "$tls" "clickhouse node $n (tcp, TLS)"
+		}
+		n=$((n + 1))
+	done < <(ch_ports)
+	if [[ $CH_MODE == cluster ]] && ! zk_pid >/dev/null; then
+		command -v java >/dev/null || die "java not found (ZooKeeper needs Java 17+): run deploy/local/install.sh"
+		jars_complete "$ZOOKEEPER_JARS" "zookeeper-$ZOOKEEPER_VERSION.jar" ||
+			die "ZooKeeper $ZOOKEEPER_VERSION jars missing or incomplete in $ZOOKEEPER_JARS: run deploy/local/install.sh"
+		require_port_free "$ZK_PORT" zookeeper
 	fi
 	local i
 	for ((i = 0; i < SHARDS; i++)); do
@@ -233,6 +262,12 @@ write_env() {
 		echo "TRIBUTARY_CLICKHOUSE_LOADER_PASSWORD_FILE=$CH_LOADER_PASSWORD_FILE"
 		echo "TRIBUTARY_CLICKHOUSE_READER_USER=$CH_READER_USER"
 		echo "TRIBUTARY_CLICKHOUSE_READER_PASSWORD_FILE=$CH_READER_PASSWORD_FILE"
+		echo "TRIBUTARY_CLICKHOUSE_MODE=$CH_MODE"
+		if [[ $CH_MODE == cluster ]]; then
+			echo "TRIBUTARY_CLICKHOUSE_CLUSTER=$CH_CLUSTER"
+			echo "TRIBUTARY_CLICKHOUSE_NODES=$(ch_nodes_list)"
+			echo "TRIBUTARY_ZOOKEEPER=$HOST:$ZK_PORT"
+		fi
 		if wants_real; then
 			echo "TRIBUTARY_KAFKA_BROKERS=$(kafka_bootstrap)"
 			echo "TRIBUTARY_KAFKA_BROKERS_COUNT=$KAFKA_NODES"
@@ -298,10 +333,11 @@ cmd_up() {
 	load_state
 	resolve_shards
 	resolve_kafka_nodes
-	log "up: $SHARDS shards, kafka $KAFKA_KIND ($KAFKA_NODES node(s)), home $TRIBUTARY_HOME"
+	resolve_ch_mode
+	log "up: $SHARDS shards, kafka $KAFKA_KIND ($KAFKA_NODES node(s)), clickhouse $CH_MODE ($CH_NODES node(s)), home $TRIBUTARY_HOME"
 	# shellcheck disable=SC2046 # one port a word
-	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" "$CH_TCP_PORT" "$CH_HTTP_PORT" \
-		"$CH_INTERSERVER_PORT" "$CH_TCP_SECURE_PORT" $(kafka_ports) $( ((SECURE)) && kafka_sasl_ports) "$EMBEDDED_PORT"
+	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" $(ch_ports) \
+		$(kafka_ports) $( ((SECURE)) && kafka_sasl_ports) "$EMBEDDED_PORT" $([[ $CH_MODE != cluster ]] || echo "$ZK_PORT")
 	preflight
 
 	if [[ ! -s $PASSWORD_FILE ]]; then
@@ -317,6 +353,7 @@ cmd_up() {
 	# what stack.env says.
 	wants_real || kafka_down
 	wants_embedded || embedded_down
+	[[ $CH_MODE == cluster ]] || zk_down
 
 	# The services are independent: start them side by side. The JVM is the
 	# slowest, so it goes first.
@@ -341,9 +378,10 @@ cmd_down() {
 	lock
 	load_state
 	KAFKA_NODES_REQUESTED='' resolve_kafka_nodes
+	CH_MODE_REQUESTED='' resolve_ch_mode
 	# stack.env goes first: it must never describe services that are gone.
 	rm -f "$ENV_FILE" "$FLEET_FILE"
-	run_parallel "kafka:kafka_down" "embedded-kafka:embedded_down" "clickhouse:ch_down" "postgres:pg_down_all"
+	run_parallel "kafka:kafka_down" "embedded-kafka:embedded_down" "clickhouse:ch_down" "postgres:pg_down_all" "zookeeper:zk_down"
 	if [[ $purge == 1 ]]; then
 		pg_purge_outside
 		rm -rf -- "$TRIBUTARY_HOME"
@@ -370,6 +408,7 @@ mem_of() {
 cmd_status() {
 	load_state
 	KAFKA_NODES_REQUESTED='' resolve_kafka_nodes
+	CH_MODE_REQUESTED='' resolve_ch_mode
 	local shards=${STATE_SHARDS:-0} kind=${STATE_KAFKA:-} down=0 i pid n
 	if [[ -z $kind ]]; then
 		log "status: no stack at $TRIBUTARY_HOME (run deploy/local/stack.sh up)"
@@ -396,7 +435,10 @@ cmd_status() {
 		if pg_running "$i"; then pid=$(head -n1 "$(pg_dir "$i")/postmaster.pid"); fi
 		status_row "postgres-shard$i" "$(pg_port "$i")" "$pid"
 	done
-	status_row clickhouse "$CH_TCP_PORT,$CH_TCP_SECURE_PORT,$CH_HTTP_PORT" "$(ch_pid || true)"
+	for ((n = 1; n <= CH_NODES; n++)); do
+		status_row "clickhouse$( ((CH_NODES == 1)) || echo "-node$n")" "$(ch_node_tcp_port "$n"),$(ch_node_tls_port "$n"),$(ch_node_http_port "$n")" "$(ch_node_pid "$n" || true)"
+	done
+	[[ $CH_MODE != cluster ]] || status_row zookeeper "$ZK_PORT" "$(zk_pid || true)"
 	if [[ $kind != embedded ]]; then
 		for ((n = 1; n <= KAFKA_NODES; n++)); do
 			status_row "kafka$( ((KAFKA_NODES == 1)) || echo "-node$n")" "$(kafka_node_port "$n"),$(kafka_node_ctrl_port "$n")" "$(kafka_node_pid "$n" || true)"

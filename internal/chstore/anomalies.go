@@ -53,8 +53,9 @@ func (s *Store) ensureAnomalies(ctx context.Context) error {
 		source_table String, id String, kind String, shards Array(UInt16),
 		first_seen DateTime('UTC'), last_seen DateTime('UTC'),
 		resolved UInt8, alerted UInt8, ver UInt64
-	) ENGINE = ReplacingMergeTree(ver) ORDER BY (source_table, id)`, quote(s.db), anomaliesTable)
-	if err := s.conn.Exec(ctx, q); err != nil {
+	) ENGINE = %s ORDER BY (source_table, id)`, quote(s.db), anomaliesTable,
+		s.ClusterReplicated(anomaliesTable, "ReplacingMergeTree(ver)"))
+	if err := s.ExecDDL(ctx, q); err != nil {
 		return fmt.Errorf("create anomalies table: %w", err)
 	}
 	return nil

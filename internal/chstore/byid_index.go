@@ -69,8 +69,8 @@ func (m MoveIndex) selectSQL(db string) string {
 
 func (s *Store) ensureIndexState(ctx context.Context) error {
 	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (name String, built UInt8, version UInt64, updated_at DateTime('UTC'))
-		ENGINE = ReplacingMergeTree(version) ORDER BY name`, quote(s.db), IndexStateTable)
-	if err := s.conn.Exec(ctx, q); err != nil {
+		ENGINE = %s ORDER BY name`, quote(s.db), IndexStateTable, s.ClusterReplicated(IndexStateTable, "ReplacingMergeTree(version)"))
+	if err := s.ExecDDL(ctx, q); err != nil {
 		return fmt.Errorf("create index state table: %w", err)
 	}
 	return nil
@@ -113,20 +113,26 @@ func (s *Store) EnsureMoveIndex(ctx context.Context, m MoveIndex) (bool, error) 
 	if err := s.markIndex(ctx, m.Table(), false); err != nil {
 		return false, err
 	}
-	stmts := []string{
-		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ENGINE = ReplacingMergeTree ORDER BY (document, move, _shard) SETTINGS index_granularity = 1024 AS %s AND 0",
-			quote(s.db), quote(m.Table()), m.selectSQL(s.db)),
+	// In a cluster the index is held whole by every node, and the view is
+	// on every node's Distributed log table: it fires on the node that
+	// takes the loader's insert, whichever that is.
+	ddl := []string{
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ENGINE = %s ORDER BY (document, move, _shard) SETTINGS index_granularity = 1024 AS %s AND 0",
+			quote(s.db), quote(m.Table()), s.ClusterReplicated(m.Table(), "ReplacingMergeTree"), m.selectSQL(s.db)),
 		// The view first, then the copy: a row inserted into the log from
 		// here on reaches the index through the view; one inserted before
 		// is in the log when the copy reads it. Both is harmless.
 		fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s.%s TO %s.%s AS %s",
 			quote(s.db), quote(m.View()), quote(s.db), quote(m.Table()), m.selectSQL(s.db)),
-		fmt.Sprintf("INSERT INTO %s.%s (document, move, _shard) %s", quote(s.db), quote(m.Table()), m.selectSQL(s.db)),
 	}
-	for _, q := range stmts {
-		if err := s.conn.Exec(ctx, q); err != nil {
+	for _, q := range ddl {
+		if err := s.ExecDDL(ctx, q); err != nil {
 			return false, fmt.Errorf("build index %s: %w", m.Table(), err)
 		}
+	}
+	q := fmt.Sprintf("INSERT INTO %s.%s (document, move, _shard) %s", quote(s.db), quote(m.Table()), m.selectSQL(s.db))
+	if err := s.conn.Exec(ctx, q); err != nil {
+		return false, fmt.Errorf("build index %s: %w", m.Table(), err)
 	}
 	if err := s.markIndex(ctx, m.Table(), true); err != nil {
 		return false, err

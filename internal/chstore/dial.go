@@ -14,9 +14,13 @@ import (
 
 // DialOptions says how to reach ClickHouse.
 type DialOptions struct {
-	Addr, Username, Password string
-	MaxOpenConns             int
-	DialTimeout              time.Duration
+	// Addr is host:port, or several separated by commas (the replicas of a
+	// cluster, say): a connection goes to the first that answers, so that
+	// readers keep answering while one server is down.
+	Addr               string
+	Username, Password string
+	MaxOpenConns       int
+	DialTimeout        time.Duration
 	// ReadOnly refuses writes and DDL on every connection (readonly = 2,
 	// which still lets the settings below be applied). A user whose profile
 	// has readonly = 2 already accepts it; one with readonly = 1 refuses
@@ -24,6 +28,9 @@ type DialOptions struct {
 	ReadOnly bool
 	// TLS wraps the native protocol in TLS; the zero value is plain TCP.
 	TLS TLSOptions
+	// Settings are added to the ones every connection has (the loader's
+	// insert_distributed_sync in cluster mode).
+	Settings clickhouse.Settings
 	// Lazy returns the pool even when the first ping fails (with the ping's
 	// error as ErrNotReachable alongside): a server that starts later is
 	// used as soon as it answers.
@@ -56,11 +63,14 @@ func Dial(ctx context.Context, o DialOptions) (driver.Conn, error) {
 // and what failed; never the password.
 func open(ctx context.Context, o DialOptions, tlsConf *tls.Config) (driver.Conn, error) {
 	settings := clickhouse.Settings{"optimize_move_to_prewhere": 0}
+	for k, v := range o.Settings {
+		settings[k] = v
+	}
 	if o.ReadOnly {
 		settings["readonly"] = 2
 	}
 	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr:         []string{o.Addr},
+		Addr:         addrs(o.Addr),
 		Auth:         clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
 		Settings:     settings,
 		MaxOpenConns: o.MaxOpenConns,
@@ -83,6 +93,17 @@ func open(ctx context.Context, o DialOptions, tlsConf *tls.Config) (driver.Conn,
 		return nil, fmt.Errorf("clickhouse %s (user %s, %s): %s: %w", o.Addr, o.Username, transport(tlsConf), what(err, tlsConf != nil), err)
 	}
 	return conn, nil
+}
+
+// addrs splits a comma-separated address list.
+func addrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func transport(c *tls.Config) string {

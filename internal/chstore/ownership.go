@@ -34,14 +34,16 @@ const (
 func (s *Store) ensureOwnership(ctx context.Context) error {
 	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
 		source_table String, key String, owner UInt16, ring_version Int64
-	) ENGINE = ReplacingMergeTree(ring_version) ORDER BY (source_table, key)`, quote(s.db), ownershipTable)
-	if err := s.conn.Exec(ctx, q); err != nil {
+	) ENGINE = %s ORDER BY (source_table, key)`, quote(s.db), ownershipTable,
+		s.ClusterReplicated(ownershipTable, "ReplacingMergeTree(ring_version)"))
+	if err := s.ExecDDL(ctx, q); err != nil {
 		return fmt.Errorf("create ownership table: %w", err)
 	}
 	q = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
 		source_table String, key String, next_owner UInt16, next_version Int64
-	) ENGINE = ReplacingMergeTree(next_version) ORDER BY (source_table, key)`, quote(s.db), nextTable)
-	if err := s.conn.Exec(ctx, q); err != nil {
+	) ENGINE = %s ORDER BY (source_table, key)`, quote(s.db), nextTable,
+		s.ClusterReplicated(nextTable, "ReplacingMergeTree(next_version)"))
+	if err := s.ExecDDL(ctx, q); err != nil {
 		return fmt.Errorf("create staged ownership table: %w", err)
 	}
 	return nil

@@ -61,12 +61,19 @@ type Options struct {
 	Password string
 	// TLS wraps the connections in TLS (DialOptions.TLS).
 	TLS TLSOptions
+	// Cluster, when set, is the ClickHouse cluster (remote_servers) the
+	// tables are spread over: cluster mode (cluster.go). Addr is then any
+	// node of it, which lists the others.
+	Cluster string
 }
 
 // Store owns a clickhouse-go connection pool and the known table layouts.
 type Store struct {
 	conn driver.Conn
 	db   string
+	// cluster and nodes are set by Open in cluster mode and never change.
+	cluster string
+	nodes   []Node
 
 	mu     sync.Mutex
 	tables map[string]*Table // by ClickHouse table name
@@ -90,32 +97,45 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Database == "" {
 		o.Database = "tributary"
 	}
-	conn, err := Dial(ctx, DialOptions{Addr: o.Addr, Username: o.Username, Password: o.Password, MaxOpenConns: 8, TLS: o.TLS})
+	do := DialOptions{Addr: o.Addr, Username: o.Username, Password: o.Password, MaxOpenConns: 8, TLS: o.TLS}
+	if o.Cluster != "" {
+		do.Settings = clusterSettings
+	}
+	conn, err := Dial(ctx, do)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{conn: conn, db: o.Database, tables: map[string]*Table{}}
-	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quote(o.Database)); err != nil {
-		conn.Close()
+	if o.Cluster != "" {
+		if err := s.openCluster(ctx, o); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	if err := s.ExecDDL(ctx, "CREATE DATABASE IF NOT EXISTS "+quote(o.Database)); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("create database: %w", err)
 	}
 	if err := s.ensureWatermarks(ctx); err != nil {
-		conn.Close()
+		s.Close()
 		return nil, err
 	}
 	if err := s.ensureAnomalies(ctx); err != nil {
-		conn.Close()
+		s.Close()
 		return nil, err
 	}
 	if err := s.ensureOwnership(ctx); err != nil {
-		conn.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 // Close releases the connections.
-func (s *Store) Close() error { return s.conn.Close() }
+func (s *Store) Close() error {
+	closeNodes(s.nodes)
+	return s.conn.Close()
+}
 
 // Conn exposes the connection for read-side packages.
 func (s *Store) Conn() driver.Conn { return s.conn }
@@ -219,8 +239,7 @@ func (s *Store) EnsureTable(ctx context.Context, name string, key []string, cols
 		if err != nil {
 			return nil, fmt.Errorf("%w: table %s: %w", ErrIncompatibleSchema, name, err)
 		}
-		q := fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s", quote(s.db), quote(name), def)
-		if err := s.conn.Exec(ctx, q); err != nil {
+		if err := s.addColumn(ctx, name, c.Name, def); err != nil {
 			now, derr := s.describe(ctx, name, key)
 			if derr != nil || now == nil {
 				return nil, fmt.Errorf("add column %s.%s: %w", name, c.Name, err)
@@ -334,7 +353,6 @@ func merge(have, want *Table) (*Table, []Column, error) {
 
 func (s *Store) create(ctx context.Context, t *Table) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s.%s (", quote(s.db), quote(t.Name))
 	for _, c := range t.Columns {
 		def, err := c.columnDDL()
 		if err != nil {
@@ -351,8 +369,13 @@ func (s *Store) create(ctx context.Context, t *Table) error {
 	// index_granularity 1024 (default 8192): a by-id lookup reads one
 	// granule of every column, large bodies included; smaller granules cut
 	// that eightfold at the price of a larger (still small) primary index.
-	fmt.Fprintf(&b, ") ENGINE = ReplacingMergeTree(_version) ORDER BY (%s, _shard) SETTINGS index_granularity = 1024", t.keyList())
-	if err := s.conn.Exec(ctx, b.String()); err != nil {
+	engine := "ReplacingMergeTree(_version)"
+	tail := fmt.Sprintf("ORDER BY (%s, _shard) SETTINGS index_granularity = 1024", t.keyList())
+	if s.cluster != "" {
+		return s.createSharded(ctx, t, b.String(), engine, tail)
+	}
+	q := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s (%s) ENGINE = %s %s", quote(s.db), quote(t.Name), b.String(), engine, tail)
+	if err := s.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("create table %s: %w", t.Name, err)
 	}
 	return nil

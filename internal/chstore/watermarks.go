@@ -26,9 +26,9 @@ func (s *Store) ensureWatermarks(ctx context.Context) error {
 	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
 		shard UInt16, topic String, partition UInt32, partitions UInt32,
 		commit_lsn UInt64, commit_ts DateTime('UTC'), updated_at DateTime('UTC')
-	) ENGINE = ReplacingMergeTree(commit_lsn) ORDER BY (shard, topic, partition)`,
-		quote(s.db), watermarksTable)
-	if err := s.conn.Exec(ctx, q); err != nil {
+	) ENGINE = %s ORDER BY (shard, topic, partition)`,
+		quote(s.db), watermarksTable, s.ClusterReplicated(watermarksTable, "ReplacingMergeTree(commit_lsn)"))
+	if err := s.ExecDDL(ctx, q); err != nil {
 		return fmt.Errorf("create watermarks table: %w", err)
 	}
 	return s.ensureStoppedTables(ctx)
@@ -86,9 +86,9 @@ func (s *Store) ensureStoppedTables(ctx context.Context) error {
 	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
 		table String, topic String, loader String, stopped UInt8, reason String,
 		since DateTime('UTC'), updated_at DateTime('UTC')
-	) ENGINE = ReplacingMergeTree(updated_at) ORDER BY (table, loader)`,
-		quote(s.db), StoppedTablesTable)
-	if err := s.conn.Exec(ctx, q); err != nil {
+	) ENGINE = %s ORDER BY (table, loader)`,
+		quote(s.db), StoppedTablesTable, s.ClusterReplicated(StoppedTablesTable, "ReplacingMergeTree(updated_at)"))
+	if err := s.ExecDDL(ctx, q); err != nil {
 		return fmt.Errorf("create stopped tables table: %w", err)
 	}
 	return EnsurePaused(ctx, s.conn, s.db)

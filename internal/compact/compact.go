@@ -16,6 +16,11 @@
 // benchmarks run on), which MaxBytes bounds. Several keepers on one
 // database (one per loader) are harmless: ClickHouse refuses the second
 // OPTIMIZE of a table while the first merges it ("busy").
+//
+// In ClickHouse cluster mode (NewOnNodes) the keeper looks at the local
+// tables of every node, each node's parts on their own, and merges on the
+// node whose table needs it; a replicated merge reaches the shard's other
+// replicas through ZooKeeper, so their next look finds the parts merged.
 package compact
 
 import (
@@ -53,20 +58,47 @@ type Config struct {
 	// MaxBytes: a table larger on disk is never rewritten whole
 	// (DefaultMaxBytes); it is counted as too_large instead.
 	MaxBytes int64
+	// LocalTable, when set, names the table that holds a table's parts on
+	// each node (a cluster's local table); metrics and outcomes keep the
+	// names of Tables.
+	LocalTable func(string) string
 }
 
 // Keeper merges tables; see the package doc.
 type Keeper struct {
-	cfg  Config
-	conn driver.Conn
-	db   string
-	log  *slog.Logger
-	m    *metrics
+	cfg        Config
+	nodes      []Node
+	replicated bool // NewOnNodes
+	db         string
+	log        *slog.Logger
+	m          *metrics
+}
+
+// Node is a server whose tables a keeper merges.
+type Node struct {
+	Name string // for logs and Outcome ("" for the one server)
+	Conn driver.Conn
 }
 
 // New returns a Keeper of cfg.Tables in database db; its metrics go to
 // reg (nil: not registered).
 func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg prometheus.Registerer) *Keeper {
+	return newKeeper(cfg, []Node{{Conn: conn}}, db, log, reg)
+}
+
+// NewOnNodes is New over the nodes of a cluster, whose tables are
+// replicated: cfg.LocalTable names the tables each node holds. A merge is
+// then not waited for (replication_alter_partitions_sync = 0): 18.16 fails
+// some waits for a replicated OPTIMIZE ("Unknown log entry type: 0", seen
+// under inserts), and the merge runs on every replica from the shard's log
+// either way; Outcome.Took is then the time to schedule it.
+func NewOnNodes(cfg Config, nodes []Node, db string, log *slog.Logger, reg prometheus.Registerer) *Keeper {
+	k := newKeeper(cfg, nodes, db, log, reg)
+	k.replicated = true
+	return k
+}
+
+func newKeeper(cfg Config, nodes []Node, db string, log *slog.Logger, reg prometheus.Registerer) *Keeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
@@ -76,7 +108,7 @@ func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg promethe
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = DefaultMaxBytes
 	}
-	k := &Keeper{cfg: cfg, conn: conn, db: db, log: log, m: newMetrics(reg)}
+	k := &Keeper{cfg: cfg, nodes: nodes, db: db, log: log, m: newMetrics(reg)}
 	// Every table's results at 0 from the start: an alert on the increase
 	// of too_large or failed then sees the first one.
 	for _, t := range cfg.Tables {
@@ -104,9 +136,10 @@ func (k *Keeper) Run(ctx context.Context) {
 	}
 }
 
-// Outcome is what a round did with one table.
+// Outcome is what a round did with one table (on one node).
 type Outcome struct {
 	Table  string
+	Node   string
 	Parts  int   // active parts before
 	Bytes  int64 // on disk before
 	Result string
@@ -153,8 +186,32 @@ type tableState struct {
 // time (a merge is one ClickHouse thread; two at once would compete with
 // the loader's inserts and the API's reads for the same cores).
 func (k *Keeper) Round(ctx context.Context) ([]Outcome, error) {
-	states, err := k.states(ctx)
+	var out []Outcome
+	var errs []error
+	most := map[string]int{} // per table, the most parts of any node
+	for _, n := range k.nodes {
+		o, err := k.roundOn(ctx, n, most)
+		out = append(out, o...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	for name, parts := range most {
+		k.m.parts.WithLabelValues(name).Set(float64(parts))
+	}
+	return out, errors.Join(errs...)
+}
+
+// roundOn is a round on one node; most collects each table's parts.
+func (k *Keeper) roundOn(ctx context.Context, n Node, most map[string]int) ([]Outcome, error) {
+	states, err := k.states(ctx, n.Conn, k.local())
 	if err != nil {
+		if n.Name != "" {
+			err = fmt.Errorf("%s: %w", n.Name, err)
+		}
 		return nil, err
 	}
 	var out []Outcome
@@ -162,18 +219,18 @@ func (k *Keeper) Round(ctx context.Context) ([]Outcome, error) {
 	for _, name := range k.cfg.Tables {
 		st := states[name]
 		if st.exists {
-			k.m.parts.WithLabelValues(name).Set(float64(st.parts))
+			most[name] = max(most[name], st.parts)
 		}
-		o := Outcome{Table: name, Parts: st.parts, Bytes: st.bytes, Result: decide(st, k.cfg)}
+		o := Outcome{Table: name, Node: n.Name, Parts: st.parts, Bytes: st.bytes, Result: decide(st, k.cfg)}
 		switch o.Result {
 		case ResultMissing, ResultFewParts, ResultMerging:
 		case ResultTooLarge:
 			k.m.compactions.WithLabelValues(name, o.Result).Inc()
 			k.log.Warn("table too large to merge whole; its lookups open every part",
-				slog.String("table", name), slog.Int("parts", st.parts), slog.Int64("bytes", st.bytes),
+				slog.String("table", name), slog.String("node", n.Name), slog.Int("parts", st.parts), slog.Int64("bytes", st.bytes),
 				slog.Int64("max_bytes", k.cfg.MaxBytes))
 		default:
-			o.Result, o.Took, err = k.merge(ctx, name)
+			o.Result, o.Took, err = k.merge(ctx, n.Conn, name)
 			k.m.compactions.WithLabelValues(name, o.Result).Inc()
 			if err != nil {
 				errs = append(errs, err)
@@ -181,7 +238,7 @@ func (k *Keeper) Round(ctx context.Context) ([]Outcome, error) {
 			}
 			if o.Result == ResultDone {
 				k.m.seconds.WithLabelValues(name).Observe(o.Took.Seconds())
-				k.log.Info("table merged", slog.String("table", name), slog.Int("parts_before", st.parts),
+				k.log.Info("table merged", slog.String("table", name), slog.String("node", n.Name), slog.Int("parts_before", st.parts),
 					slog.Int64("bytes", st.bytes), slog.Duration("took", o.Took))
 			}
 		}
@@ -194,10 +251,32 @@ func (k *Keeper) Round(ctx context.Context) ([]Outcome, error) {
 }
 
 // states reads the active parts and running merges of the tables.
-func (k *Keeper) states(ctx context.Context) (map[string]tableState, error) {
+// local maps the names of the node's tables to the names of Tables.
+func (k *Keeper) local() map[string]string {
+	m := make(map[string]string, len(k.cfg.Tables))
+	for _, t := range k.cfg.Tables {
+		m[k.localName(t)] = t
+	}
+	return m
+}
+
+func (k *Keeper) localName(t string) string {
+	if k.cfg.LocalTable == nil {
+		return t
+	}
+	return k.cfg.LocalTable(t)
+}
+
+// states reads the active parts and running merges of the tables, by the
+// names of Tables; names maps a node's table to it.
+func (k *Keeper) states(ctx context.Context, conn driver.Conn, names map[string]string) (map[string]tableState, error) {
 	out := make(map[string]tableState, len(k.cfg.Tables))
-	rows, err := k.conn.Query(ctx, `SELECT table, toUInt64(count()), toUInt64(sum(bytes)) FROM system.parts
-		WHERE database = ? AND active AND has(?, table) GROUP BY table`, k.db, k.cfg.Tables)
+	local := make([]string, 0, len(names))
+	for l := range names {
+		local = append(local, l)
+	}
+	rows, err := conn.Query(ctx, `SELECT table, toUInt64(count()), toUInt64(sum(bytes)) FROM system.parts
+		WHERE database = ? AND active AND has(?, table) GROUP BY table`, k.db, local)
 	if err != nil {
 		return nil, fmt.Errorf("read parts: %w", err)
 	}
@@ -208,13 +287,14 @@ func (k *Keeper) states(ctx context.Context) (map[string]tableState, error) {
 		if err := rows.Scan(&name, &parts, &bytes); err != nil {
 			return nil, fmt.Errorf("read parts: %w", err)
 		}
+		name = names[name]
 		out[name] = tableState{exists: true, parts: int(parts), bytes: int64(bytes)}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read parts: %w", err)
 	}
-	mrows, err := k.conn.Query(ctx, `SELECT table, toUInt64(count()) FROM system.merges
-		WHERE database = ? AND has(?, table) GROUP BY table`, k.db, k.cfg.Tables)
+	mrows, err := conn.Query(ctx, `SELECT table, toUInt64(count()) FROM system.merges
+		WHERE database = ? AND has(?, table) GROUP BY table`, k.db, local)
 	if err != nil {
 		return nil, fmt.Errorf("read merges: %w", err)
 	}
@@ -225,6 +305,7 @@ func (k *Keeper) states(ctx context.Context) (map[string]tableState, error) {
 		if err := mrows.Scan(&name, &n); err != nil {
 			return nil, fmt.Errorf("read merges: %w", err)
 		}
+		name = names[name]
 		st := out[name]
 		st.merges = int(n)
 		out[name] = st
@@ -235,10 +316,14 @@ func (k *Keeper) states(ctx context.Context) (map[string]tableState, error) {
 // merge runs OPTIMIZE ... FINAL on table. With optimize_throw_if_noop,
 // ClickHouse says when it did nothing (a merge it started meanwhile holds
 // the parts): that is busy, not an error.
-func (k *Keeper) merge(ctx context.Context, table string) (string, time.Duration, error) {
+func (k *Keeper) merge(ctx context.Context, conn driver.Conn, table string) (string, time.Duration, error) {
 	start := time.Now()
-	sql := fmt.Sprintf("OPTIMIZE TABLE %s.%s FINAL", chstore.Quote(k.db), chstore.Quote(table))
-	err := k.conn.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_throw_if_noop": 1})), sql)
+	sql := fmt.Sprintf("OPTIMIZE TABLE %s.%s FINAL", chstore.Quote(k.db), chstore.Quote(k.localName(table)))
+	settings := clickhouse.Settings{"optimize_throw_if_noop": 1}
+	if k.replicated {
+		settings["replication_alter_partitions_sync"] = 0
+	}
+	err := conn.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(settings)), sql)
 	took := time.Since(start)
 	switch {
 	case err == nil:

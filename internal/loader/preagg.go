@@ -66,7 +66,7 @@ func (l *Loader) writeMarks(ctx context.Context, table string) error {
 	if !l.marksPending(table) {
 		return nil
 	}
-	return l.marks.Write(ctx, l.store.Conn(), l.store.Database())
+	return l.marks.Write(ctx, l.store)
 }
 
 // election runs the aggregator while this loader owns partition 0 of the
@@ -152,7 +152,7 @@ func newAggregator(cfg Config, store *chstore.Store, log *slog.Logger, reg prome
 	}
 	t, _ := cfg.Tables.ByName(rev.Table)
 	return preagg.New(preagg.Config{Revenue: rev, IDColumn: t.IDColumn, ShardKey: t.ShardKey, Topic: t.Topic,
-		BlockBits: cfg.PreaggBlockBits, Interval: cfg.PreaggInterval}, store.Conn(), store.Database(), log, reg)
+		BlockBits: cfg.PreaggBlockBits, Interval: cfg.PreaggInterval}, store, log, reg)
 }
 
 // preaggRefused is why the revenue table cannot be pre-aggregated, "" when

@@ -38,6 +38,7 @@ type Config struct {
 // returned (a loader elected again).
 type Aggregator struct {
 	cfg  Config
+	st   Store
 	conn driver.Conn
 	db   string
 	q    *query.Queries
@@ -59,14 +60,15 @@ type Aggregator struct {
 var roundOutcomes = []string{"incremental", "full", "idle", "waiting", "refused", "error"}
 
 // New builds an aggregator over the store's connection.
-func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg prometheus.Registerer) *Aggregator {
+func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Aggregator {
+	conn, db := st.Conn(), st.Database()
 	if cfg.BlockBits <= 0 {
 		cfg.BlockBits = DefaultBlockBits
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
-	a := &Aggregator{cfg: cfg, conn: conn, db: db, q: query.New(conn, db), log: log,
+	a := &Aggregator{cfg: cfg, st: st, conn: conn, db: db, q: query.New(conn, db), log: log,
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_preagg_rounds_total",
 			Help: "Revenue pre-aggregate rounds by outcome: incremental, full (first round, ring map or block layout change, truncate), idle (nothing new), waiting (no table or no complete watermark yet), refused (an id type without blocks: once, then the aggregator stops), error."},
 			[]string{"outcome"}),
@@ -98,7 +100,7 @@ func (a *Aggregator) Run(ctx context.Context) {
 	for {
 		outcome, err := "error", error(nil)
 		if !ready {
-			err = EnsureMarks(ctx, a.conn, a.db)
+			err = EnsureMarks(ctx, a.st)
 			ready = err == nil
 		}
 		if ready {
@@ -410,11 +412,12 @@ func (a *Aggregator) ensureBlocks(ctx context.Context) error {
 		return fmt.Errorf("%w: %s.%s is %s", query.ErrInexactAmount, a.cfg.Revenue.Table, a.cfg.Revenue.AmountColumn, typ)
 	}
 	dec := fmt.Sprintf("Array(Decimal(38, %d))", scale)
-	err = a.conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, block Int64, computed UInt64,
+	blocks := query.PreaggBlocksTable(a.cfg.Revenue.Table)
+	err = a.st.ExecDDL(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, block Int64, computed UInt64,
 		day Array(Date), currency Array(String), kept %[3]s, refunds %[3]s, invoices Array(UInt64),
 		s_day Array(Date), s_shard Array(UInt16), s_currency Array(String), s_kept %[3]s, s_refunds %[3]s, s_invoices Array(UInt64))
-		ENGINE = ReplacingMergeTree(computed) ORDER BY (source_table, block)`,
-		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table)), dec))
+		ENGINE = %[4]s ORDER BY (source_table, block)`,
+		chstore.Quote(a.db), chstore.Quote(blocks), dec, a.st.ClusterReplicated(blocks, "ReplacingMergeTree(computed)")))
 	a.blocksReady = err == nil
 	return err
 }

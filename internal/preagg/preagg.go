@@ -65,27 +65,41 @@ const DefaultBlockBits = 49
 // DefaultInterval is how often the elected aggregator runs a round.
 const DefaultInterval = 5 * time.Second
 
+// Store is where the pre-aggregates live: a *chstore.Store, whose tables
+// are on one server or, in cluster mode, on every node of the cluster
+// (ExecDDL), each held whole by every node (ClusterReplicated).
+type Store interface {
+	Conn() driver.Conn
+	Database() string
+	ExecDDL(ctx context.Context, q string) error
+	ClusterReplicated(table, engine string) string
+}
+
 // EnsureMarks creates the marks and state tables.
-func EnsureMarks(ctx context.Context, conn driver.Conn, db string) error {
+func EnsureMarks(ctx context.Context, st Store) error {
+	db := st.Database()
 	for _, ddl := range []string{
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, shard UInt16, commit_lsn UInt64, block Int64)
-			ENGINE = MergeTree ORDER BY (source_table, shard, commit_lsn)`, chstore.Quote(db), query.PreaggMarksTable),
+			ENGINE = %s ORDER BY (source_table, shard, commit_lsn)`, chstore.Quote(db), query.PreaggMarksTable,
+			st.ClusterReplicated(query.PreaggMarksTable, "MergeTree")),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, shard UInt16, lsn UInt64,
 			commit_ts DateTime('UTC'), ring_version Int64, computed UInt64, id_kind String, block_bits UInt8)
-			ENGINE = ReplacingMergeTree(computed) ORDER BY (source_table, shard)`, chstore.Quote(db), query.PreaggStateTable),
+			ENGINE = %s ORDER BY (source_table, shard)`, chstore.Quote(db), query.PreaggStateTable,
+			st.ClusterReplicated(query.PreaggStateTable, "ReplacingMergeTree(computed)")),
 	} {
-		if err := conn.Exec(ctx, ddl); err != nil {
+		if err := st.ExecDDL(ctx, ddl); err != nil {
 			return fmt.Errorf("create pre-aggregate tables: %w", err)
 		}
 	}
-	return addStateLayout(ctx, conn, db)
+	return addStateLayout(ctx, st)
 }
 
 // addStateLayout adds the block layout columns to a state table created
 // before they existed (18.16 has no ADD COLUMN IF NOT EXISTS). Its rows
 // read as kind "" and 0 bits: a layout no reader trusts, so the next round
 // recomputes every block.
-func addStateLayout(ctx context.Context, conn driver.Conn, db string) error {
+func addStateLayout(ctx context.Context, st Store) error {
+	conn, db := st.Conn(), st.Database()
 	for _, col := range []string{"id_kind String", "block_bits UInt8"} {
 		name, _, _ := strings.Cut(col, " ")
 		var n uint64
@@ -96,7 +110,7 @@ func addStateLayout(ctx context.Context, conn driver.Conn, db string) error {
 		if n > 0 {
 			continue
 		}
-		err := conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s", chstore.Quote(db), query.PreaggStateTable, col))
+		err := st.ExecDDL(ctx, fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s", chstore.Quote(db), query.PreaggStateTable, col))
 		if err != nil && !strings.Contains(err.Error(), "already exists") { // another loader added it meanwhile
 			return fmt.Errorf("add pre-aggregate state column %s: %w", name, err)
 		}
@@ -174,12 +188,13 @@ func (m *Marks) add(k markKey, lsn uint64) {
 func (m *Marks) Len() int { return len(m.m) }
 
 // Write stores the marks collected and forgets them.
-func (m *Marks) Write(ctx context.Context, conn driver.Conn, db string) error {
+func (m *Marks) Write(ctx context.Context, st Store) error {
 	if len(m.m) == 0 {
 		return nil
 	}
+	conn, db := st.Conn(), st.Database()
 	if !m.ready {
-		if err := EnsureMarks(ctx, conn, db); err != nil {
+		if err := EnsureMarks(ctx, st); err != nil {
 			return err
 		}
 		m.ready = true

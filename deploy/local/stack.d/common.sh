@@ -86,7 +86,8 @@ pidfile_started() {
 # it waits for has died (the alive function fails) or after WAIT_TIMEOUT
 # seconds; then it prints the tail of the logs (a colon-separated list), sets
 # WAIT_ERROR and returns 1, so that the caller can stop what it started
-# before it dies.
+# before it dies. The alive check is one word or a command with arguments in
+# one string ("ch_node_pid 2"); the ready check is the remaining arguments.
 WAIT_ERROR=''
 # shellcheck disable=SC2034 # WAIT_ERROR is read by the callers
 wait_ready() {
@@ -94,7 +95,8 @@ wait_ready() {
 	shift 3
 	local deadline=$((SECONDS + WAIT_TIMEOUT))
 	until "$@" >/dev/null 2>&1; do
-		if ! "$alive" >/dev/null 2>&1; then
+		# shellcheck disable=SC2086 # alive is a command and its arguments
+		if ! $alive >/dev/null 2>&1; then
 			WAIT_ERROR="$what exited while starting (log: $logfile)"
 		elif ((SECONDS >= deadline)); then
 			WAIT_ERROR="$what not ready after ${WAIT_TIMEOUT}s (log: $logfile); raise TRIBUTARY_WAIT_TIMEOUT if the machine is just slow"
