@@ -62,9 +62,11 @@ unit:
 	$(GO) test -count=1 ./internal/... ./cmd/...
 
 # The whole suite against the real stack. TRIBUTARY_REQUIRE_STACK=1 turns a
-# missing stack into a failure instead of a skip.
+# missing stack into a failure instead of a skip. TRIBUTARY_SECURE=1 adds
+# Kafka's SASL_SSL listener beside the plaintext one, for the Kafka TLS and
+# SASL tests (tests/kafka_secure_test.go).
 test: install vet
-	TRIBUTARY_KAFKA=both $(STACK) up
+	TRIBUTARY_SECURE=1 TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 30m ./...
 
