@@ -39,6 +39,8 @@ var shapesTables = []shapeTable{
 		seed: (*shapesWriter).seedPayments, change: (*shapesWriter).changePayment},
 	{name: "sh_quotes", config: `{"name": "sh_quotes_%[1]s", "id_column": "id", "id_layout": "uuidv7", "column_types": {"qty": "Decimal(38, 12)"}}`,
 		seed: (*shapesWriter).seedQuotes, change: (*shapesWriter).changeQuote},
+	{name: "sh_lines", config: `{"name": "sh_lines_%[1]s", "id_columns": ["tenant_id", "line_no"], "id_layout": "key"}`,
+		seed: (*shapesWriter).seedLines, change: (*shapesWriter).changeLine},
 }
 
 // shapesRevenue is the revenue section: over the partitioned payments,
@@ -61,8 +63,10 @@ func shapesConfig() string {
 // configured from the README alone (a table config and a fleet file of
 // its own, its own ClickHouse database and topics), on shards numbered 3,
 // 8 and 21: a revenue table partitioned by month whose amount, currency
-// and status are domains and an enum, and a table of enums, domains and
-// unconstrained numerics with values at their limits (testdata/shapes.sql).
+// and status are domains and an enum, a table of enums, domains and
+// unconstrained numerics with values at their limits, and a table keyed
+// (tenant_id, line_no) whose tenants share line numbers and whose key
+// changes (testdata/shapes.sql).
 // Preflight finds nothing wrong. The readers and the loader run as
 // processes with their defaults (the revenue pre-aggregator on). Rows
 // written before the readers start are copied; then, under traffic on
@@ -266,7 +270,7 @@ func shapesDropSchema(t *testing.T, p *pipeline) {
 			t.Errorf("cleanup shard %d: %v", s, err)
 			continue
 		}
-		conn.Exec(ctx, strings.ReplaceAll(`DROP TABLE IF EXISTS sh_payments_{{sfx}}, sh_payments_{{sfx}}_2026_10, sh_payments_{{sfx}}_2026_07, sh_quotes_{{sfx}};
+		conn.Exec(ctx, strings.ReplaceAll(`DROP TABLE IF EXISTS sh_payments_{{sfx}}, sh_payments_{{sfx}}_2026_10, sh_payments_{{sfx}}_2026_07, sh_quotes_{{sfx}}, sh_lines_{{sfx}};
 			DROP FUNCTION IF EXISTS sh_pay_id_{{sfx}}(), sh_uuidv7_{{sfx}}(); DROP SEQUENCE IF EXISTS sh_pay_seq_{{sfx}};
 			DROP TYPE IF EXISTS sh_status_{{sfx}}, sh_side_{{sfx}};
 			DROP DOMAIN IF EXISTS sh_money_{{sfx}}, sh_currency_{{sfx}}, sh_email_{{sfx}}`, "{{sfx}}", sfx)) //nolint:errcheck
@@ -286,12 +290,14 @@ type shapesMonths struct {
 type shapesStats struct {
 	payments, paid, refunds, amounts, moved, deletes atomic.Int64
 	quotes, quoteEdges, quoteEdits                   atomic.Int64
+	lines, lineEdits, lineKeyChanges, lineDeletes    atomic.Int64
 }
 
 func (s *shapesStats) String() string {
-	return fmt.Sprintf("%d payments, %d paid, %d refunds, %d amount changes, %d moved between partitions, %d deletes; %d quotes (%d with values at their limits), %d quote edits",
+	return fmt.Sprintf("%d payments, %d paid, %d refunds, %d amount changes, %d moved between partitions, %d deletes; %d quotes (%d with values at their limits), %d quote edits; %d lines, %d line edits, %d key changes, %d line deletes",
 		s.payments.Load(), s.paid.Load(), s.refunds.Load(), s.amounts.Load(), s.moved.Load(), s.deletes.Load(),
-		s.quotes.Load(), s.quoteEdges.Load(), s.quoteEdits.Load())
+		s.quotes.Load(), s.quoteEdges.Load(), s.quoteEdits.Load(),
+		s.lines.Load(), s.lineEdits.Load(), s.lineKeyChanges.Load(), s.lineDeletes.Load())
 }
 
 // shapesWriter is the fleet's application: one writer per shard.
@@ -583,6 +589,57 @@ func (w *shapesWriter) changeQuote(ctx context.Context, shard int) error {
 	}
 	if err == nil {
 		w.stats.quoteEdits.Add(1)
+	}
+	return err
+}
+
+// shapesTenants are a shard's tenants of sh_lines: two per shard, with the
+// same line numbers, so only the whole key (tenant_id, line_no) tells
+// their rows apart; one name holds a comma, which the key text escapes.
+func shapesTenants(shard int) []string {
+	return []string{fmt.Sprintf("t%d", shard), fmt.Sprintf("acme, t%d", shard)}
+}
+
+// seedLines writes lines 1..15 of both tenants of shard.
+func (w *shapesWriter) seedLines(ctx context.Context, shard int) error {
+	for _, tenant := range shapesTenants(shard) {
+		for n := 1; n <= 15; n++ {
+			if _, err := w.pools[shard].Exec(ctx, "INSERT INTO "+w.table("sh_lines")+" (tenant_id, line_no, note, qty) VALUES ($1, $2, $3, $4)",
+				tenant, n, fmt.Sprintf("line %d of %s", n, tenant), fmt.Sprintf("%d.%03d", n, rand.IntN(1000))); err != nil {
+				return err
+			}
+			w.stats.lines.Add(1)
+		}
+	}
+	return nil
+}
+
+// changeLine is one change of a composite-keyed line: a new line (the
+// tenant's next number), an edit of its note, a change of its key (the
+// line number negated: a delete of the old key and an insert of the new
+// one downstream), or a delete. One writer per shard: the next number
+// cannot race.
+func (w *shapesWriter) changeLine(ctx context.Context, shard int) error {
+	tbl := w.table("sh_lines")
+	tenant := shapesTenants(shard)[rand.IntN(2)]
+	pick := "(tenant_id, line_no) = (SELECT tenant_id, line_no FROM " + tbl + " WHERE tenant_id = $1 ORDER BY random() LIMIT 1)"
+	var err error
+	switch rand.IntN(5) {
+	case 0, 1:
+		_, err = w.pools[shard].Exec(ctx, "INSERT INTO "+tbl+" (tenant_id, line_no, note, qty) SELECT $1, coalesce(max(abs(line_no)), 0) + 1, 'new', 1.5 FROM "+tbl+" WHERE tenant_id = $1", tenant)
+		w.stats.lines.Add(1)
+	case 2:
+		var n int64
+		err = w.update(ctx, w.pools[shard], &n, "UPDATE "+tbl+" SET note = note || '+' WHERE "+pick, tenant)
+		w.stats.lineEdits.Add(n)
+	case 3:
+		var n int64
+		err = w.update(ctx, w.pools[shard], &n, "UPDATE "+tbl+" SET line_no = -line_no WHERE "+pick+" AND line_no > 0", tenant)
+		w.stats.lineKeyChanges.Add(n)
+	default:
+		var n int64
+		err = w.update(ctx, w.pools[shard], &n, "DELETE FROM "+tbl+" WHERE "+pick, tenant)
+		w.stats.lineDeletes.Add(n)
 	}
 	return err
 }

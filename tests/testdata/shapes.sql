@@ -74,3 +74,12 @@ CREATE TABLE sh_quotes_{{sfx}} (
 	qty numeric,
 	quoted_at timestamptz NOT NULL DEFAULT now()
 );
+
+-- Composite identity: two tenants per shard with the same line numbers.
+CREATE TABLE sh_lines_{{sfx}} (
+	tenant_id text NOT NULL,
+	line_no integer NOT NULL,
+	note text,
+	qty numeric(12,3),
+	PRIMARY KEY (tenant_id, line_no)
+);
