@@ -241,22 +241,27 @@ func TestPostgresTLSWrongCA(t *testing.T) {
 }
 
 // TestSecurePipeline runs readers → Kafka → loader → ClickHouse → API with
-// TLS on the PostgreSQL and ClickHouse hops: the readers with
-// sslmode=verify-full, the loader as the loader user over ClickHouse's TLS
-// port, the API and the verifier as the read-only reader user over TLS.
+// TLS and authentication on the PostgreSQL, Kafka and ClickHouse hops: the
+// readers with sslmode=verify-full, readers and loader through Kafka's
+// SASL_SSL listener (TLS verified against the stack's CA, SCRAM-SHA-512),
+// the loader as the loader user over ClickHouse's TLS port, the API and
+// the verifier as the read-only reader user over TLS. (The API's own HTTPS
+// and tokens: TestAPIOverHTTPS.)
 // Every read of the API answers as it does in plain text, and the API's
 // connection cannot write.
 func TestSecurePipeline(t *testing.T) {
 	s := loadSecureStack(t)
+	ks := loadKafkaSecureStack(t)
 	for i := range s.ShardDSNs {
 		s.ShardDSNs[i] = verifyFullDSN(s.ShardDSNs[i], s.CAFile)
 	}
-	p := setupPipelineOn(t, s.Stack, []int{0, 1}, nil, true, "orders_", `{"topic_prefix":"e2e_%[1]s.",
+	p := setupPipelineOn(t, s.Stack, []int{0, 1}, ks.Brokers, true, "orders_", `{"topic_prefix":"e2e_%[1]s.",
 		"tables":[{"name":%[2]q,"id_column":"id","id_layout":"seed000","shard_key":"account_id",
 		  "search":{"time_column":"placed_at","workspace_column":"account_id"}}],
 		"revenue":{"table":%[2]q,"amount_column":"total","currency_column":"currency_code","time_column":"placed_at",
 		  "status_column":"state","workspace_column":"account_id","count_statuses":["paid"],"refund_statuses":["refunded"],
 		  "refunded_amount_column":"refunded"}}`, revOrdersDDL)
+	p.kafkaSec = ks.Security
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	tlsOpts := chstore.TLSOptions{CAFile: s.CAFile}
