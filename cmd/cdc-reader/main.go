@@ -119,7 +119,7 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to save the reader state and re-publish an unchanged watermark (new positions are published as Kafka acknowledges them)")
 	fs.Duration(&c.WatermarkMinGap, "watermark-min-gap", "TRIBUTARY_WATERMARK_MIN_GAP", reader.DefaultWatermarkMinGap, "least time between two watermark rounds of a busy shard (0: publish every acknowledged commit)")
 	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
-	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", 100000, "records buffered for Kafka before reading pauses (bounds memory)")
+	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", reader.DefaultMaxBuffered, "records buffered for Kafka before reading pauses (bounds memory)")
 	fs.Int(&c.MaxBufferedBytes, "max-buffered-bytes", "TRIBUTARY_MAX_BUFFERED_BYTES", 32<<20, "bytes buffered for Kafka before reading pauses (bounds memory)")
 	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each shard's reader state (snapshot done, position), keyed by the shard's PostgreSQL system identifier, database and slot")
 	fs.Int(&c.SnapshotWorkers, "snapshot-workers", "TRIBUTARY_SNAPSHOT_WORKERS", 2, "chunks the initial snapshot copies at once (one connection each)")

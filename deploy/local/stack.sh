@@ -30,10 +30,11 @@ SCHEMA_DIR=${TRIBUTARY_SCHEMA_DIR:-$REPO/schema/postgres}
 WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
 KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
 # TRIBUTARY_SECURE=1 gives Apache Kafka a SASL_SSL listener beside the
-# plaintext one (stack.d/kafka.sh); 0, the default, leaves the stack as it
-# always was.
-SECURE=${TRIBUTARY_SECURE:-0}
-[[ $SECURE == 0 || $SECURE == 1 ]] || {
+# plaintext one (stack.d/kafka.sh); 0 leaves the stack as it always was.
+# Unset, it is what this home's last `up` had (load_state), else 0: a test
+# or tool that restarts a killed service keeps the stack's mode.
+SECURE=${TRIBUTARY_SECURE:-}
+[[ -z $SECURE || $SECURE == 0 || $SECURE == 1 ]] || {
 	echo "stack.sh: TRIBUTARY_SECURE must be 0 or 1, got '$SECURE'" >&2
 	exit 2
 }
@@ -115,7 +116,8 @@ Environment:
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
   TRIBUTARY_SECURE        1: Apache Kafka also listens with SASL_SSL (the stack's CA, user
                           $KAFKA_SASL_USER, SCRAM-SHA-512); stack.env then names its brokers,
-                          user and password file (TRIBUTARY_KAFKA_SASL_SSL_*). Default 0
+                          user and password file (TRIBUTARY_KAFKA_SASL_SSL_*). Default: as
+                          this home's last up, else 0
   TRIBUTARY_KAFKA_JARS    Kafka jar cache (default ~/.cache/tributary/kafka-$KAFKA_VERSION)
   TRIBUTARY_ZOOKEEPER_JARS
                           ZooKeeper jar cache (default ~/.cache/tributary/zookeeper-$ZOOKEEPER_VERSION)
@@ -145,9 +147,14 @@ source "$HERE/stack.d/zookeeper.sh"
 
 # load_state reads what the last `up` recorded (shard count, Kafka kind,
 # PostgreSQL ports), so that status and a later up see the same stack.
-STATE_SHARDS='' STATE_KAFKA='' STATE_PG_PORT='' STATE_KAFKA_NODES='' STATE_CH_MODE=''
+STATE_SHARDS='' STATE_KAFKA='' STATE_PG_PORT='' STATE_KAFKA_NODES='' STATE_CH_MODE='' STATE_SECURE=''
 load_state() {
-	[[ -f $STATE_FILE ]] || return 0
+	if [[ ! -f $STATE_FILE ]]; then
+		SECURE=${SECURE:-0}
+		return 0
+	fi
+	STATE_SECURE=$(sed -n 's/^secure=//p' "$STATE_FILE")
+	SECURE=${SECURE:-${STATE_SECURE:-0}}
 	STATE_SHARDS=$(sed -n 's/^shards=//p' "$STATE_FILE")
 	STATE_KAFKA=$(sed -n 's/^kafka=//p' "$STATE_FILE")
 	STATE_KAFKA_NODES=$(sed -n 's/^kafka_nodes=//p' "$STATE_FILE")
@@ -157,7 +164,7 @@ load_state() {
 }
 
 save_state() {
-	printf 'shards=%s\nkafka=%s\npg_port=%s\nkafka_nodes=%s\nclickhouse=%s\n' "$SHARDS" "$KAFKA_KIND" "$PG_PORT_BASE" "$KAFKA_NODES" "$CH_MODE" >"$STATE_FILE"
+	printf 'shards=%s\nkafka=%s\npg_port=%s\nkafka_nodes=%s\nclickhouse=%s\nsecure=%s\n' "$SHARDS" "$KAFKA_KIND" "$PG_PORT_BASE" "$KAFKA_NODES" "$CH_MODE" "$SECURE" >"$STATE_FILE"
 }
 
 # resolve_shards picks the shard count: the one asked for, else the one the

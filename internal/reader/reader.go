@@ -176,6 +176,10 @@ type Reader struct {
 	saveMu sync.Mutex
 }
 
+// DefaultMaxBuffered is the default bound on records buffered for Kafka
+// (cdc-reader --max-buffered).
+const DefaultMaxBuffered = 100000
+
 // New builds a Reader; nothing connects until Run.
 func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 	cfg = cfg.withDefaults()
@@ -186,6 +190,9 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Reader {
 func (cfg Config) withDefaults() Config {
 	if cfg.StateTopic == "" {
 		cfg.StateTopic = "tributary.reader-state"
+	}
+	if cfg.MaxBuffered <= 0 {
+		cfg.MaxBuffered = DefaultMaxBuffered
 	}
 	if cfg.MaxBufferedBytes <= 0 {
 		cfg.MaxBufferedBytes = 32 << 20
