@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/filewatch"
 )
 
 // TokenReloader puts a tokens file's new contents in force without a
@@ -78,33 +80,19 @@ func (r *TokenReloader) Reload() error {
 // changed since the last attempt, until ctx is done. Refusals are logged
 // (they are not fatal: the tokens in force keep serving).
 func (r *TokenReloader) Run(ctx context.Context, every time.Duration, signals <-chan os.Signal) error {
-	var tick <-chan time.Time
-	if every > 0 {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		tick = t.C
+	changed := func() bool {
+		// A file gone for a moment (an editor's rename) is not a change;
+		// its reappearance will be.
+		st, err := stampOf(r.path)
+		return err == nil && st != r.seen
 	}
-	for {
-		var why string
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-signals:
-			why = "signal"
-		case <-tick:
-			st, err := stampOf(r.path)
-			if err != nil || st == r.seen {
-				// A file gone for a moment (an editor's rename) is not a
-				// change; its reappearance will be.
-				continue
-			}
-			why = "changed"
-		}
+	filewatch.Run(ctx, every, signals, changed, func(why string) {
 		r.seen, _ = stampOf(r.path)
 		if err := r.Reload(); err != nil {
 			r.log.Error("tokens reload refused; the tokens in force stay", slog.String("trigger", why), slog.Any("err", err))
-			continue
+			return
 		}
 		r.log.Info("tokens reloaded", slog.String("trigger", why), slog.String("source", r.path), slog.Any("tokens", r.tokens.Names()))
-	}
+	})
+	return nil
 }

@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/filewatch"
 )
 
 // DefaultReloadInterval is how often the files are checked for a change.
@@ -222,28 +224,11 @@ func (s *Server) Reload() error {
 // changed since the last attempt, until ctx is done. Refusals are logged,
 // not returned: the configuration in force keeps serving.
 func (s *Server) Run(ctx context.Context, every time.Duration, signals <-chan os.Signal) error {
-	var tick <-chan time.Time
-	if every > 0 {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		tick = t.C
-	}
-	for {
-		var why string
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-signals:
-			why = "signal"
-		case <-tick:
-			if st := s.stamps(); st == s.seen {
-				continue
-			}
-			why = "changed"
-		}
+	filewatch.Run(ctx, every, signals, func() bool { return s.stamps() != s.seen }, func(why string) {
 		s.seen = s.stamps()
 		if err := s.Reload(); err != nil {
 			s.log.Error("TLS reload refused; the certificate in force stays", slog.String("trigger", why), slog.Any("err", err))
 		}
-	}
+	})
+	return nil
 }
