@@ -23,7 +23,7 @@ type docAnswer struct {
 func (p *pipeline) getDoc(ctx context.Context, id int64) (int, docAnswer) {
 	p.t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/v1/documents/%d", p.api.URL, id), nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := p.httpClient().Do(req)
 	if err != nil {
 		p.t.Fatalf("GET document: %v", err)
 	}

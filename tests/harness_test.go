@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -44,7 +45,10 @@ type pipeline struct {
 	chDB     string
 	store    *chstore.Store
 	api      *httptest.Server
-	log      *slog.Logger
+	// apiClient is how getDoc and getRevenue reach the API (nil:
+	// http.DefaultClient, for the plain-HTTP test server).
+	apiClient *http.Client
+	log       *slog.Logger
 	// owned, when set, is the revenue oracle's ownership: the accounts
 	// (workspaces) whose rows count on a shard, as under a ring map.
 	owned func(shard int) []int64
@@ -224,6 +228,14 @@ func (p *pipeline) insert(ctx context.Context, shard int, ws int64, title, body 
 		p.t.Fatalf("insert on shard %d: %v", shard, err)
 	}
 	return id
+}
+
+// httpClient is the client that reaches p.api.
+func (p *pipeline) httpClient() *http.Client {
+	if p.apiClient != nil {
+		return p.apiClient
+	}
+	return http.DefaultClient
 }
 
 // failed returns errors the components returned so far.

@@ -93,7 +93,7 @@ func (p *pipeline) getRevenue(ctx context.Context, params url.Values, accept str
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := p.httpClient().Do(req)
 	if err != nil {
 		p.t.Fatalf("GET revenue: %v", err)
 	}

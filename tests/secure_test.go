@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -30,6 +31,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/reader"
+	"github.com/tributary/tributary/internal/servertls"
 	"github.com/tributary/tributary/internal/verify"
 )
 
@@ -245,10 +247,12 @@ func TestPostgresTLSWrongCA(t *testing.T) {
 // readers with sslmode=verify-full, readers and loader through Kafka's
 // SASL_SSL listener (TLS verified against the stack's CA, SCRAM-SHA-512),
 // the loader as the loader user over ClickHouse's TLS port, the API and
-// the verifier as the read-only reader user over TLS. (The API's own HTTPS
-// and tokens: TestAPIOverHTTPS.)
-// Every read of the API answers as it does in plain text, and the API's
-// connection cannot write.
+// the verifier as the read-only reader user over TLS, and the API serving
+// HTTPS (the product's reloading TLS server, the stack's certificate) to
+// bearer tokens with per-route scopes. (Reloads, client certificates and
+// rate limits of the API: TestAPIOverHTTPS.)
+// Every read of the API answers as it does in plain text, a request
+// without its scope is refused, and the API's connection cannot write.
 func TestSecurePipeline(t *testing.T) {
 	s := loadSecureStack(t)
 	ks := loadKafkaSecureStack(t)
@@ -283,8 +287,29 @@ func TestSecurePipeline(t *testing.T) {
 	}
 	defer q.Close()
 	p.api.Close()
-	p.api = httptest.NewServer(api.New(api.Config{Tables: p.tables, DocumentsTable: p.table(), QueryTimeout: 10 * time.Second},
-		q, p.log, prometheus.NewRegistry()))
+	opsToken, supportToken, verifyToken := randomToken(), randomToken(), randomToken()
+	tokens, err := api.ParseTokens("ops:"+opsToken+":documents:read,revenue:read,anomalies:read\n"+
+		"support:"+supportToken+":documents:read\n"+
+		"verify:"+verifyToken+":rows:read:"+p.table()+",revenue:read\n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stackTLS := filepath.Dir(s.CAFile)
+	certs, err := servertls.New(servertls.Options{CertFile: filepath.Join(stackTLS, "server.crt"),
+		KeyFile: filepath.Join(stackTLS, "server.key")}, p.log, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatalf("the API's TLS: %v", err)
+	}
+	p.api = httptest.NewUnstartedServer(api.New(api.Config{Tables: p.tables, DocumentsTable: p.table(),
+		QueryTimeout: 10 * time.Second, Tokens: tokens}, q, p.log, prometheus.NewRegistry()))
+	p.api.Listener = tls.NewListener(p.api.Listener, certs.Config())
+	p.api.Start()
+	p.api.URL = "https://" + p.api.Listener.Addr().String()
+	roots := x509.NewCertPool()
+	if pem, err := os.ReadFile(s.CAFile); err != nil || !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("the stack's CA %s: %v", s.CAFile, err)
+	}
+	p.apiClient = bearerClient(roots, opsToken)
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -307,7 +332,7 @@ func TestSecurePipeline(t *testing.T) {
 		t.Fatalf("GET document %d: status %d, answer %+v; want one copy on shard 1", id, status, doc)
 	}
 	for _, path := range []string{"/v1/documents?limit=5", "/v1/shards", "/v1/anomalies/duplicates", "/v1/anomalies/misplaced"} {
-		status, body := getBody(ctx, t, p.api.URL+path)
+		status, body := getBody(ctx, t, p.apiClient, p.api.URL+path)
 		if status != http.StatusOK {
 			t.Errorf("GET %s: status %d: %s", path, status, body)
 			continue
@@ -324,8 +349,30 @@ func TestSecurePipeline(t *testing.T) {
 		}
 	}
 
+	// Without a token, with a token lacking the route's scope, and in plain
+	// HTTP, the API refuses.
+	revenuePath := "/v1/revenue?from=" + revFrom.Format("2006-01-02") + "&to=" + revTo.Format("2006-01-02") + "&group_by=day"
+	for _, c := range []struct {
+		what   string
+		client *http.Client
+		want   int
+	}{
+		{"no token", httpsClient(roots, nil), http.StatusUnauthorized},
+		{"the support token (documents:read only)", bearerClient(roots, supportToken), http.StatusForbidden},
+		{"the ops token", p.apiClient, http.StatusOK},
+	} {
+		if status, body := getBody(ctx, t, c.client, p.api.URL+revenuePath); status != c.want {
+			t.Errorf("GET /v1/revenue with %s: status %d, want %d: %s", c.what, status, c.want, body)
+		}
+	}
+	plainURL := strings.Replace(p.api.URL, "https://", "http://", 1) + "/v1/shards"
+	if status, body := getBody(ctx, t, http.DefaultClient, plainURL); status == http.StatusOK {
+		t.Errorf("GET %s in plain HTTP answered 200: %s", plainURL, body)
+	}
+
 	rep := p.runVerifyWith(ctx, func(c *verify.Config) {
 		c.ClickHouse = verify.ClickHouse{Addr: s.CHTLSAddr, Database: p.chDB, User: s.ReaderUser, Password: s.ReaderPassword, TLS: tlsOpts}
+		c.APIToken, c.APICAFile = verifyToken, s.CAFile
 	})
 	if !rep.Passed {
 		t.Fatalf("verify over TLS failed: %+v", rep.Differences)
@@ -345,12 +392,14 @@ func TestSecurePipeline(t *testing.T) {
 	}
 }
 
-func getBody(ctx context.Context, t *testing.T, url string) (int, []byte) {
+// getBody GETs url with c; a request that got no HTTP answer at all (a
+// refused handshake) is status 0.
+func getBody(ctx context.Context, t *testing.T, c *http.Client, url string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		return 0, []byte(err.Error())
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -425,4 +474,23 @@ func TestClickHouseTLSCommandsRefuseAtStart(t *testing.T) {
 			})
 		}
 	}
+}
+
+// bearerClient is an HTTPS client trusting roots that sends token as a
+// bearer token with every request.
+func bearerClient(roots *x509.CertPool, token string) *http.Client {
+	c := httpsClient(roots, nil)
+	c.Transport = bearer{token: token, next: c.Transport}
+	return c
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
