@@ -35,15 +35,19 @@ func pemBodyLines(b []byte) []string {
 // API as processes with every secret the stack uses: the replication
 // role's PostgreSQL password (in the reader's DSN, over verify-full TLS),
 // the ClickHouse loader's password (environment) and reader's password
-// (file), API tokens (environment), the API's TLS key; it drives traffic,
+// (file), the Kafka SCRAM password (the reader's from the environment, the
+// loader's from a file, over Kafka's SASL_SSL listener), API tokens
+// (environment), the API's TLS key; it drives traffic,
 // authorized and refused requests (a wrong token, a missing scope, a
 // client without a certificate) and a clean shutdown, at debug level. No
 // secret appears in any process's output, nor in its argv as ps shows it.
 func TestSecretsNotInLogsOrArgv(t *testing.T) {
 	s := loadSecureStack(t)
+	ks := loadKafkaSecureStack(t)
 	bin := buildBinaries(t, "cdc-reader", "loader", "api")
-	p := setupPipelineOn(t, s.Stack, []int{0}, nil, true, "docs_",
+	p := setupPipelineOn(t, s.Stack, []int{0}, ks.Brokers, true, "docs_",
 		`{"topic_prefix":"e2e_%[1]s.","tables":[{"name":%[2]q,"id_column":"id","id_layout":"seed000","shard_key":"workspace_id"}]}`, docsDDL)
+	p.kafkaSec = ks.Security
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// As the stack does for its own tables (README "PostgreSQL role"):
@@ -79,7 +83,8 @@ func TestSecretsNotInLogsOrArgv(t *testing.T) {
 
 	secrets := map[string]string{"PostgreSQL password of tributary_repl": pgPassword,
 		"ClickHouse loader password": s.LoaderPassword, "ClickHouse reader password": s.ReaderPassword,
-		"token support": tokens["support"], "token ops": tokens["ops"], "a wrong token presented": wrongToken}
+		"Kafka SASL password": ks.Password,
+		"token support":       tokens["support"], "token ops": tokens["ops"], "a wrong token presented": wrongToken}
 	for i, l := range pemBodyLines(server.KeyPEM) {
 		secrets[fmt.Sprintf("the API's TLS key, line %d", i+1)] = l
 	}
@@ -89,16 +94,19 @@ func TestSecretsNotInLogsOrArgv(t *testing.T) {
 		}
 	}
 
-	kafka := strings.Join(p.brokers, ",")
+	kafka := []string{"--kafka-brokers", strings.Join(ks.Brokers, ","), "--kafka-ca-file", ks.Security.CAFile,
+		"--kafka-sasl-user", ks.Security.SASLUser}
 	debug := []string{"--log-level", "debug"}
 	procs := []*proc{
-		startProc(t, filepath.Join(bin, "cdc-reader"), dir, "cdc-reader", []string{"TRIBUTARY_PG_DSN=" + replDSN},
-			append(debug, "--tables", tablesFile, "--shard", "0", "--kafka-brokers", kafka, "--slot", fmt.Sprintf("e2e_%s_0", p.suffix),
+		startProc(t, filepath.Join(bin, "cdc-reader"), dir, "cdc-reader", []string{"TRIBUTARY_PG_DSN=" + replDSN,
+			"TRIBUTARY_KAFKA_SASL_PASSWORD=" + ks.Password},
+			append(append(debug, kafka...), "--tables", tablesFile, "--shard", "0", "--slot", fmt.Sprintf("e2e_%s_0", p.suffix),
 				"--publication", pub, "--state-topic", "e2e_"+p.suffix+".state", "--metrics-addr", "127.0.0.1:0")...),
 		startProc(t, filepath.Join(bin, "loader"), dir, "loader", []string{
 			"TRIBUTARY_CLICKHOUSE_ADDR=" + s.CHTLSAddr, "TRIBUTARY_CLICKHOUSE_CA_FILE=" + s.CAFile,
 			"TRIBUTARY_CLICKHOUSE_USER=" + s.LoaderUser, "TRIBUTARY_CLICKHOUSE_PASSWORD=" + s.LoaderPassword},
-			append(debug, "--tables", tablesFile, "--kafka-brokers", kafka, "--group", "e2e_"+p.suffix, "--dlq-topic", "e2e_"+p.suffix+".dlq",
+			append(append(debug, kafka...), "--kafka-sasl-password-file", ks.Security.SASLPasswordFile,
+				"--tables", tablesFile, "--group", "e2e_"+p.suffix, "--dlq-topic", "e2e_"+p.suffix+".dlq",
 				"--clickhouse-db", p.chDB, "--metrics-addr", "127.0.0.1:0", "--batch-wait", "50ms")...),
 		startProc(t, filepath.Join(bin, "api"), dir, "api", []string{
 			"TRIBUTARY_CLICKHOUSE_ADDR=" + s.CHTLSAddr, "TRIBUTARY_CLICKHOUSE_CA_FILE=" + s.CAFile,
