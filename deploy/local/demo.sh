@@ -18,11 +18,17 @@
 #
 # Logs and pid files: $TRIBUTARY_HOME/demo/.
 #
-# TRIBUTARY_SECURE=1: the API serves HTTPS with the stack's certificate
+# TRIBUTARY_SECURE=1: TLS and authentication on every hop. The readers
+# and loadgen connect to the shards with sslmode=verify-full against the
+# stack's CA; readers and loader reach Kafka through its SASL_SSL listener
+# (SCRAM-SHA-512); the loader writes to ClickHouse's TLS port as the
+# loader user and the API reads as the read-only reader user (passwords
+# from the stack's files, never argv). The API serves HTTPS with the stack's certificate
 # ($TRIBUTARY_HOME/tls) and requires bearer tokens ($TRIBUTARY_HOME/demo/tokens,
 # made once: admin, support = documents:read, finance = revenue:read and
 # rows:read:invoices); the tour's curl commands carry --cacert and a token, and
-# $TRIBUTARY_HOME/demo/api.env gives make verify the URL, CA and token.
+# $TRIBUTARY_HOME/demo/api.env gives make verify the URL, CA and token, and
+# the TLS settings it reaches ClickHouse and the shards with.
 #
 # Ports: the API on 8080, the loader's metrics on 9101 and reader i's on
 # 9110+i (the one reader process's: 9110), each plus $TRIBUTARY_PORT_OFFSET (stack.env carries the stack's),
@@ -90,15 +96,31 @@ set -a
 source "$TRIBUTARY_HOME/stack.env"
 set +a
 TRIBUTARY_FLEET=${fleet_given:-${TRIBUTARY_FLEET:-}}
-# TRIBUTARY_SECURE=1: every Kafka client (readers, loader) uses the stack's
-# SASL_SSL listener, TLS against the stack's CA and SCRAM-SHA-512, which
-# `TRIBUTARY_SECURE=1 deploy/local/stack.sh up` gives Apache Kafka.
+# TRIBUTARY_SECURE=1 (see the top): every Kafka client (readers, loader)
+# uses the stack's SASL_SSL listener, which `TRIBUTARY_SECURE=1
+# deploy/local/stack.sh up` gives Apache Kafka; every shard DSN of the
+# stack's asks for verify-full TLS; ClickHouse is dialled on its TLS port.
+CH_LOADER_ENV=()
+CH_API_ENV=()
 if [[ ${TRIBUTARY_SECURE:-0} == 1 ]]; then
 	[[ -n ${TRIBUTARY_KAFKA_SASL_SSL_BROKERS:-} ]] ||
 		die "TRIBUTARY_SECURE=1, but the stack's Kafka has no SASL_SSL listener: run 'deploy/local/stack.sh down', then 'TRIBUTARY_SECURE=1 TRIBUTARY_KAFKA=real deploy/local/stack.sh up'"
+	[[ -n ${TRIBUTARY_CLICKHOUSE_TLS_ADDR:-} && -n ${TRIBUTARY_CLICKHOUSE_LOADER_PASSWORD_FILE:-} ]] ||
+		die "TRIBUTARY_SECURE=1, but stack.env has no ClickHouse TLS port or users: restart the stack (deploy/local/stack.sh down; up)"
 	export TRIBUTARY_KAFKA_BROKERS=$TRIBUTARY_KAFKA_SASL_SSL_BROKERS TRIBUTARY_KAFKA_CA_FILE=$TRIBUTARY_STACK_CA_FILE \
 		TRIBUTARY_KAFKA_SASL_USER=$TRIBUTARY_KAFKA_SASL_SSL_USER TRIBUTARY_KAFKA_SASL_PASSWORD_FILE=$TRIBUTARY_KAFKA_SASL_SSL_PASSWORD_FILE
 	TRIBUTARY_KAFKA_KIND="$TRIBUTARY_KAFKA_KIND, SASL_SSL on $TRIBUTARY_KAFKA_BROKERS"
+	# The stack's shard DSNs (stack.env) say sslmode=disable: ask for TLS
+	# verified against the stack's CA instead. A fleet file of your own
+	# names DSNs that say what they need.
+	for v in $(compgen -v | grep -E '^TRIBUTARY_SHARD_[0-9]+_(REPL_)?DSN$'); do
+		export "$v=${!v/sslmode=disable/sslmode=verify-full\&sslrootcert=$TRIBUTARY_STACK_CA_FILE}"
+	done
+	export TRIBUTARY_CLICKHOUSE_ADDR=$TRIBUTARY_CLICKHOUSE_TLS_ADDR TRIBUTARY_CLICKHOUSE_CA_FILE=$TRIBUTARY_STACK_CA_FILE
+	CH_LOADER_ENV=(TRIBUTARY_CLICKHOUSE_USER="$TRIBUTARY_CLICKHOUSE_LOADER_USER"
+		TRIBUTARY_CLICKHOUSE_PASSWORD_FILE="$TRIBUTARY_CLICKHOUSE_LOADER_PASSWORD_FILE")
+	CH_API_ENV=(TRIBUTARY_CLICKHOUSE_USER="$TRIBUTARY_CLICKHOUSE_READER_USER"
+		TRIBUTARY_CLICKHOUSE_PASSWORD_FILE="$TRIBUTARY_CLICKHOUSE_READER_PASSWORD_FILE")
 fi
 PORT_OFFSET=${TRIBUTARY_PORT_OFFSET:-0}
 [[ $PORT_OFFSET =~ ^[0-9]+$ ]] || die "TRIBUTARY_PORT_OFFSET='$PORT_OFFSET' is not a number"
@@ -166,7 +188,7 @@ ring_args=()
 if [[ -n $RING_MAP ]]; then
 	ring_args=(--ring-map "$RING_MAP")
 fi
-start loader "$BIN/loader" --metrics-addr "$LOADER_METRICS" --revenue-aggregate-interval 1s "${ring_args[@]}"
+start loader env "${CH_LOADER_ENV[@]}" "$BIN/loader" --metrics-addr "$LOADER_METRICS" --revenue-aggregate-interval 1s "${ring_args[@]}"
 # The status page (GET /) reads the readers' and the loader's metrics.
 component_metrics=http://$LOADER_METRICS/metrics
 for u in "${reader_metrics[@]}"; do
@@ -198,13 +220,20 @@ if [[ ${TRIBUTARY_SECURE:-0} == 1 ]]; then
 		echo "Authorization: Bearer $(awk -F: '$1 == "admin" {print $2}' "$tokens")" >"$DEMO/admin.header"
 		printf 'TRIBUTARY_API_URL=%s\nTRIBUTARY_API_CA_FILE=%s\nTRIBUTARY_API_TOKEN=%s\n' "$API_URL" "$TRIBUTARY_STACK_CA_FILE" \
 			"$(awk -F: '$1 == "admin" {print $2}' "$tokens")" >"$DEMO/api.env"
+		# make verify, as the API: ClickHouse's TLS port as the read-only
+		# user, and the shards over verify-full TLS.
+		printf 'TRIBUTARY_CLICKHOUSE_ADDR=%s\nTRIBUTARY_CLICKHOUSE_CA_FILE=%s\n' "$TRIBUTARY_CLICKHOUSE_ADDR" "$TRIBUTARY_CLICKHOUSE_CA_FILE" >>"$DEMO/api.env"
+		printf '%s\n' "${CH_API_ENV[@]}" >>"$DEMO/api.env"
+		for v in $(compgen -v | grep -E '^TRIBUTARY_SHARD_[0-9]+_DSN$'); do
+			printf "%s='%s'\n" "$v" "${!v}" >>"$DEMO/api.env"
+		done
 	)
 	CURL=(curl --cacert "$TRIBUTARY_STACK_CA_FILE" -H "@$DEMO/admin.header")
 	TOUR_CURL="curl -s --cacert $TRIBUTARY_STACK_CA_FILE -H @$DEMO/admin.header"
 	TOKEN_LINE=$'\n'"  The API serves HTTPS (the stack's CA: $TRIBUTARY_STACK_CA_FILE) and wants a bearer token:"
 	TOKEN_LINE+=$'\n'"    $DEMO/admin.header is 'Authorization: Bearer <the admin token>'; $DEMO/tokens also has support and finance"
 fi
-start api "$BIN/api" --listen "$API_ADDR" --fleet "$TRIBUTARY_FLEET" --component-metrics "$component_metrics" "${api_secure[@]}"
+start api env "${CH_API_ENV[@]}" "$BIN/api" --listen "$API_ADDR" --fleet "$TRIBUTARY_FLEET" --component-metrics "$component_metrics" "${api_secure[@]}"
 
 echo -n "demo: waiting for the API"
 for _ in $(seq 1 100); do
@@ -233,7 +262,15 @@ if [[ -z $id ]]; then
 	first_dsn=TRIBUTARY_SHARD_${SHARD_NUMBERS[0]}_DSN # the stack's variables (stack.env)
 	id=$(psql -X -At "${!first_dsn:-}" -c "SELECT id FROM documents ORDER BY id DESC LIMIT 1" 2>/dev/null || true)
 fi
-sleep 2 # let the last changes arrive
+# Let the sample's write arrive before the tour looks it up: a
+# read-your-writes request waits (up to 30 s) for its shard's watermark to
+# pass the commit (README "Read your writes"); otherwise a pause.
+if after=$(grep -m1 -oP 'sample: documents id [0-9]+ on shard \K[0-9]+, WAL after commit [0-9A-F]+/[0-9A-F]+' "$DEMO/loadgen.out"); then
+	"${CURL[@]}" -sS -o /dev/null "$API_URL/v1/documents/$id?after=${after%%,*}:${after##* }&wait=30s" ||
+		echo "demo: the API did not answer for the sample document $id (see $DEMO/api.log)" >&2
+else
+	sleep 2
+fi
 
 cat <<EOF
 
