@@ -89,11 +89,11 @@ test-chdb: install
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 10m -v -run 'TestCurrentClickHouseAnswersAlike$$' ./tests
 
-# The chaos soak (cmd/chaos, internal/chaos; README "Chaos soak"): the demo
+# The chaos soak (cmd/chaos, internal/chaos; docs/operations.md, "Verifying and benchmarking"): the demo
 # fleet on real Kafka under mixed traffic with a seeded random fault
 # schedule over every component for CHAOS_DURATION, then convergence, the
 # verifier and one verdict; exit 1 when it fails. Not part of make test
-# nor, yet, of .ci/run (README "Chaos soak"). The demo's processes must not
+# nor, yet, of .ci/run (docs/operations.md, "Verifying and benchmarking"). The demo's processes must not
 # run beside it (same ports): they are stopped first. CHAOS_FLAGS: more
 # flags (--seed N repeats a schedule; bin/chaos --help).
 CHAOS_DURATION ?= 30m

@@ -28,7 +28,7 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-// The current-ClickHouse compatibility check (README "ClickHouse
+// The current-ClickHouse compatibility check (docs/design/clickhouse-rules.md, "ClickHouse
 // compatibility rule"): the product's own functions (chstore's table
 // creation for every mapped type, its inserts, ownership and watermarks;
 // query's by-id read, search, duplicates, misplaced and freshness;

@@ -36,7 +36,7 @@ func runPreflight(ctx context.Context, t *testing.T, bin string, env []string, a
 
 // TestPreflight: the check command against two live shards. A correct
 // config passes with the superuser; the stack's least-privilege role
-// passes on the demo tables it was granted (the recipe in README) and is
+// passes on the demo tables it was granted (the recipe in docs/configuration.md) and is
 // told exactly what it lacks on the test's own tables. A deliberately
 // broken config gets one line per problem — a missing column, a layout
 // that does not decode the ids, a revenue amount that is not numeric(p,s),

@@ -50,7 +50,7 @@ func TestSecretsNotInLogsOrArgv(t *testing.T) {
 	p.kafkaSec = ks.Security
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// As the stack does for its own tables (README "PostgreSQL role"):
+	// As the stack does for its own tables (docs/configuration.md "PostgreSQL role"):
 	// the replication role reads the table and owns the publication.
 	pub := "e2e_" + p.suffix
 	table := pgx.Identifier{p.table()}.Sanitize()

@@ -60,7 +60,7 @@ func shapesConfig() string {
 }
 
 // TestEveryTableShape is the table shapes SaaS fleets have, end to end,
-// configured from the README alone (a table config and a fleet file of
+// configured from docs/configuration.md alone (a table config and a fleet file of
 // its own, its own ClickHouse database and topics), on shards numbered 3,
 // 8 and 21: a revenue table partitioned by month whose amount, currency
 // and status are domains and an enum, a table of enums, domains and

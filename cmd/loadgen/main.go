@@ -23,7 +23,7 @@ import (
 const usage = `loadgen — demo traffic on the shards.
 
 The shards are those of the fleet file (--fleet: each shard's number and
-the environment variable or file holding its DSN; see README "Fleet file"),
+the environment variable or file holding its DSN; see docs/configuration.md "Fleet file"),
 whatever their numbers; deploy/local/stack.sh writes one and names it in
 stack.env. Workspaces are placed by the ring map (--ring-map file, or a
 generated map of the fleet's shards with 64 virtual nodes each), which may

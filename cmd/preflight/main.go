@@ -34,7 +34,7 @@ dsn_env / dsn_file), it checks, and prints one line per problem:
     amounts, timestamps, text states, integer shard numbers, ...);
   - a sample of --sample ids per table decodes under its id_layout, and,
     for layouts that carry a shard (Snowflake, hash), most name this shard.
-It only reads. README "Least-privilege role" has the role recipe it checks.
+It only reads. docs/configuration.md "Before the first start" has the role recipe it checks.
 
 Exit status: 0 no problems, 1 problems (listed on stdout), 2 usage or
 config error (nothing was connected to).

@@ -45,7 +45,7 @@ checked, ids per second) on stderr.
 
 The shards are those of the fleet file (--fleet, JSON: each shard's number,
 optional name, and the environment variable or file holding its DSN — never
-argv; see README "Fleet file"): every shard listed is checked, whatever its
+argv; see docs/configuration.md "Fleet file"): every shard listed is checked, whatever its
 number. deploy/local/stack.sh writes one for its shards and names it in
 stack.env. The shard sessions are read-only.
 

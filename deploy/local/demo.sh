@@ -69,7 +69,7 @@ stop_all() {
 }
 
 # fleet_shards prints the shard numbers of the fleet file $1, one a line.
-# The binaries check the file itself (README "Fleet file"); this only reads
+# The binaries check the file itself (docs/configuration.md "Fleet file"); this only reads
 # the numbers.
 fleet_shards() {
 	grep -oE '"shard"[[:space:]]*:[[:space:]]*[0-9]+' "$1" | grep -oE '[0-9]+$'
@@ -158,7 +158,7 @@ start() {
 }
 
 # The check before the first start: the table config against every shard,
-# as the readers will connect (README "Before the first start").
+# as the readers will connect (docs/configuration.md "Before the first start").
 "$BIN/preflight" --tables "$TRIBUTARY_TABLES" --fleet "$TRIBUTARY_FLEET" ||
 	die "preflight found the problems above; fix them (or the table config) first"
 
@@ -264,7 +264,7 @@ if [[ -z $id ]]; then
 fi
 # Let the sample's write arrive before the tour looks it up: a
 # read-your-writes request waits (up to 30 s) for its shard's watermark to
-# pass the commit (README "Read your writes"); otherwise a pause.
+# pass the commit (docs/api.md "Read-your-writes"); otherwise a pause.
 if after=$(grep -m1 -oP 'sample: documents id [0-9]+ on shard \K[0-9]+, WAL after commit [0-9A-F]+/[0-9A-F]+' "$DEMO/loadgen.out"); then
 	"${CURL[@]}" -sS -o /dev/null "$API_URL/v1/documents/$id?after=${after%%,*}:${after##* }&wait=30s" ||
 		echo "demo: the API did not answer for the sample document $id (see $DEMO/api.log)" >&2

@@ -298,7 +298,7 @@ write_env() {
 	mv "$tmp" "$ENV_FILE"
 }
 
-# write_fleet writes the fleet file of the stack's shards (README "Fleet
+# write_fleet writes the fleet file of the stack's shards (docs/configuration.md "Fleet
 # file"): each shard's number and the stack.env variables holding its DSNs,
 # never a DSN itself, so it may be world-readable.
 write_fleet() {

@@ -125,7 +125,7 @@ func decodeError(file string, data []byte, err error) error {
 		line, col := Position(data, valueStart(data, typ.Offset))
 		return &Error{File: file, Line: line, Column: col, Path: typ.Field,
 			Problem: fmt.Sprintf("a JSON %s where %s is expected", typ.Value, describe(typ.Type)),
-			Fix:     "see the configuration reference in README.md for this field's form"}
+			Fix:     "see docs/configuration.md for this field's form"}
 	}
 	return &Error{File: file, Problem: err.Error()}
 }

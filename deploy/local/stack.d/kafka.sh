@@ -19,7 +19,7 @@
 # and set on every `up` (kafka_scram_user). The plaintext listener stays,
 # on 127.0.0.1, for the stack's own checks and the tests of the plain path;
 # brokers talk to each other and to the controllers over it too. A
-# production cluster closes it (README, "Security: TLS and users per hop").
+# production cluster closes it (docs/configuration.md, "Security: TLS and users per hop").
 
 KAFKA_SASL_USER=tributary
 KAFKA_SASL_PASSWORD_FILE=$TRIBUTARY_HOME/secrets/kafka_sasl_password

@@ -11,15 +11,15 @@ import (
 	"testing"
 )
 
-// The README's flag table is generated from each binary's --help, between
+// The flag table of docs/configuration.md is generated from each binary's --help, between
 // these two lines.
 const (
-	flagsBegin = "<!-- flags: generated from each binary's --help by tests/readme_flags_test.go; TRIBUTARY_UPDATE_README=1 go test ./tests -run TestREADMEFlagTable rewrites it -->"
+	flagsBegin = "<!-- flags: generated from each binary's --help by tests/config_flags_test.go; TRIBUTARY_UPDATE_DOCS=1 go test ./tests -run TestConfigFlagTable rewrites it -->"
 	flagsEnd   = "<!-- flags: end -->"
 )
 
 // documentedBinaries are the binaries (and bench's subcommands) whose
-// flags the README lists: all of them.
+// flags docs/configuration.md lists: all of them.
 var documentedBinaries = []string{"cdc-reader", "loader", "api", "verify", "loadgen", "preflight", "embedded-kafka",
 	"tributaryctl", "chaos",
 	"bench loader", "bench reader", "bench api", "bench latency", "bench sustain"}
@@ -120,12 +120,12 @@ func flagTable(t *testing.T) string {
 	return b.String()
 }
 
-// TestREADMEFlagTable: the README's configuration table lists every flag
+// TestConfigFlagTable: the configuration table of docs/configuration.md lists every flag
 // of every binary, with its environment variable and default, exactly as
-// --help says, so that the two cannot drift. TRIBUTARY_UPDATE_README=1
+// --help says, so that the two cannot drift. TRIBUTARY_UPDATE_DOCS=1
 // rewrites the table.
-func TestREADMEFlagTable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestConfigFlagTable(t *testing.T) {
+	readme, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,15 +137,15 @@ func TestREADMEFlagTable(t *testing.T) {
 	}
 	for _, d := range dirs {
 		if d.IsDir() && !slices.ContainsFunc(documentedBinaries, func(b string) bool { return strings.Fields(b)[0] == d.Name() }) {
-			t.Errorf("cmd/%s is not in documentedBinaries: its flags would be missing from the README", d.Name())
+			t.Errorf("cmd/%s is not in documentedBinaries: its flags would be missing from docs/configuration.md", d.Name())
 		}
 	}
 	begin, end := strings.Index(text, flagsBegin), strings.Index(text, flagsEnd)
 	if begin < 0 || end < begin {
-		t.Fatalf("README.md has no generated flag table (between %q and %q)", flagsBegin, flagsEnd)
+		t.Fatalf("docs/configuration.md has no generated flag table (between %q and %q)", flagsBegin, flagsEnd)
 	}
 	// Secrets are environment only: each one a documented binary reads
-	// must be named in the README too.
+	// must be named in docs/configuration.md too.
 	secret := regexp.MustCompile(`\.Secret\([^,]+,\s*"([A-Z0-9_]+)"\)`)
 	for _, name := range documentedBinaries {
 		files, _ := filepath.Glob(filepath.Join("../cmd", strings.Fields(name)[0], "*.go"))
@@ -156,7 +156,7 @@ func TestREADMEFlagTable(t *testing.T) {
 			}
 			for _, m := range secret.FindAllStringSubmatch(string(src), -1) {
 				if !strings.Contains(text, "`"+m[1]+"`") {
-					t.Errorf("%s reads the secret $%s, which README.md does not name", name, m[1])
+					t.Errorf("%s reads the secret $%s, which docs/configuration.md does not name", name, m[1])
 				}
 			}
 		}
@@ -166,26 +166,26 @@ func TestREADMEFlagTable(t *testing.T) {
 	if got == want {
 		return
 	}
-	if os.Getenv("TRIBUTARY_UPDATE_README") == "1" {
+	if os.Getenv("TRIBUTARY_UPDATE_DOCS") == "1" {
 		text = text[:begin+len(flagsBegin)+1] + want + text[end:]
-		if err := os.WriteFile("../README.md", []byte(text), 0o644); err != nil {
+		if err := os.WriteFile("../docs/configuration.md", []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Log("README.md flag table rewritten")
+		t.Log("docs/configuration.md flag table rewritten")
 		return
 	}
 	gotRows, wantRows := strings.Split(got, "\n"), strings.Split(want, "\n")
 	for _, r := range wantRows {
 		if !containsLine(gotRows, r) {
-			t.Errorf("README.md lacks (or has another version of) the row:\n%s", r)
+			t.Errorf("docs/configuration.md lacks (or has another version of) the row:\n%s", r)
 		}
 	}
 	for _, r := range gotRows {
 		if !containsLine(wantRows, r) {
-			t.Errorf("README.md has a row --help does not print:\n%s", r)
+			t.Errorf("docs/configuration.md has a row --help does not print:\n%s", r)
 		}
 	}
-	t.Log("regenerate with: TRIBUTARY_UPDATE_README=1 go test ./tests -run TestREADMEFlagTable")
+	t.Log("regenerate with: TRIBUTARY_UPDATE_DOCS=1 go test ./tests -run TestConfigFlagTable")
 }
 
 func containsLine(lines []string, l string) bool {
