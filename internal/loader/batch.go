@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary/tributary/internal/chstore"
-	"github.com/tributary/tributary/internal/dedupe"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/rowkey"
 )
@@ -111,7 +109,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	var writes []func() error  // each table's rows, after its ownership and marks
 	for _, name := range order {
 		t, _ := l.cfg.Tables.ByName(name)
-		bad, write, detect, err := l.applyTable(ctx, name, t.Key(), byTable[name])
+		res, err := l.applyTable(ctx, name, t.Key(), byTable[name])
 		var stop *stopError
 		switch {
 		case errors.As(err, &stop):
@@ -120,9 +118,9 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		case err != nil:
 			return batchTail{}, err
 		}
-		dead = append(dead, bad...)
-		writes = append(writes, write)
-		detects = append(detects, detect)
+		dead = append(dead, res.dead...)
+		writes = append(writes, res.write)
+		detects = append(detects, res.detect)
 		for _, c := range byTable[name] {
 			commit = append(commit, c.rec)
 		}
@@ -199,7 +197,7 @@ func (l *Loader) convertAll(t *chstore.Table, key []string, cs []change, now tim
 	parallel(len(cs), len(l.decoders), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			ev := cs[i].ev
-			if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd || len(ev.Unchanged) > 0 {
+			if isCut(ev) || len(ev.Unchanged) > 0 {
 				continue
 			}
 			out[i].err = block.Set(i, sourceRow(ev, key))
@@ -311,322 +309,6 @@ func (l *Loader) stopTable(cl *kgo.Client, table, topic string, err error) {
 	cl.PauseFetchTopics(topic)
 	l.log.Error("table stopped: fix the schema and restart the loader",
 		slog.String("table", table), slog.String("topic", topic), slog.Any("err", err))
-}
-
-// applyTable writes the changes of one table, in partition order. Records
-// that cannot be converted are returned as dead letters.
-func (l *Loader) applyTable(ctx context.Context, name string, key []string, cs []change) (dead []deadLetter, write, detect func() error, err error) {
-	// Time not spent reading, inserting or detecting is conversion.
-	begin, waited := time.Now(), time.Duration(0)
-	defer func() {
-		l.m.stageSeconds.WithLabelValues(stageConvert).Add((time.Since(begin) - waited).Seconds())
-	}()
-	timed := func(stage string, f func() error) error {
-		t := time.Now()
-		err := f()
-		d := time.Since(t)
-		waited += d
-		l.m.stageSeconds.WithLabelValues(stage).Add(d.Seconds())
-		return err
-	}
-	// Bring the ClickHouse table up to every column set seen in the batch
-	// (tables only grow), then convert every row against the final layout.
-	var t *chstore.Table
-	var lastCols []envelope.Column
-	for _, c := range cs {
-		if len(c.ev.Columns) == 0 || slices.Equal(c.ev.Columns, lastCols) {
-			continue
-		}
-		before := t
-		var schemaErr error
-		// A schema the table cannot follow stops the table; anything else
-		// (ClickHouse down, a timeout) is retried like every other write.
-		err := l.retry(ctx, "ensure table "+name, func() error {
-			var err error
-			t, err = l.store.EnsureTable(ctx, name, key, c.ev.Columns)
-			if errors.Is(err, chstore.ErrIncompatibleSchema) || errors.Is(err, chstore.ErrUnmappedType) {
-				schemaErr = err
-				return nil
-			}
-			return err
-		})
-		if schemaErr != nil {
-			return nil, nil, nil, &stopError{schemaErr}
-		}
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("ensure table %s: %w", name, err)
-		}
-		if before == nil || len(before.Columns) != len(t.Columns) {
-			l.m.schemaChanges.WithLabelValues(name).Inc()
-		}
-		lastCols = c.ev.Columns
-	}
-	// The move log's index by document, before this batch's rows are
-	// inserted (byid_index.go).
-	if err := l.ensureMoveIndex(ctx, name, t); err != nil {
-		return nil, nil, nil, err
-	}
-	var noColumns []deadLetter
-	if t == nil {
-		// No record of the batch carries columns: a TRUNCATE or snapshot end
-		// alone. They apply to the table as it is in ClickHouse; where there
-		// is none yet there is nothing to remove.
-		var schemaErr error
-		err := l.retry(ctx, "look up table "+name, func() error {
-			var err error
-			t, err = l.store.Lookup(ctx, name, key)
-			if errors.Is(err, chstore.ErrIncompatibleSchema) {
-				schemaErr = err
-				return nil
-			}
-			return err
-		})
-		if schemaErr != nil {
-			return nil, nil, nil, &stopError{schemaErr}
-		}
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("look up table %s: %w", name, err)
-		}
-		var rest []change
-		for _, c := range cs {
-			switch {
-			case c.ev.Op == envelope.OpTruncate || c.ev.Op == envelope.OpSnapshotEnd:
-				if t != nil {
-					rest = append(rest, c)
-				}
-			default:
-				noColumns = append(noColumns, deadLetter{c.rec, "no_columns", fmt.Errorf("change of %s without column list", name)})
-			}
-		}
-		if t == nil || len(rest) == 0 {
-			noop := func() error { return nil }
-			return noColumns, noop, noop, nil
-		}
-		cs = rest
-	}
-
-	dead = noColumns
-	// Unchanged TOAST values come from the newest earlier image of the same
-	// row: in this batch, in the image cache, or from ClickHouse. Batches
-	// without such changes (nearly all in bulk loads) skip the bookkeeping.
-	needBase := false
-	for _, c := range cs {
-		if len(c.ev.Unchanged) > 0 {
-			needBase = true
-			break
-		}
-	}
-	var stored map[chstore.RowKey]chstore.Stored
-	var pinned map[chstore.RowKey]dedupe.Image // cached bases, as of the batch's start
-	if needBase {
-		var lookup []chstore.RowKey
-		var cols []string
-		lookup, cols, pinned = l.baseLookups(name, cs)
-		if len(lookup) > 0 {
-			err := timed(stageRead, func() error {
-				return l.retry(ctx, "read "+name, func() error {
-					var err error
-					stored, err = l.store.Current(ctx, t, lookup, cols)
-					return err
-				})
-			})
-			if err != nil {
-				return nil, nil, nil, err
-			}
-		}
-	}
-
-	// The columns images of this table keep (nil: none, the cache is off for
-	// it). Read after baseLookups, which learns them.
-	cacheCols := l.toastCols[name]
-	now := time.Now()
-	// With needBase: the newest image of each row in this batch (an index
-	// into block) and its version. The batch-local versions are what makes a
-	// stale record unable to become a base, whatever Versions forgets.
-	latest := map[chstore.RowKey]int{}
-	batchVersion := map[chstore.RowKey]uint64{}
-	// rows are the block's rows to insert, in order.
-	rows := make([]int, 0, len(cs))
-	block, pre := l.convertAll(t, key, cs, now)
-	// Ids whose liveness a written change can alter (insert, snapshot read,
-	// delete): the duplicate check asks about these. An update keeps the
-	// row live where it was.
-	var lifecycleIDs []string
-	lifecycleSeen := map[string]bool{}
-	// flush inserts the rows converted so far; a truncate needs them in
-	// ClickHouse before it decides which rows it removes.
-	cfgTable, _ := l.cfg.Tables.ByName(name)
-	var owners []placed // shard-key values to place before the rows
-	write = func() error {
-		if len(rows) == 0 {
-			return nil
-		}
-		if len(owners) > 0 || l.marksPending(name) {
-			err := l.retry(ctx, "ownership "+name, func() error { return l.writePlaced(ctx, name, owners) })
-			if err != nil {
-				return err
-			}
-			owners = owners[:0]
-		}
-		start := time.Now()
-		err := l.retry(ctx, "insert "+name, func() error { return l.store.InsertBlock(ctx, block, rows) })
-		if err != nil {
-			return err
-		}
-		l.m.insertSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
-		l.m.rowsInserted.WithLabelValues(name).Add(float64(len(rows)))
-		rows = rows[:0]
-		return nil
-	}
-	// flush writes now (before a truncate); the batch's last rows are
-	// written by the caller, beside the other tables'.
-	flush := func() error { return timed(stageInsert, write) }
-	var newest time.Time
-	for i, c := range cs {
-		ev := c.ev
-		if ev.CommitTime.After(newest) {
-			newest = ev.CommitTime
-		}
-		if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd {
-			if err := flush(); err != nil {
-				return nil, nil, nil, err
-			}
-			if err := l.markAll(ctx, name, ev); err != nil {
-				return nil, nil, nil, err
-			}
-			var gone []string
-			err := timed(stageRead, func() error {
-				var err error
-				gone, err = l.tombstoneOlder(ctx, t, c)
-				return err
-			})
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			n := len(gone)
-			// An id whose copy here was live on another shard too is
-			// back to one shard (or none): its open anomaly is checked
-			// again, like after a delete.
-			reopen, err := l.openAnomalyIDs(ctx, name, uint16(ev.Shard), gone)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			for _, id := range reopen {
-				if !lifecycleSeen[id] {
-					lifecycleSeen[id] = true
-					lifecycleIDs = append(lifecycleIDs, id)
-				}
-			}
-			what := "truncate applied"
-			if ev.Op == envelope.OpSnapshotEnd {
-				what = "snapshot end applied: rows the new copy did not contain are deleted"
-			}
-			l.log.Info(what, slog.String("table", name), slog.Int("shard", ev.Shard), slog.Int("epoch", int(ev.Epoch)),
-				slog.Int("partition", int(c.rec.Partition)), slog.Int("rows", n))
-			forgetCut(latest, batchVersion, c)
-			continue
-		}
-		k := chstore.RowKey{ID: ev.ID, Shard: uint16(ev.Shard)}
-		dk := dedupe.Key{Table: name, ID: ev.ID, Shard: ev.Shard}
-		ver := ev.RowVersion()
-		stale := l.versions.Stale(dk, ver)
-		if needBase && !stale {
-			v, ok := batchVersion[k]
-			stale = ok && ver <= v
-		}
-		if cacheCols != nil && !stale {
-			im, ok := l.images.Get(dk)
-			stale = ok && ver <= im.Version
-		}
-		if stale {
-			// A redelivery or an older version (earlier in this batch or
-			// already written): it can change nothing, and it must not
-			// become the base of a later unchanged-TOAST fill.
-			l.m.dropped.WithLabelValues(name).Inc()
-			continue
-		}
-		var err error
-		if pre[i].done {
-			err = pre[i].err
-		} else {
-			row := sourceRow(ev, key)
-			if len(ev.Unchanged) > 0 {
-				// The candidates: this batch's image, the stored row as of
-				// the batch's start, the cached image as of the batch's
-				// start (when it has the columns). pickBase states the
-				// invariant that makes one of them the update's base.
-				var cands []base
-				if j, ok := latest[k]; ok {
-					cands = append(cands, base{version: batchVersion[k], value: func(col string) any { return block.Value(j, col) }})
-				}
-				if st, ok := stored[k]; ok {
-					cands = append(cands, base{version: st.Version, deleted: st.Deleted, value: func(col string) any { return st.Values[col] }})
-				}
-				if im, ok := pinned[k]; ok && im.Covers(ev.Unchanged) {
-					cands = append(cands, base{version: im.Version, deleted: im.Deleted, value: func(col string) any { return im.Values[col] }})
-				}
-				b, verdict := pickBase(ver, cands)
-				if verdict == baseNone {
-					verdict, err = l.baseless(ctx, t, c)
-					if err != nil {
-						return nil, nil, nil, err
-					}
-				}
-				switch verdict {
-				case baseSuperseded:
-					l.m.dropped.WithLabelValues(name).Inc()
-					continue
-				case baseNone, baseTombstone:
-					what := "no earlier version is stored"
-					if verdict == baseTombstone {
-						what = "the newest earlier version is deleted (a TRUNCATE or re-snapshot removed the row)"
-					}
-					dead = append(dead, deadLetter{c.rec, "toast_without_base",
-						fmt.Errorf("row %s/%d: unchanged TOAST columns %s but %s",
-							ev.ID, ev.Shard, strings.Join(ev.Unchanged, ","), what)})
-					continue
-				}
-				row.Filled = map[string]any{}
-				for _, col := range ev.Unchanged {
-					row.Filled[col] = b.value(col)
-				}
-			}
-			err = block.Set(i, row)
-		}
-		if err != nil {
-			dead = append(dead, deadLetter{c.rec, "convert", err})
-			continue
-		}
-		if needBase {
-			latest[k] = i
-			batchVersion[k] = ver
-		}
-		if cacheCols != nil {
-			l.images.Put(dk, imageOf(block, i, ver, cacheCols))
-		}
-		rows = append(rows, i)
-		// Remembered before the insert: an insert is retried until it
-		// succeeds or the loader stops, and a stopped loader forgets.
-		l.versions.Written(dk, ver)
-		owners = append(owners, l.placeRow(cfgTable, ev)...)
-		if ev.Op != envelope.OpUpdate && !lifecycleSeen[ev.ID] {
-			lifecycleSeen[ev.ID] = true
-			lifecycleIDs = append(lifecycleIDs, ev.ID)
-		}
-	}
-	// Uniqueness is monitored: check every id this batch made appear or
-	// disappear. Only ids that converted are asked about: they parse as the
-	// id type.
-	// The ids are cloned: the check runs after the batch (tail.go), and
-	// they are slices of its decoded records.
-	ids := make([]string, len(lifecycleIDs))
-	for i, id := range lifecycleIDs {
-		ids[i] = strings.Clone(id)
-	}
-	detect = func() error {
-		return l.retry(ctx, "anomalies "+name, func() error { return l.detect(ctx, t, cfgTable, ids, newest) })
-	}
-	return dead, write, detect, nil
 }
 
 // retry runs f until it succeeds or ctx ends, backing off up to 5 s. The

@@ -176,7 +176,7 @@ const (
 // Loader applies change envelopes to ClickHouse.
 type Loader struct {
 	cfg   Config
-	store *chstore.Store
+	store store // a *chstore.Store (store.go)
 	log   *slog.Logger
 	m     *metrics
 
@@ -248,8 +248,8 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	if cfg.Tables != nil && store != nil {
 		store.SetColumnTypes(cfg.Tables.ColumnTypes())
 	}
-	return &Loader{
-		cfg: cfg, store: store, log: log, m: newMetrics(reg, cfg.Tables, cfg.Ring),
+	l := &Loader{
+		cfg: cfg, log: log, m: newMetrics(reg, cfg.Tables, cfg.Ring),
 		versions:    dedupe.NewVersions(cfg.DedupeKeys),
 		images:      dedupe.NewImages(max(0, cfg.ImageCacheBytes)),
 		imageBudget: cfg.ImageCacheBytes,
@@ -263,6 +263,10 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		elect:       newElection(newAggregator(cfg, store, log, reg), cfg),
 		keeper:      newKeeper(cfg, store, log, reg),
 	}
+	if store != nil {
+		l.store = store
+	}
+	return l
 }
 
 // CompactTables are the tables the compaction keeper keeps: every
