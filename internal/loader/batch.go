@@ -49,81 +49,11 @@ type deadLetter struct {
 // are left out.
 func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, decoded []decodeResult) (batchTail, error) {
 	l.m.batchRows.Observe(float64(len(recs)))
-	byTable := map[string][]change{}
-	var order []string
-	var dead []deadLetter
-	var wms []chstore.Watermark
-	commit := make([]*kgo.Record, 0, len(recs))
-	// Counted per batch, added once: a labelled counter costs a hash of its
-	// labels on every call.
-	counts := map[[2]string]int{}
-	seenWM := map[partShard]uint64{} // the newest watermark so far, by partition and shard
-	defer func() {
-		for k, n := range counts {
-			l.m.records.WithLabelValues(k[0], k[1]).Add(float64(n))
-		}
-	}()
-
-	for i, r := range recs {
-		t, ok := l.cfg.Tables.ByTopic(r.Topic)
-		if !ok {
-			dead = append(dead, deadLetter{r, "unknown_topic", fmt.Errorf("no table configured for topic %q", r.Topic)})
-			commit = append(commit, r)
-			continue
-		}
-		if _, stopped := l.stopped[t.Name]; stopped {
-			continue
-		}
-		ev, err := decoded[i].ev, decoded[i].err
-		if err != nil {
-			counts[[2]string{r.Topic, "invalid"}]++
-			dead = append(dead, deadLetter{r, "decode", err})
-			commit = append(commit, r)
-			continue
-		}
-		switch ev.Kind {
-		case envelope.KindWatermark:
-			counts[[2]string{r.Topic, "watermark"}]++
-			wms = append(wms, chstore.Watermark{
-				Topic: r.Topic, Partition: r.Partition, Partitions: ev.Partitions,
-				Shard: uint16(ev.Shard), CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime,
-			})
-			ps := partShard{r.Topic, r.Partition, uint16(ev.Shard)}
-			seenWM[ps] = max(seenWM[ps], uint64(ev.CommitLSN))
-			commit = append(commit, r)
-		case envelope.KindChange:
-			counts[[2]string{r.Topic, "change"}]++
-			if ev.Table != t.Name {
-				dead = append(dead, deadLetter{r, "wrong_table", fmt.Errorf("record of table %q in topic %q", ev.Table, r.Topic)})
-				commit = append(commit, r)
-				continue
-			}
-			if _, seen := byTable[t.Name]; !seen {
-				order = append(order, t.Name)
-			}
-			byTable[t.Name] = append(byTable[t.Name], change{r, ev, seenWM[partShard{r.Topic, r.Partition, uint16(ev.Shard)}]})
-		}
-	}
-
-	var detects []func() error // duplicate checks, run once the watermarks are out
-	var writes []func() error  // each table's rows, after its ownership and marks
-	for _, name := range order {
-		t, _ := l.cfg.Tables.ByName(name)
-		res, err := l.applyTable(ctx, name, t.Key(), byTable[name])
-		var stop *stopError
-		switch {
-		case errors.As(err, &stop):
-			l.stopTable(cl, name, t.Topic, stop.err)
-			continue
-		case err != nil:
-			return batchTail{}, err
-		}
-		dead = append(dead, res.dead...)
-		writes = append(writes, res.write)
-		detects = append(detects, res.detect)
-		for _, c := range byTable[name] {
-			commit = append(commit, c.rec)
-		}
+	sb := l.sortBatch(recs, decoded)
+	defer l.countRecords(sb.counts)
+	writes, detects, err := l.applyTables(ctx, cl, sb)
+	if err != nil {
+		return batchTail{}, err
 	}
 	// Nothing orders one table's rows against another's (each table's
 	// ownership and marks precede its own rows; the watermarks below follow
@@ -134,26 +64,8 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		return batchTail{}, err
 	}
 	t0 = l.m.since(stageInsert, t0)
-
-	// A stopped table's partitions must not move at all: CommitRecords
-	// commits the highest offset per partition, so one watermark or dead
-	// letter after the stopping change would commit past it, and its
-	// watermark would claim changes that were never written.
-	if len(l.stopped) > 0 {
-		stoppedTopic := func(topic string) bool {
-			t, ok := l.cfg.Tables.ByTopic(topic)
-			if !ok {
-				return false
-			}
-			_, stopped := l.stopped[t.Name]
-			return stopped
-		}
-		commit = slices.DeleteFunc(commit, func(r *kgo.Record) bool { return stoppedTopic(r.Topic) })
-		dead = slices.DeleteFunc(dead, func(d deadLetter) bool { return stoppedTopic(d.rec.Topic) })
-		wms = slices.DeleteFunc(wms, func(w chstore.Watermark) bool { return stoppedTopic(w.Topic) })
-	}
-
-	if err := l.sendDead(ctx, cl, dead); err != nil {
+	l.dropStopped(sb)
+	if err := l.sendDead(ctx, cl, sb.dead); err != nil {
 		return batchTail{}, err
 	}
 	l.m.since(stageDLQ, t0)
@@ -163,21 +75,141 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	// next batch, before this one's commit (a crash writes and checks
 	// again). Neither waits for the other: readers waiting on a watermark
 	// (read-your-writes) do not wait for the checks.
-	tl := batchTail{commit: commit, detects: detects}
-	if len(wms) > 0 {
-		tl.watermarks = func() error {
-			t := time.Now()
-			if err := l.retry(ctx, "watermarks", func() error { return l.store.WriteWatermarks(ctx, wms) }); err != nil {
-				return err
+	return batchTail{commit: sb.commit, detects: detects, watermarks: l.watermarkWrite(ctx, sb.wms)}, nil
+}
+
+// sortedBatch is a batch's records sorted by what becomes of them.
+type sortedBatch struct {
+	byTable map[string][]change // changes by table, in partition order
+	order   []string            // the tables, in the order first seen
+	dead    []deadLetter
+	wms     []chstore.Watermark
+	commit  []*kgo.Record // the records whose offsets may be committed
+	// Counted per batch, added once: a labelled counter costs a hash of its
+	// labels on every call.
+	counts map[[2]string]int // by topic and kind
+}
+
+// sortBatch sorts a batch's records into changes by table, watermarks and
+// dead letters; records of stopped tables are left out.
+func (l *Loader) sortBatch(recs []*kgo.Record, decoded []decodeResult) *sortedBatch {
+	sb := &sortedBatch{byTable: map[string][]change{}, commit: make([]*kgo.Record, 0, len(recs)), counts: map[[2]string]int{}}
+	seenWM := map[partShard]uint64{} // the newest watermark so far, by partition and shard
+	reject := func(d deadLetter) {
+		sb.dead = append(sb.dead, d)
+		sb.commit = append(sb.commit, d.rec)
+	}
+	for i, r := range recs {
+		t, ok := l.cfg.Tables.ByTopic(r.Topic)
+		if !ok {
+			reject(deadLetter{r, "unknown_topic", fmt.Errorf("no table configured for topic %q", r.Topic)})
+			continue
+		}
+		if _, stopped := l.stopped[t.Name]; stopped {
+			continue
+		}
+		ev, err := decoded[i].ev, decoded[i].err
+		if err != nil {
+			sb.counts[[2]string{r.Topic, "invalid"}]++
+			reject(deadLetter{r, "decode", err})
+			continue
+		}
+		ps := partShard{r.Topic, r.Partition, uint16(ev.Shard)}
+		switch ev.Kind {
+		case envelope.KindWatermark:
+			sb.counts[[2]string{r.Topic, "watermark"}]++
+			sb.wms = append(sb.wms, chstore.Watermark{
+				Topic: r.Topic, Partition: r.Partition, Partitions: ev.Partitions,
+				Shard: uint16(ev.Shard), CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime,
+			})
+			seenWM[ps] = max(seenWM[ps], uint64(ev.CommitLSN))
+			sb.commit = append(sb.commit, r)
+		case envelope.KindChange:
+			sb.counts[[2]string{r.Topic, "change"}]++
+			if ev.Table != t.Name {
+				reject(deadLetter{r, "wrong_table", fmt.Errorf("record of table %q in topic %q", ev.Table, r.Topic)})
+				continue
 			}
-			l.m.since(stageWatermarks, t)
-			for _, w := range wms {
-				l.m.watermarkLSN.WithLabelValues(strconv.Itoa(int(w.Shard))).Set(float64(w.CommitLSN))
+			if _, seen := sb.byTable[t.Name]; !seen {
+				sb.order = append(sb.order, t.Name)
 			}
-			return nil
+			sb.byTable[t.Name] = append(sb.byTable[t.Name], change{r, ev, seenWM[ps]})
 		}
 	}
-	return tl, nil
+	return sb
+}
+
+// countRecords adds a batch's counts of records by topic and kind.
+func (l *Loader) countRecords(counts map[[2]string]int) {
+	for k, n := range counts {
+		l.m.records.WithLabelValues(k[0], k[1]).Add(float64(n))
+	}
+}
+
+// applyTables converts each table's changes (applyTable) and returns
+// their writes and duplicate checks. A table that stops is left out; the
+// records of the others may be committed once they are written.
+func (l *Loader) applyTables(ctx context.Context, cl *kgo.Client, sb *sortedBatch) (writes, detects []func() error, err error) {
+	for _, name := range sb.order {
+		t, _ := l.cfg.Tables.ByName(name)
+		res, err := l.applyTable(ctx, name, t.Key(), sb.byTable[name])
+		var stop *stopError
+		switch {
+		case errors.As(err, &stop):
+			l.stopTable(cl, name, t.Topic, stop.err)
+			continue
+		case err != nil:
+			return nil, nil, err
+		}
+		sb.dead = append(sb.dead, res.dead...)
+		writes = append(writes, res.write)
+		detects = append(detects, res.detect)
+		for _, c := range sb.byTable[name] {
+			sb.commit = append(sb.commit, c.rec)
+		}
+	}
+	return writes, detects, nil
+}
+
+// dropStopped leaves out of a batch's commits, dead letters and
+// watermarks those of tables that stopped. A stopped table's partitions
+// must not move at all: CommitRecords commits the highest offset per
+// partition, so one watermark or dead letter after the stopping change
+// would commit past it, and its watermark would claim changes that were
+// never written.
+func (l *Loader) dropStopped(sb *sortedBatch) {
+	if len(l.stopped) == 0 {
+		return
+	}
+	stoppedTopic := func(topic string) bool {
+		t, ok := l.cfg.Tables.ByTopic(topic)
+		if !ok {
+			return false
+		}
+		_, stopped := l.stopped[t.Name]
+		return stopped
+	}
+	sb.commit = slices.DeleteFunc(sb.commit, func(r *kgo.Record) bool { return stoppedTopic(r.Topic) })
+	sb.dead = slices.DeleteFunc(sb.dead, func(d deadLetter) bool { return stoppedTopic(d.rec.Topic) })
+	sb.wms = slices.DeleteFunc(sb.wms, func(w chstore.Watermark) bool { return stoppedTopic(w.Topic) })
+}
+
+// watermarkWrite is the write of a batch's watermarks (nil: none).
+func (l *Loader) watermarkWrite(ctx context.Context, wms []chstore.Watermark) func() error {
+	if len(wms) == 0 {
+		return nil
+	}
+	return func() error {
+		t := time.Now()
+		if err := l.retry(ctx, "watermarks", func() error { return l.store.WriteWatermarks(ctx, wms) }); err != nil {
+			return err
+		}
+		l.m.since(stageWatermarks, t)
+		for _, w := range wms {
+			l.m.watermarkLSN.WithLabelValues(strconv.Itoa(int(w.Shard))).Set(float64(w.CommitLSN))
+		}
+		return nil
+	}
 }
 
 // converted says how row i of a batch's block was converted ahead of the
