@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -163,7 +164,7 @@ func (a *Aggregator) Round(ctx context.Context) (string, error) {
 		return "error", err
 	}
 	prev := map[uint16]uint64{}
-	full := st == nil || st.RingVersion != ring || st.Kind != a.kind || st.Bits != a.cfg.BlockBits
+	full := needsFull(st, ring, a.kind, a.cfg.BlockBits)
 	if st != nil {
 		for _, f := range st.Freshness {
 			prev[uint16(f.Shard)] = uint64(f.LSN())
@@ -223,6 +224,13 @@ func (a *Aggregator) idKind(ctx context.Context) (kind query.PreaggIDKind, ok bo
 	return kind, true, nil
 }
 
+// needsFull says whether a round must recompute every block: nothing was
+// computed yet (st nil), or the blocks were computed under another ring
+// map version or another block layout (id kind, bits).
+func needsFull(st *query.PreaggState, ring int64, kind query.PreaggIDKind, bits int) bool {
+	return st == nil || st.RingVersion != ring || st.Kind != kind || st.Bits != bits
+}
+
 // advanced says whether some shard's watermark moved since the last round.
 func advanced(prev map[uint16]uint64, w map[uint16]shardPos) bool {
 	for s, p := range w {
@@ -244,20 +252,12 @@ func lagOf(fresh []query.ShardFreshness, w map[uint16]shardPos) float64 {
 // dirtyBlocks returns the blocks marked in (prev, w] for their shard,
 // sorted; AllBlocks among them means every block.
 func (a *Aggregator) dirtyBlocks(ctx context.Context, prev map[uint16]uint64, w map[uint16]shardPos) ([]int64, error) {
-	var conds []string
-	args := []any{a.cfg.Revenue.Table}
-	for s, p := range w {
-		if p.lsn <= prev[s] {
-			continue
-		}
-		conds = append(conds, "(shard = ? AND commit_lsn > ? AND commit_lsn <= ?)")
-		args = append(args, s, prev[s], p.lsn)
-	}
-	if len(conds) == 0 {
+	conds, args := markConds(prev, w)
+	if conds == "" {
 		return nil, nil
 	}
 	rows, err := a.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ? AND (%s) ORDER BY block",
-		chstore.Quote(a.db), query.PreaggMarksTable, strings.Join(conds, " OR ")), args...)
+		chstore.Quote(a.db), query.PreaggMarksTable, conds), append([]any{a.cfg.Revenue.Table}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("read marks: %w", err)
 	}
@@ -271,6 +271,22 @@ func (a *Aggregator) dirtyBlocks(ctx context.Context, prev map[uint16]uint64, w 
 		out = append(out, b)
 	}
 	return out, rows.Err()
+}
+
+// markConds is the condition on the marks table that selects the marks of
+// each shard whose watermark moved, in (prev, w], with its arguments, by
+// shard; "" when no shard moved.
+func markConds(prev map[uint16]uint64, w map[uint16]shardPos) (string, []any) {
+	var conds []string
+	var args []any
+	for _, s := range slices.Sorted(maps.Keys(w)) {
+		if w[s].lsn <= prev[s] {
+			continue
+		}
+		conds = append(conds, "(shard = ? AND commit_lsn > ? AND commit_lsn <= ?)")
+		args = append(args, s, prev[s], w[s].lsn)
+	}
+	return strings.Join(conds, " OR "), args
 }
 
 // recomputeAll recomputes every block: those with rows, and those stored
