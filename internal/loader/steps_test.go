@@ -155,6 +155,14 @@ func cut(lsn uint64) change {
 	return change{rec: &kgo.Record{Topic: "unit.notes", Offset: int64(lsn)}, ev: ev}
 }
 
+// withColumns is c with the column list cols.
+func withColumns(c change, cols []envelope.Column) change {
+	ev := *c.ev
+	ev.Columns = cols
+	c.ev = &ev
+	return c
+}
+
 // withWatermark is c after a watermark of its shard at lsn in its batch.
 func withWatermark(c change, lsn uint64) change {
 	c.watermark = lsn
@@ -284,12 +292,6 @@ func TestApplyTable(t *testing.T) {
 // ClickHouse failed, and stops the table on a schema it cannot follow.
 func TestEnsureSchema(t *testing.T) {
 	wider := append(slices.Clip(noteColumns), envelope.Column{Name: "tags", Type: "text"})
-	withCols := func(c change, cols []envelope.Column) change {
-		ev := *c.ev
-		ev.Columns = cols
-		c.ev = &ev
-		return c
-	}
 	tests := []struct {
 		name    string
 		errs    []error
@@ -304,7 +306,7 @@ func TestEnsureSchema(t *testing.T) {
 			batch:   []change{note(envelope.OpInsert, "1", 10, "a"), note(envelope.OpInsert, "2", 11, "b")},
 			columns: 3, ensures: 1, changes: 1},
 		{name: "a wider list later in the batch",
-			batch:   []change{note(envelope.OpInsert, "1", 10, "a"), withCols(note(envelope.OpInsert, "2", 11, "b"), wider)},
+			batch:   []change{note(envelope.OpInsert, "1", 10, "a"), withColumns(note(envelope.OpInsert, "2", 11, "b"), wider)},
 			columns: 4, ensures: 2, changes: 2},
 		{name: "a failed ensure is retried",
 			errs:    []error{errors.New("connection refused")},
@@ -368,12 +370,6 @@ func columnsOf(t *chstore.Table) int {
 // the table ClickHouse has (none: nothing to remove) and sends every other
 // change to the dead-letter topic.
 func TestCutsOnly(t *testing.T) {
-	bare := func(c change) change {
-		ev := *c.ev
-		ev.Columns = nil
-		c.ev = &ev
-		return c
-	}
 	tests := []struct {
 		name   string
 		exists bool
@@ -384,7 +380,7 @@ func TestCutsOnly(t *testing.T) {
 		{name: "no table yet", batch: []change{cut(10)}},
 		{name: "a table", exists: true, batch: []change{cut(10), cut(11)}, rest: 2},
 		{name: "a change without columns", exists: true,
-			batch: []change{bare(note(envelope.OpInsert, "1", 10, "a")), cut(11)}, rest: 1, dead: []string{"no_columns"}},
+			batch: []change{withColumns(note(envelope.OpInsert, "1", 10, "a"), nil), cut(11)}, rest: 1, dead: []string{"no_columns"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

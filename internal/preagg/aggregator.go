@@ -256,21 +256,29 @@ func (a *Aggregator) dirtyBlocks(ctx context.Context, prev map[uint16]uint64, w 
 	if conds == "" {
 		return nil, nil
 	}
-	rows, err := a.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ? AND (%s) ORDER BY block",
+	return a.blocks(ctx, "read marks", fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ? AND (%s) ORDER BY block",
 		chstore.Quote(a.db), query.PreaggMarksTable, conds), append([]any{a.cfg.Revenue.Table}, args...)...)
+}
+
+// blocks runs q, which selects blocks (what: the error's context).
+func (a *Aggregator) blocks(ctx context.Context, what, q string, args ...any) ([]int64, error) {
+	rows, err := a.conn.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read marks: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []int64
 	for rows.Next() {
 		var b int64
 		if err := rows.Scan(&b); err != nil {
-			return nil, fmt.Errorf("read marks: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, b)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
 }
 
 // markConds is the condition on the marks table that selects the marks of
@@ -440,21 +448,8 @@ func (a *Aggregator) ensureBlocks(ctx context.Context) error {
 
 // storedBlocks lists the blocks that have a row.
 func (a *Aggregator) storedBlocks(ctx context.Context) ([]int64, error) {
-	rows, err := a.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ?",
+	return a.blocks(ctx, "stored revenue blocks", fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ?",
 		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table))), a.cfg.Revenue.Table)
-	if err != nil {
-		return nil, fmt.Errorf("stored revenue blocks: %w", err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var b int64
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
 }
 
 // writeState records w as the pre-aggregates' freshness.
