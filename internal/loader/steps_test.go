@@ -411,3 +411,66 @@ func TestCutsOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestSortBatch: a batch's records become changes by table (each with the
+// newest watermark of its shard before it in its partition), watermarks
+// to write, and dead letters; all but the changes are committed at once;
+// records of a stopped table are left out.
+func TestSortBatch(t *testing.T) {
+	rec := func(topic string, partition int32, offset int64) *kgo.Record {
+		return &kgo.Record{Topic: topic, Partition: partition, Offset: offset}
+	}
+	wm := func(shard int, lsn uint64) decodeResult {
+		return decodeResult{ev: &envelope.Event{Kind: envelope.KindWatermark, Shard: shard, CommitLSN: envelope.LSN(lsn), Partitions: 2}}
+	}
+	chg := func(table string, shard int) decodeResult {
+		return decodeResult{ev: &envelope.Event{Kind: envelope.KindChange, Table: table, Shard: shard, Op: envelope.OpInsert, ID: "1"}}
+	}
+	tests := []struct {
+		name    string
+		stopped bool
+		recs    []*kgo.Record
+		decoded []decodeResult
+		changes []string // "offset:watermark"
+		wms     int
+		dead    []string // "reason offset"
+		commit  []int64  // offsets committed without a table write
+	}{
+		{name: "changes and the watermarks before them, by partition and shard",
+			recs: []*kgo.Record{rec("unit.notes", 0, 1), rec("unit.notes", 0, 2), rec("unit.notes", 1, 3), rec("unit.notes", 0, 4),
+				rec("unit.notes", 0, 5), rec("unit.notes", 0, 6)},
+			decoded: []decodeResult{chg("notes", 0), wm(0, 100), chg("notes", 0), chg("notes", 0), wm(0, 150), chg("notes", 1)},
+			changes: []string{"1:0", "3:0", "4:100", "6:0"}, wms: 2, commit: []int64{2, 5}},
+		{name: "records that cannot be applied",
+			recs:    []*kgo.Record{rec("elsewhere", 0, 1), rec("unit.notes", 0, 2), rec("unit.notes", 0, 3), rec("unit.notes", 0, 4)},
+			decoded: []decodeResult{chg("notes", 0), {err: errors.New("bad json")}, chg("other", 0), chg("notes", 0)},
+			changes: []string{"4:0"}, dead: []string{"unknown_topic 1", "decode 2", "wrong_table 3"}, commit: []int64{1, 2, 3}},
+		{name: "a stopped table's records are left out", stopped: true,
+			recs:    []*kgo.Record{rec("unit.notes", 0, 1), rec("unit.notes", 0, 2), rec("unit.notes", 0, 3)},
+			decoded: []decodeResult{chg("notes", 0), wm(0, 100), {err: errors.New("bad json")}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := stepLoader(t, newFakeStore(), 0)
+			if tt.stopped {
+				l.stopped["notes"] = errors.New("stopped")
+			}
+			sb := l.sortBatch(tt.recs, tt.decoded)
+			var changes, dead []string
+			for _, c := range sb.byTable["notes"] {
+				changes = append(changes, fmt.Sprint(c.rec.Offset, ":", c.watermark))
+			}
+			for _, d := range sb.dead {
+				dead = append(dead, fmt.Sprint(d.reason, " ", d.rec.Offset))
+			}
+			var commit []int64
+			for _, r := range sb.commit {
+				commit = append(commit, r.Offset)
+			}
+			if !slices.Equal(changes, tt.changes) || len(sb.wms) != tt.wms || !slices.Equal(dead, tt.dead) || !slices.Equal(commit, tt.commit) {
+				t.Errorf("changes %q, %d watermarks, dead %q, commit %v; want %q, %d, %q, %v",
+					changes, len(sb.wms), dead, commit, tt.changes, tt.wms, tt.dead, tt.commit)
+			}
+		})
+	}
+}
