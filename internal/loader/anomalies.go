@@ -86,27 +86,13 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// watchAnomalies turns open anomalies into alerts once they outlive the
+// evaluateAnomalies (every AnomalyInterval, monitors.go) turns open
+// anomalies into alerts once they outlive the
 // grace period, measured in source time: an anomaly alerts when every shard
 // it involves is known complete (watermark) past first_seen + grace. A move
 // that completes within the grace period therefore never alerts, even when
 // the pipeline replays a backlog. The gauges are global (read from
 // ClickHouse), so every loader reports the same value; alert on max().
-func (l *Loader) watchAnomalies(ctx context.Context) error {
-	t := time.NewTicker(l.cfg.AnomalyInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if err := l.evaluateAnomalies(ctx); err != nil && ctx.Err() == nil {
-			l.log.Warn("anomaly evaluation failed", slog.Any("err", err))
-		}
-	}
-}
-
 func (l *Loader) evaluateAnomalies(ctx context.Context) error {
 	wm, err := l.store.WatermarkTimes(ctx)
 	if err != nil {

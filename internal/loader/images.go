@@ -45,7 +45,7 @@ const (
 func (l *Loader) baseLookups(table string, cs []change) ([]chstore.RowKey, []string, map[chstore.RowKey]dedupe.Image) {
 	caching := l.imageBudget > 0
 	for _, c := range cs {
-		if c.ev.Op == envelope.OpTruncate || c.ev.Op == envelope.OpSnapshotEnd {
+		if isCut(c.ev) {
 			caching = false
 			break
 		}
@@ -63,7 +63,7 @@ func (l *Loader) baseLookups(table string, cs []change) ([]chstore.RowKey, []str
 	var pinned map[chstore.RowKey]dedupe.Image
 	for _, c := range cs {
 		ev := c.ev
-		if ev.Op == envelope.OpTruncate || ev.Op == envelope.OpSnapshotEnd {
+		if isCut(ev) {
 			continue
 		}
 		k := chstore.RowKey{ID: ev.ID, Shard: uint16(ev.Shard)}

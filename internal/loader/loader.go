@@ -4,9 +4,11 @@
 // replays the batch; replays are harmless because every row carries its
 // source version (see internal/chstore).
 //
-// Three goroutines form a pipeline: the poller fetches and decodes the
-// next batch (on every core) while the applier writes the current one to
-// ClickHouse (its tables concurrently), while the previous batch's tail —
+// Three goroutines form a pipeline (the monitors run beside it,
+// monitors.go): the poller fetches and decodes the next batch (on every
+// core) while the applier writes the current one to ClickHouse (its tables
+// concurrently), through the apply steps (steps.go), while the previous
+// batch's tail —
 // its watermarks and duplicate-id detection, then its offset commit —
 // finishes beside them (tail.go). At most two batches of records are held (the tail keeps
 // only ids and offsets), and franz-go's prefetch buffer is bounded
@@ -42,6 +44,7 @@
 //	table_parts{table}                 active ClickHouse parts (with the compaction keeper)
 //	compactions_total{table,result}    whole-table merges: done, busy, failed, too_large
 //	compaction_seconds{table}          duration of the merges that completed
+//	monitor_errors_total{monitor}      failed rounds of the monitors (monitors.go), retried
 //
 // Every series an alert rule reads (deploy/prometheus/tributary-rules.yml)
 // is exported at 0 from New on, for every table, topic, dead-letter reason
@@ -76,7 +79,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -176,7 +178,7 @@ const (
 // Loader applies change envelopes to ClickHouse.
 type Loader struct {
 	cfg   Config
-	store *chstore.Store
+	store store // a *chstore.Store (store.go)
 	log   *slog.Logger
 	m     *metrics
 
@@ -248,8 +250,8 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	if cfg.Tables != nil && store != nil {
 		store.SetColumnTypes(cfg.Tables.ColumnTypes())
 	}
-	return &Loader{
-		cfg: cfg, store: store, log: log, m: newMetrics(reg, cfg.Tables, cfg.Ring),
+	l := &Loader{
+		cfg: cfg, log: log, m: newMetrics(reg, cfg.Tables, cfg.Ring),
 		versions:    dedupe.NewVersions(cfg.DedupeKeys),
 		images:      dedupe.NewImages(max(0, cfg.ImageCacheBytes)),
 		imageBudget: cfg.ImageCacheBytes,
@@ -263,6 +265,10 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		elect:       newElection(newAggregator(cfg, store, log, reg), cfg),
 		keeper:      newKeeper(cfg, store, log, reg),
 	}
+	if store != nil {
+		l.store = store
+	}
+	return l
 }
 
 // CompactTables are the tables the compaction keeper keeps: every
@@ -303,12 +309,46 @@ func newKeeper(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheu
 func (l *Loader) Run(ctx context.Context) error {
 	l.logCapabilities(ctx)
 	l.ensureMoveIndexAtStart(ctx) // byid_index.go
-	// Before the client: partitions may be assigned as soon as it exists.
-	l.elect.begin(ctx)
-	defer l.elect.stop()
-	kafkaOpts, err := l.cfg.KafkaSecurity.ClientOpts()
+	cl, err := l.newClient()
 	if err != nil {
 		return err
+	}
+	// Close leaves the group, which waits for rebalances to be allowed:
+	// allow them first, or a poll interrupted by shutdown blocks it forever.
+	defer func() {
+		cl.AllowRebalance()
+		cl.Close()
+	}()
+	// A wrong password or an untrusted certificate stops the loader here,
+	// saying which, instead of as fetch errors retried forever.
+	if err := kafkaconn.Check(ctx, cl, l.cfg.Brokers, l.cfg.KafkaSecurity); err != nil {
+		return err
+	}
+	if err := l.loadPlacement(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if err := l.readPausesAtStart(ctx); err != nil {
+		return nil // only ctx ends it
+	}
+	// The monitors end with Run (monitors.go): they use the client closed
+	// above. One that fails ends Run with its error.
+	ms := l.startMonitors(ctx, l.monitorsOf(cl))
+	err = l.consume(ctx, cl, ms.failed())
+	if merr := ms.stop(); merr != nil && ctx.Err() == nil {
+		return merr
+	}
+	return err
+}
+
+// newClient is the consumer group's client. The callbacks forget what
+// another loader may advance, and elect the revenue aggregator.
+func (l *Loader) newClient() (*kgo.Client, error) {
+	kafkaOpts, err := l.cfg.KafkaSecurity.ClientOpts()
+	if err != nil {
+		return nil, err
 	}
 	opts := append(kafkaOpts,
 		kgo.SeedBrokers(l.cfg.Brokers...),
@@ -361,49 +401,14 @@ func (l *Loader) Run(ctx context.Context) error {
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
+		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	// Close leaves the group, which waits for rebalances to be allowed:
-	// allow them first, or a poll interrupted by shutdown blocks it forever.
-	defer func() {
-		cl.AllowRebalance()
-		cl.Close()
-	}()
-	// A wrong password or an untrusted certificate stops the loader here,
-	// saying which, instead of as fetch errors retried forever.
-	if err := kafkaconn.Check(ctx, cl, l.cfg.Brokers, l.cfg.KafkaSecurity); err != nil {
-		return err
-	}
+	return cl, nil
+}
 
-	if err := l.loadPlacement(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-
-	if err := l.readPausesAtStart(ctx); err != nil {
-		return nil // only ctx ends it
-	}
-
-	// The monitors end with Run: they use the client closed above.
-	mctx, stopMonitors := context.WithCancel(ctx)
-	var monitors sync.WaitGroup
-	monitors.Add(5)
-	go func() { defer monitors.Done(); l.watchPauses(mctx) }()
-	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
-	go func() { defer monitors.Done(); watchStopped(mctx, l.stops, l.store, chstore.StopRenew, l.log) }()
-	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
-	go func() { defer monitors.Done(); l.watchMisplaced(mctx) }()
-	if l.keeper != nil {
-		monitors.Add(1)
-		go func() { defer monitors.Done(); l.keeper.Run(mctx) }()
-	}
-	defer func() {
-		stopMonitors()
-		monitors.Wait()
-	}()
-
+// consume runs the batch loop until ctx is done, an error stops it, or
+// failed (a monitor's) is closed.
+func (l *Loader) consume(ctx context.Context, cl *kgo.Client, failed <-chan struct{}) error {
 	// Two stages: a poller fetches and decodes the next batch while this
 	// goroutine writes the current one to ClickHouse and commits it.
 	batches := make(chan polled)
@@ -418,11 +423,9 @@ func (l *Loader) Run(ctx context.Context) error {
 	permit <- struct{}{}
 	// The previous batch's tail (tail.go): its watermarks, duplicate-id
 	// detection and offset commit, running beside this batch's conversion
-	// and inserts.
-	// Registered after the client's Close, so it ends first. Batches are
-	// applied with tctx, which ends with Run: a tail retrying against an
-	// unreachable ClickHouse cannot hold up a Run returning another error
-	// (its batch, not committed, is replayed).
+	// and inserts. Batches are applied with tctx, which ends with consume:
+	// a tail retrying against an unreachable ClickHouse cannot hold up a
+	// Run returning another error (its batch, not committed, is replayed).
 	var running *tail
 	tctx, stopTails := context.WithCancel(ctx)
 	defer func() {
@@ -442,20 +445,12 @@ func (l *Loader) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-failed:
+			return nil // Run returns the monitor's error
 		case <-idle.C:
-			l.applyPauses(cl)
-			// Nothing is being applied: once the last batch is detected
-			// and committed, a pending rebalance may go ahead. A tail
-			// still running is waited for only when a rebalance waits:
-			// otherwise the next batch may start beside it.
-			if running != nil && !l.rebalanceWanted.Load() && !running.ended() {
-				continue
-			}
-			l.rebalanceWanted.Store(false)
-			if err := l.settle(&running); err != nil {
+			if err := l.idle(cl, &running); err != nil {
 				return stop(err)
 			}
-			cl.AllowRebalance()
 			continue
 		case b = <-batches:
 		}
@@ -463,44 +458,68 @@ func (l *Loader) Run(ctx context.Context) error {
 			return stop(b.err)
 		}
 		permit <- struct{}{} // fetch and decode the next batch meanwhile
-		if cuts(b.decoded) {
-			// A truncate reads the open anomalies: the previous batch's
-			// detection must be stored first.
-			if err := l.settle(&running); err != nil {
-				return stop(err)
-			}
-		}
-		if l.forget.Swap(false) {
-			l.versions.Forget()
-			l.images.Forget()
-		}
-		l.endPauses(b.resumed)
-		l.applyPauses(cl)
-		bt, err := l.apply(tctx, cl, b.recs, b.decoded) // the tail it returns writes with tctx too
-		l.cacheMetrics()
-		if err != nil {
+		if err := l.applyBatch(tctx, cl, b, &running); err != nil {
 			return stop(err)
-		}
-		// This batch's rows are in ClickHouse. Its tail (watermarks and
-		// detection, then the commit) starts once the previous one has
-		// ended: tails run in batch order, one at a time.
-		if err := l.settle(&running); err != nil {
-			return stop(err)
-		}
-		running = l.startTail(tctx, cl, bt)
-		if l.rebalanceWanted.Swap(false) {
-			// A rebalance waits for us: let it go once everything applied
-			// is committed, so no partition moves with applied but
-			// uncommitted records. (The poller may already hold the next
-			// batch; if the rebalance takes its partitions, applying it
-			// anyway is a replay — every write is idempotent by source
-			// version.)
-			if err := l.settle(&running); err != nil {
-				return stop(err)
-			}
-			cl.AllowRebalance()
 		}
 	}
+}
+
+// idle runs while nothing is being applied: pauses take effect, and once
+// the last batch is detected and committed, a pending rebalance may go
+// ahead. A tail still running is waited for only when a rebalance waits:
+// otherwise the next batch may start beside it.
+func (l *Loader) idle(cl *kgo.Client, running **tail) error {
+	l.applyPauses(cl)
+	if *running != nil && !l.rebalanceWanted.Load() && !(*running).ended() {
+		return nil
+	}
+	l.rebalanceWanted.Store(false)
+	if err := l.settle(running); err != nil {
+		return err
+	}
+	cl.AllowRebalance()
+	return nil
+}
+
+// applyBatch applies b and starts its tail once the previous one ended:
+// tails run in batch order, one at a time.
+func (l *Loader) applyBatch(ctx context.Context, cl *kgo.Client, b polled, running **tail) error {
+	if cuts(b.decoded) {
+		// A truncate reads the open anomalies: the previous batch's
+		// detection must be stored first.
+		if err := l.settle(running); err != nil {
+			return err
+		}
+	}
+	if l.forget.Swap(false) {
+		l.versions.Forget()
+		l.images.Forget()
+	}
+	l.endPauses(b.resumed)
+	l.applyPauses(cl)
+	bt, err := l.apply(ctx, cl, b.recs, b.decoded) // the tail it returns writes with ctx too
+	l.cacheMetrics()
+	if err != nil {
+		return err
+	}
+	// This batch's rows are in ClickHouse. Its tail (watermarks and
+	// detection, then the commit) starts once the previous one has ended.
+	if err := l.settle(running); err != nil {
+		return err
+	}
+	*running = l.startTail(ctx, cl, bt)
+	if l.rebalanceWanted.Swap(false) {
+		// A rebalance waits for us: let it go once everything applied is
+		// committed, so no partition moves with applied but uncommitted
+		// records. (The poller may already hold the next batch; if the
+		// rebalance takes its partitions, applying it anyway is a replay —
+		// every write is idempotent by source version.)
+		if err := l.settle(running); err != nil {
+			return err
+		}
+		cl.AllowRebalance()
+	}
+	return nil
 }
 
 // polled is one batch from the poller.

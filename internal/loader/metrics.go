@@ -42,6 +42,7 @@ type metrics struct {
 	imageBytes      prometheus.Gauge
 	imageEntries    prometheus.Gauge
 	imageEvictions  prometheus.Counter
+	monitorErrors   *prometheus.CounterVec // monitor
 }
 
 // Stages of the loader's loop, for tributary_loader_stage_seconds_total.
@@ -120,19 +121,36 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_loader_consumer_lag_records", Help: "Records in Kafka not yet committed by the group (end offset minus committed offset), by topic and partition.",
 		}, []string{"topic", "partition"}),
-		dupIDs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tributary_duplicate_ids", Help: "Ids live on more than one shard for longer than the grace period (global, from ClickHouse).",
-		}, []string{"table", "kind"}),
-		dupPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tributary_duplicate_ids_pending", Help: "Ids live on more than one shard, still within the grace period (moves in flight).",
-		}, []string{"table", "kind"}),
-		dupDetections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tributary_duplicate_detections_total", Help: "Ids that stayed live on several shards beyond the grace period.",
-		}, []string{"table", "kind"}),
-		stageSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tributary_loader_stage_seconds_total", Help: "Wall time the loader's loop spent in each stage (poll, decode, convert, read, insert, detect, watermarks, dlq, commit): where the time goes.",
-		}, []string{"stage"}),
 	}
+	m.addDataMetrics()
+	m.stageSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_loader_stage_seconds_total", Help: "Wall time the loader's loop spent in each stage (poll, decode, convert, read, insert, detect, watermarks, dlq, commit): where the time goes.",
+	}, []string{"stage"})
+	m.monitorErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_loader_monitor_errors_total", Help: "Failed rounds of the loader's monitors (pauses, anomalies, stopped, lag, misplaced, ring_reload, compaction; the aggregator counts its own), by monitor: retried at the next round. A monitor that fails for good stops the loader.",
+	}, []string{"monitor"})
+	reg.MustRegister(m.toastBases, m.imageBytes, m.imageEntries, m.imageEvictions, m.monitorErrors)
+	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
+	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
+		m.insertErrors, m.schemaChanges, m.tableStopped, m.tablePaused, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
+	m.zero(tc)
+	m.zeroPlacement(tc, rm)
+	return m
+}
+
+// addDataMetrics makes the metrics that describe the data rather than
+// this loader: duplicate ids, placement under the ring map, and the image
+// cache.
+func (m *metrics) addDataMetrics() {
+	m.dupIDs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tributary_duplicate_ids", Help: "Ids live on more than one shard for longer than the grace period (global, from ClickHouse).",
+	}, []string{"table", "kind"})
+	m.dupPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tributary_duplicate_ids_pending", Help: "Ids live on more than one shard, still within the grace period (moves in flight).",
+	}, []string{"table", "kind"})
+	m.dupDetections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tributary_duplicate_detections_total", Help: "Ids that stayed live on several shards beyond the grace period.",
+	}, []string{"table", "kind"})
 	m.misplacedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tributary_misplaced_writes_total", Help: "Writes of live rows on a shard that does not own their shard-key value under the ring map (a writer routing with a stale map), by table and the shard written to. Counts writes: a replayed row counts again.",
 	}, []string{"table", "shard"})
@@ -163,13 +181,6 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 	m.imageEvictions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tributary_loader_image_cache_evictions_total", Help: "Images dropped from the image cache to stay within its budget (not counting those dropped on rebalances and truncates).",
 	})
-	reg.MustRegister(m.toastBases, m.imageBytes, m.imageEntries, m.imageEvictions)
-	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
-	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
-		m.insertErrors, m.schemaChanges, m.tableStopped, m.tablePaused, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
-	m.zero(tc)
-	m.zeroPlacement(tc, rm)
-	return m
 }
 
 // zero creates, at 0, the series of the label values known from the table
@@ -177,6 +188,9 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 func (m *metrics) zero(tc *tables.Config) {
 	for _, o := range ringReloadOutcomes {
 		m.ringReloads.WithLabelValues(o)
+	}
+	for _, n := range monitorNames {
+		m.monitorErrors.WithLabelValues(n)
 	}
 	if tc == nil {
 		return

@@ -15,118 +15,147 @@ func parseBound(strategy, s string) (bound, error) {
 	if err != nil {
 		return b, fmt.Errorf("partition bound %q: %w", s, err)
 	}
-	bad := func(why string) (bound, error) { return b, fmt.Errorf("partition bound %q: %s", s, why) }
-	word := func(i int, w string) bool {
-		return i < len(toks) && !toks[i].quoted && strings.EqualFold(toks[i].text, w)
-	}
-	if len(toks) == 1 && word(0, "DEFAULT") {
+	p := &boundParser{s: s, toks: toks}
+	if len(toks) == 1 && p.word(0, "DEFAULT") {
 		b.isDefault = true
 		return b, nil
 	}
-	if !word(0, "FOR") || !word(1, "VALUES") {
-		return bad("want FOR VALUES or DEFAULT")
+	if !p.word(0, "FOR") || !p.word(1, "VALUES") {
+		return b, p.bad("want FOR VALUES or DEFAULT")
 	}
-	i := 2
-	// list reads "( v, v, ... )" from toks[i].
-	list := func() ([]boundValue, error) {
-		if i >= len(toks) || toks[i].text != "(" || toks[i].quoted {
-			return nil, fmt.Errorf("partition bound %q: want (", s)
-		}
-		i++
-		var out []boundValue
-		for {
-			if i >= len(toks) {
-				return nil, fmt.Errorf("partition bound %q: unterminated list", s)
-			}
-			t := toks[i]
-			i++
-			var v boundValue
-			switch {
-			case t.quoted:
-				v.text = t.text
-			case strings.EqualFold(t.text, "NULL"):
-				v.null = true
-			case strings.EqualFold(t.text, "MINVALUE"):
-				v.min = true
-			case strings.EqualFold(t.text, "MAXVALUE"):
-				v.max = true
-			case t.text == "(" || t.text == ")" || t.text == ",":
-				return nil, fmt.Errorf("partition bound %q: unexpected %q", s, t.text)
-			default:
-				v.text = t.text // a number or true/false
-			}
-			out = append(out, v)
-			if i >= len(toks) {
-				return nil, fmt.Errorf("partition bound %q: unterminated list", s)
-			}
-			switch toks[i].text {
-			case ",":
-				i++
-			case ")":
-				i++
-				return out, nil
-			default:
-				return nil, fmt.Errorf("partition bound %q: unexpected %q", s, toks[i].text)
-			}
-		}
-	}
+	p.i = 2
 	switch {
-	case strategy == "r" && word(i, "FROM"):
-		i++
-		if b.from, err = list(); err != nil {
+	case strategy == "r" && p.word(p.i, "FROM"):
+		p.i++
+		if b.from, err = p.list(); err != nil {
 			return b, err
 		}
-		if !word(i, "TO") {
-			return bad("want TO")
+		if !p.word(p.i, "TO") {
+			return b, p.bad("want TO")
 		}
-		i++
-		if b.to, err = list(); err != nil {
+		p.i++
+		if b.to, err = p.list(); err != nil {
 			return b, err
 		}
-	case strategy == "l" && word(i, "IN"):
-		i++
-		if b.in, err = list(); err != nil {
+	case strategy == "l" && p.word(p.i, "IN"):
+		p.i++
+		if b.in, err = p.list(); err != nil {
 			return b, err
 		}
-	case strategy == "h" && word(i, "WITH"):
-		i++
-		vals, err := list()
-		if err != nil {
+	case strategy == "h" && p.word(p.i, "WITH"):
+		p.i++
+		if b.modulus, b.remainder, err = p.hash(); err != nil {
 			return b, err
-		}
-		// "modulus 4" and "remainder 1" are each one token pair, read as
-		// the words of one list element.
-		if len(vals) != 2 {
-			return bad("want (modulus m, remainder r)")
-		}
-		for _, v := range vals {
-			f := strings.Fields(v.text)
-			if len(f) != 2 {
-				return bad("want (modulus m, remainder r)")
-			}
-			n, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				return bad("want (modulus m, remainder r)")
-			}
-			switch strings.ToLower(f[0]) {
-			case "modulus":
-				b.modulus = n
-			case "remainder":
-				b.remainder = n
-			default:
-				return bad("want (modulus m, remainder r)")
-			}
-		}
-		if b.modulus == 0 || b.remainder >= b.modulus {
-			return bad("modulus must be positive and above the remainder")
 		}
 	default:
-		return bad("does not match the partition strategy " + strategy)
+		return b, p.bad("does not match the partition strategy " + strategy)
 	}
-	if i != len(toks) {
-		return bad("unexpected text after the bound")
+	if p.i != len(toks) {
+		return b, p.bad("unexpected text after the bound")
 	}
 	return b, nil
+}
+
+// boundParser reads the tokens of the bound s from toks[i].
+type boundParser struct {
+	s    string
+	toks []boundToken
+	i    int
+}
+
+// bad is an error saying why the bound is refused.
+func (p *boundParser) bad(why string) error { return fmt.Errorf("partition bound %q: %s", p.s, why) }
+
+// word says whether toks[i] is the keyword w.
+func (p *boundParser) word(i int, w string) bool {
+	return i < len(p.toks) && !p.toks[i].quoted && strings.EqualFold(p.toks[i].text, w)
+}
+
+// list reads "( v, v, ... )".
+func (p *boundParser) list() ([]boundValue, error) {
+	if p.i >= len(p.toks) || p.toks[p.i].text != "(" || p.toks[p.i].quoted {
+		return nil, p.bad("want (")
+	}
+	p.i++
+	var out []boundValue
+	for {
+		if p.i >= len(p.toks) {
+			return nil, p.bad("unterminated list")
+		}
+		v, err := p.value(p.toks[p.i])
+		if err != nil {
+			return nil, err
+		}
+		p.i++
+		out = append(out, v)
+		if p.i >= len(p.toks) {
+			return nil, p.bad("unterminated list")
+		}
+		switch p.toks[p.i].text {
+		case ",":
+			p.i++
+		case ")":
+			p.i++
+			return out, nil
+		default:
+			return nil, p.bad(fmt.Sprintf("unexpected %q", p.toks[p.i].text))
+		}
+	}
+}
+
+// value is one element of a list.
+func (p *boundParser) value(t boundToken) (boundValue, error) {
+	var v boundValue
+	switch {
+	case t.quoted:
+		v.text = t.text
+	case strings.EqualFold(t.text, "NULL"):
+		v.null = true
+	case strings.EqualFold(t.text, "MINVALUE"):
+		v.min = true
+	case strings.EqualFold(t.text, "MAXVALUE"):
+		v.max = true
+	case t.text == "(" || t.text == ")" || t.text == ",":
+		return v, p.bad(fmt.Sprintf("unexpected %q", t.text))
+	default:
+		v.text = t.text // a number or true/false
+	}
+	return v, nil
+}
+
+// hash reads "(modulus m, remainder r)". "modulus 4" and "remainder 1" are
+// each one token pair, read as the words of one list element.
+func (p *boundParser) hash() (modulus, remainder uint64, err error) {
+	vals, err := p.list()
+	if err != nil {
+		return 0, 0, err
+	}
+	want := p.bad("want (modulus m, remainder r)")
+	if len(vals) != 2 {
+		return 0, 0, want
+	}
+	for _, v := range vals {
+		f := strings.Fields(v.text)
+		if len(f) != 2 {
+			return 0, 0, want
+		}
+		n, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return 0, 0, want
+		}
+		switch strings.ToLower(f[0]) {
+		case "modulus":
+			modulus = n
+		case "remainder":
+			remainder = n
+		default:
+			return 0, 0, want
+		}
+	}
+	if modulus == 0 || remainder >= modulus {
+		return 0, 0, p.bad("modulus must be positive and above the remainder")
+	}
+	return modulus, remainder, nil
 }
 
 type boundToken struct {

@@ -93,3 +93,26 @@ func TestPartitionBoundRefused(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestPartitionBoundErrors: a refused bound says which bound and why.
+func TestPartitionBoundErrors(t *testing.T) {
+	for _, c := range []struct{ strategy, bound, want string }{
+		{"r", "FOR VALUES IN ('a')", `partition bound "FOR VALUES IN ('a')": does not match the partition strategy r`},
+		{"h", "FOR VALUES WITH (modulus 0, remainder 0)", `partition bound "FOR VALUES WITH (modulus 0, remainder 0)": modulus must be positive and above the remainder`},
+		{"h", "FOR VALUES WITH (modulus 4)", `partition bound "FOR VALUES WITH (modulus 4)": want (modulus m, remainder r)`},
+		{"h", "FOR VALUES WITH (modulus 4, rest 1)", `partition bound "FOR VALUES WITH (modulus 4, rest 1)": want (modulus m, remainder r)`},
+		{"l", "FOR VALUES IN ('a'", `partition bound "FOR VALUES IN ('a'": unterminated list`},
+		{"l", "FOR VALUES IN 'a'", `partition bound "FOR VALUES IN 'a'": want (`},
+		{"l", "FOR VALUES IN ('a' 'b')", `partition bound "FOR VALUES IN ('a' 'b')": unexpected "b"`},
+		{"l", "FOR VALUES IN (,)", `partition bound "FOR VALUES IN (,)": unexpected ","`},
+		{"r", "FOR VALUES FROM (1) (2)", `partition bound "FOR VALUES FROM (1) (2)": want TO`},
+		{"r", "FOR VALUES FROM ('a) TO ('b')", `partition bound "FOR VALUES FROM ('a) TO ('b')": unterminated literal`},
+		{"r", "VALUES FROM (1) TO (2)", `partition bound "VALUES FROM (1) TO (2)": want FOR VALUES or DEFAULT`},
+		{"l", "FOR VALUES IN (1) x", `partition bound "FOR VALUES IN (1) x": unexpected text after the bound`},
+	} {
+		_, err := parseBound(c.strategy, c.bound)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s %q: %v, want %s", c.strategy, c.bound, err, c.want)
+		}
+	}
+}

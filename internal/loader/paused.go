@@ -43,7 +43,9 @@ func (e *pausedError) Error() string {
 		e.p.By, e.p.At.UTC().Format(time.RFC3339), e.p.Table, e.p.Reason)
 }
 
-// readPauses reads the newest pause record of every table.
+// readPauses reads the newest pause record of every table (every
+// pauseInterval, monitors.go; on a failure the last records read stay in
+// force).
 func (l *Loader) readPauses(ctx context.Context) error {
 	m, err := chstore.Pauses(ctx, l.store.Conn(), l.store.Database())
 	if err != nil {
@@ -66,23 +68,6 @@ func (l *Loader) readPausesAtStart(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err() //nolint:wrapcheck // stopping
 		case <-time.After(wait):
-		}
-	}
-}
-
-// watchPauses re-reads the records every pauseInterval until ctx ends;
-// on a failure the last records read stay in force.
-func (l *Loader) watchPauses(ctx context.Context) {
-	tick := time.NewTicker(pauseInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if err := l.readPauses(ctx); err != nil && ctx.Err() == nil {
-			l.log.Warn("pause records not read; the last ones read stay in force", slog.Any("err", err))
 		}
 	}
 }

@@ -303,10 +303,11 @@ func setByShard(rm *ring.Map, counts map[uint16]uint64, set func(shard string, n
 }
 
 // watchMisplaced runs evaluateMisplaced every MisplacedInterval, and
-// reloads the ring map file every RingReloadInterval.
-func (l *Loader) watchMisplaced(ctx context.Context) {
+// reloads the ring map file every RingReloadInterval, on one goroutine
+// (a reload zeroes the gauges an evaluation sets).
+func (l *Loader) watchMisplaced(ctx context.Context) error {
 	if l.cfg.Ring == nil {
-		return
+		return nil
 	}
 	evaluate := time.NewTicker(l.cfg.MisplacedInterval)
 	defer evaluate.Stop()
@@ -323,17 +324,16 @@ func (l *Loader) watchMisplaced(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-reload:
-			if err := l.reloadRing(ctx); err != nil && ctx.Err() == nil {
+			err := l.reloadRing(ctx)
+			if err != nil && ctx.Err() == nil {
 				l.m.ringReloads.WithLabelValues("refused").Inc()
-				l.log.Error("ring map not reloaded; the map in force stays", slog.String("path", l.cfg.RingPath), slog.Any("err", err))
+				err = fmt.Errorf("ring map file %s: %w", l.cfg.RingPath, err)
 			}
-			continue
+			l.roundDone(ctx, monitorRingReload, err, slog.LevelError, "ring map not reloaded; the map in force stays")
 		case <-evaluate.C:
-		}
-		if err := l.evaluateMisplaced(ctx); err != nil && ctx.Err() == nil {
-			l.log.Warn("misplaced-row evaluation failed", slog.Any("err", err))
+			l.roundDone(ctx, monitorMisplaced, l.evaluateMisplaced(ctx), slog.LevelWarn, "misplaced-row evaluation failed")
 		}
 	}
 }

@@ -70,16 +70,18 @@ func (l *Loader) writeMarks(ctx context.Context, table string) error {
 }
 
 // election runs the aggregator while this loader owns partition 0 of the
-// revenue topic. Its methods are called from franz-go's callbacks and
-// from Run's defer.
+// revenue topic: franz-go's callbacks elect it (assigned) and unelect it
+// (revoked, which waits for the round in progress to end), and run — one
+// of Run's monitors — runs it while elected.
 type election struct {
 	agg   *preagg.Aggregator
 	topic string
+	wake  chan struct{} // cap 1: elected since run last looked
 
-	mu     sync.Mutex
-	parent context.Context //nolint:containedctx // the loader's Run context, which the rounds end with
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu      sync.Mutex
+	elected bool
+	cancel  context.CancelFunc // of the aggregator running, nil when none
+	done    chan struct{}      // closed when it ended
 }
 
 // newElection returns the election of agg's table (nil without agg).
@@ -88,56 +90,64 @@ func newElection(agg *preagg.Aggregator, cfg Config) *election {
 		return nil
 	}
 	t, _ := cfg.Tables.ByName(cfg.Tables.Revenue.Table)
-	return &election{agg: agg, topic: t.Topic}
+	return &election{agg: agg, topic: t.Topic, wake: make(chan struct{}, 1)}
 }
 
-// begin sets the context rounds run under (Run's, before any callback).
-func (e *election) begin(ctx context.Context) {
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	e.parent = ctx
-	e.mu.Unlock()
-}
-
-// assigned starts the aggregator when m holds partition 0 of the topic.
+// assigned elects this loader when m holds partition 0 of the topic.
 func (e *election) assigned(m map[string][]int32) {
 	if e == nil || !slices.Contains(m[e.topic], 0) {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cancel != nil || e.parent == nil || e.parent.Err() != nil {
-		return
+	e.elected = true
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
 	}
-	ctx, cancel := context.WithCancel(e.parent)
-	done := make(chan struct{})
-	e.cancel, e.done = cancel, done
-	go func() { defer close(done); e.agg.Run(ctx) }()
 }
 
-// revoked stops the aggregator, and waits for its round to end, when m
-// holds partition 0 of the topic (revoked or lost).
+// revoked unelects this loader, and waits for the aggregator's round to
+// end, when m holds partition 0 of the topic (revoked or lost).
 func (e *election) revoked(m map[string][]int32) {
-	if e != nil && slices.Contains(m[e.topic], 0) {
-		e.stop()
-	}
-}
-
-// stop stops the aggregator if it runs and waits for it.
-func (e *election) stop() {
-	if e == nil {
+	if e == nil || !slices.Contains(m[e.topic], 0) {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cancel == nil {
-		return
+	e.elected = false
+	cancel, done := e.cancel, e.done
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
 	}
-	e.cancel()
-	<-e.done
-	e.cancel, e.done = nil, nil
+}
+
+// run runs the aggregator whenever this loader is elected, until ctx
+// ends. The aggregator counts and logs its failed rounds itself.
+func (e *election) run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.wake:
+		}
+		e.mu.Lock()
+		if !e.elected {
+			e.mu.Unlock()
+			continue
+		}
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		e.cancel, e.done = cancel, done
+		e.mu.Unlock()
+		e.agg.Run(actx)
+		e.mu.Lock()
+		e.cancel, e.done = nil, nil
+		e.mu.Unlock()
+		cancel()
+		close(done)
+	}
 }
 
 // newAggregator builds the revenue aggregator when this loader may run it.

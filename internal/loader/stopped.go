@@ -21,6 +21,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"os"
 	"sync"
@@ -115,8 +116,8 @@ type stopWriter interface {
 
 // watchStopped writes the stopped tables' records when a table stops and
 // every renew after, until ctx ends; then it clears them. A failed write
-// is logged and tried again at the next renewal.
-func watchStopped(ctx context.Context, r *stopRecords, w stopWriter, renew time.Duration, log *slog.Logger) {
+// is counted in failures, logged and tried again at the next renewal.
+func watchStopped(ctx context.Context, r *stopRecords, w stopWriter, renew time.Duration, failures prometheus.Counter, log *slog.Logger) {
 	tick := time.NewTicker(renew)
 	defer tick.Stop()
 	for {
@@ -126,6 +127,7 @@ func watchStopped(ctx context.Context, r *stopRecords, w stopWriter, renew time.
 			defer cancel()
 			if recs := r.records(time.Now(), false); len(recs) > 0 {
 				if err := w.WriteStopped(cctx, recs); err != nil {
+					failures.Inc()
 					log.Warn("stopped tables not cleared; their records expire", slog.Any("err", err))
 				}
 			}
@@ -135,6 +137,7 @@ func watchStopped(ctx context.Context, r *stopRecords, w stopWriter, renew time.
 		}
 		if recs := r.records(time.Now(), true); len(recs) > 0 {
 			if err := w.WriteStopped(ctx, recs); err != nil && ctx.Err() == nil {
+				failures.Inc()
 				log.Warn("stopped tables not recorded; retrying", slog.Any("err", err))
 			}
 		}

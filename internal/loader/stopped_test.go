@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tributary/tributary/internal/chstore"
 )
 
@@ -43,7 +45,7 @@ func TestStopRecords(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		watchStopped(ctx, r, w, 20*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		watchStopped(ctx, r, w, 20*time.Millisecond, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	since := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	r.note("invoices", "t.invoices", errors.New(`column "kind": unmapped PostgreSQL type "mood"`), since)
@@ -77,7 +79,7 @@ func TestStopRecordsNothingStopped(t *testing.T) {
 	w := &fakeStopWriter{}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	watchStopped(ctx, r, w, 10*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	watchStopped(ctx, r, w, 10*time.Millisecond, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if _, n := w.last(); n != 0 {
 		t.Errorf("%d writes with no table stopped", n)
 	}

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/tributary/tributary/internal/envelope"
 )
 
 // The tail of a batch: once its rows and dead letters are written, what
@@ -164,7 +162,7 @@ func commitPoints(recs []*kgo.Record) []*kgo.Record {
 // cuts says whether a batch holds a TRUNCATE or a snapshot end.
 func cuts(decoded []decodeResult) bool {
 	for _, d := range decoded {
-		if d.err == nil && d.ev != nil && (d.ev.Op == envelope.OpTruncate || d.ev.Op == envelope.OpSnapshotEnd) {
+		if d.err == nil && d.ev != nil && isCut(d.ev) {
 			return true
 		}
 	}

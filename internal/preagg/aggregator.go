@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -163,7 +164,7 @@ func (a *Aggregator) Round(ctx context.Context) (string, error) {
 		return "error", err
 	}
 	prev := map[uint16]uint64{}
-	full := st == nil || st.RingVersion != ring || st.Kind != a.kind || st.Bits != a.cfg.BlockBits
+	full := needsFull(st, ring, a.kind, a.cfg.BlockBits)
 	if st != nil {
 		for _, f := range st.Freshness {
 			prev[uint16(f.Shard)] = uint64(f.LSN())
@@ -223,6 +224,13 @@ func (a *Aggregator) idKind(ctx context.Context) (kind query.PreaggIDKind, ok bo
 	return kind, true, nil
 }
 
+// needsFull says whether a round must recompute every block: nothing was
+// computed yet (st nil), or the blocks were computed under another ring
+// map version or another block layout (id kind, bits).
+func needsFull(st *query.PreaggState, ring int64, kind query.PreaggIDKind, bits int) bool {
+	return st == nil || st.RingVersion != ring || st.Kind != kind || st.Bits != bits
+}
+
 // advanced says whether some shard's watermark moved since the last round.
 func advanced(prev map[uint16]uint64, w map[uint16]shardPos) bool {
 	for s, p := range w {
@@ -244,33 +252,49 @@ func lagOf(fresh []query.ShardFreshness, w map[uint16]shardPos) float64 {
 // dirtyBlocks returns the blocks marked in (prev, w] for their shard,
 // sorted; AllBlocks among them means every block.
 func (a *Aggregator) dirtyBlocks(ctx context.Context, prev map[uint16]uint64, w map[uint16]shardPos) ([]int64, error) {
-	var conds []string
-	args := []any{a.cfg.Revenue.Table}
-	for s, p := range w {
-		if p.lsn <= prev[s] {
-			continue
-		}
-		conds = append(conds, "(shard = ? AND commit_lsn > ? AND commit_lsn <= ?)")
-		args = append(args, s, prev[s], p.lsn)
-	}
-	if len(conds) == 0 {
+	conds, args := markConds(prev, w)
+	if conds == "" {
 		return nil, nil
 	}
-	rows, err := a.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ? AND (%s) ORDER BY block",
-		chstore.Quote(a.db), query.PreaggMarksTable, strings.Join(conds, " OR ")), args...)
+	return a.blocks(ctx, "read marks", fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ? AND (%s) ORDER BY block",
+		chstore.Quote(a.db), query.PreaggMarksTable, conds), append([]any{a.cfg.Revenue.Table}, args...)...)
+}
+
+// blocks runs q, which selects blocks (what: the error's context).
+func (a *Aggregator) blocks(ctx context.Context, what, q string, args ...any) ([]int64, error) {
+	rows, err := a.conn.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read marks: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []int64
 	for rows.Next() {
 		var b int64
 		if err := rows.Scan(&b); err != nil {
-			return nil, fmt.Errorf("read marks: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, b)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// markConds is the condition on the marks table that selects the marks of
+// each shard whose watermark moved, in (prev, w], with its arguments, by
+// shard; "" when no shard moved.
+func markConds(prev map[uint16]uint64, w map[uint16]shardPos) (string, []any) {
+	var conds []string
+	var args []any
+	for _, s := range slices.Sorted(maps.Keys(w)) {
+		if w[s].lsn <= prev[s] {
+			continue
+		}
+		conds = append(conds, "(shard = ? AND commit_lsn > ? AND commit_lsn <= ?)")
+		args = append(args, s, prev[s], w[s].lsn)
+	}
+	return strings.Join(conds, " OR "), args
 }
 
 // recomputeAll recomputes every block: those with rows, and those stored
@@ -424,21 +448,8 @@ func (a *Aggregator) ensureBlocks(ctx context.Context) error {
 
 // storedBlocks lists the blocks that have a row.
 func (a *Aggregator) storedBlocks(ctx context.Context) ([]int64, error) {
-	rows, err := a.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ?",
+	return a.blocks(ctx, "stored revenue blocks", fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ?",
 		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table))), a.cfg.Revenue.Table)
-	if err != nil {
-		return nil, fmt.Errorf("stored revenue blocks: %w", err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var b int64
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
 }
 
 // writeState records w as the pre-aggregates' freshness.

@@ -1,6 +1,10 @@
 package preagg
 
-import "testing"
+import (
+	"fmt"
+	"maps"
+	"testing"
+)
 
 func TestBlockOf(t *testing.T) {
 	for _, c := range []struct {
@@ -23,6 +27,36 @@ func TestBlockOf(t *testing.T) {
 		got, ok := BlockOf(c.id, c.bits)
 		if got != c.block || ok != c.ok {
 			t.Errorf("BlockOf(%q, %d) = %d, %v; want %d, %v", c.id, c.bits, got, ok, c.block, c.ok)
+		}
+	}
+}
+
+// TestMarks: a batch's marks keep, per shard and block, the lowest commit
+// LSN that changed it; an id without a block, a truncate and a snapshot end
+// mark every block of their shard; copied rows mark nothing.
+func TestMarks(t *testing.T) {
+	b5, _ := BlockOf("5", 30)
+	b7, _ := BlockOf(fmt.Sprint(int64(7)<<30), 30)
+	tests := []struct {
+		name string
+		do   func(m *Marks)
+		want map[markKey]uint64
+	}{
+		{name: "one id", do: func(m *Marks) { m.Add(1, "5", 100) }, want: map[markKey]uint64{{1, b5}: 100}},
+		{name: "the lowest LSN stays", do: func(m *Marks) { m.Add(1, "5", 200); m.Add(1, "5", 100); m.Add(1, "5", 300) },
+			want: map[markKey]uint64{{1, b5}: 100}},
+		{name: "blocks and shards apart", do: func(m *Marks) { m.Add(1, "5", 100); m.Add(2, "5", 90); m.Add(1, fmt.Sprint(int64(7)<<30), 80) },
+			want: map[markKey]uint64{{1, b5}: 100, {2, b5}: 90, {1, b7}: 80}},
+		{name: "a copied row", do: func(m *Marks) { m.Add(1, "5", 0) }, want: map[markKey]uint64{}},
+		{name: "an id without a block", do: func(m *Marks) { m.Add(3, "(1,2)", 50) }, want: map[markKey]uint64{{3, AllBlocks}: 50}},
+		{name: "a truncate", do: func(m *Marks) { m.All(2, 70) }, want: map[markKey]uint64{{2, AllBlocks}: 70}},
+		{name: "a snapshot end at LSN 0 still marks", do: func(m *Marks) { m.All(2, 0) }, want: map[markKey]uint64{{2, AllBlocks}: 1}},
+	}
+	for _, tt := range tests {
+		m := NewMarks("ledger", 30)
+		tt.do(m)
+		if m.Len() != len(tt.want) || !maps.Equal(m.m, tt.want) {
+			t.Errorf("%s: marks %v, want %v", tt.name, m.m, tt.want)
 		}
 	}
 }
