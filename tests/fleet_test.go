@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/verify"
@@ -68,37 +70,12 @@ func writeFleet(t *testing.T, dir, name string, numbers []int, dsns map[int]stri
 // connects.
 func TestFleetSparseVerify(t *testing.T) {
 	numbers := []int{1, 5, 17}
-	st := sparseStack(t, numbers)
-	var p *pipeline
-	t.Cleanup(func() { // after p's cleanup stopped the readers
-		if p == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, s := range p.shards {
-			if conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[s]); err == nil {
-				conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s", //nolint:errcheck
-					pgx.Identifier{p.table() + "_inv"}.Sanitize(), pgx.Identifier{p.table() + "_moves"}.Sanitize()))
-				conn.Close(ctx)
-			}
-		}
-	})
-	p = setupPipelineOn(t, st, numbers, nil, true, "fleetdocs_", loadgenTablesJSON, loadgenDDL...)
+	f := setupLoadgenFleet(t, numbers, "fleetdocs_")
+	p, dsns, dir, fleetFile, tablesFile, env := f.p, f.dsns, f.dir, f.fleetFile, f.tablesFile, f.env
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	runCtx, runCancel := context.WithCancel(context.Background())
 	defer runCancel()
-	dsns := map[int]string{}
-	for _, s := range numbers {
-		dsns[s] = st.ShardDSNs[s]
-	}
-	dir := t.TempDir()
-	fleetFile, env := writeFleet(t, dir, "fleet.json", numbers, dsns)
-	tablesFile := filepath.Join(dir, "tables.json")
-	if err := os.WriteFile(tablesFile, []byte(fmt.Sprintf(loadgenTablesJSON, p.suffix, p.table())), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	// Shards 1 and 5 in-process; 17 is a cdc-reader process that finds its
 	// DSN in the fleet file by its number alone.
 	for _, s := range numbers[:2] {
@@ -222,4 +199,129 @@ func fleetReaderProcess(t *testing.T, p *pipeline, shard int, fleetFile, tablesF
 		env: append([]string{"TRIBUTARY_PG_DSN="}, env...)}
 	go rd.run()
 	return rd, logf.Name()
+}
+
+// loadgenFleet is a pipeline over a sparse stack (sparseStack) with
+// loadgen's tables, and a fleet file and a tables file that name it.
+type loadgenFleet struct {
+	st *Stack
+	p  *pipeline
+	// dir holds the fleet file and the tables file.
+	dir, fleetFile, tablesFile string
+	// dsns are the shards' DSNs by number; env holds the fleet file's
+	// DSN variables.
+	dsns map[int]string
+	env  []string
+}
+
+// setupLoadgenFleet sets up a loadgenFleet on shards numbers, its
+// cleanup dropping loadgen's invoices and moves tables after the
+// pipeline's stopped the readers.
+func setupLoadgenFleet(t *testing.T, numbers []int, prefix string) loadgenFleet {
+	t.Helper()
+	f := loadgenFleet{st: sparseStack(t, numbers)}
+	t.Cleanup(func() { // after p's cleanup stopped the readers
+		if f.p == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, s := range f.p.shards {
+			if conn, err := pgx.Connect(ctx, f.p.stack.ShardDSNs[s]); err == nil {
+				conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s", //nolint:errcheck
+					pgx.Identifier{f.p.table() + "_inv"}.Sanitize(), pgx.Identifier{f.p.table() + "_moves"}.Sanitize()))
+				conn.Close(ctx)
+			}
+		}
+	})
+	f.p = setupPipelineOn(t, f.st, numbers, nil, true, prefix, loadgenTablesJSON, loadgenDDL...)
+	f.dsns = map[int]string{}
+	for _, s := range numbers {
+		f.dsns[s] = f.st.ShardDSNs[s]
+	}
+	f.dir = t.TempDir()
+	f.fleetFile, f.env = writeFleet(t, f.dir, "fleet.json", numbers, f.dsns)
+	f.tablesFile = writeTablesFile(t, f.dir, fmt.Sprintf(loadgenTablesJSON, f.p.suffix, f.p.table()))
+	return f
+}
+
+// writeTablesFile writes a table config into dir and returns its path.
+func writeTablesFile(t *testing.T, dir, config string) string {
+	t.Helper()
+	path := filepath.Join(dir, "tables.json")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// execSchemaFile runs the SQL file on every shard of numbers, with
+// {{sfx}} the pipeline's suffix and {{shard}} the shard's number.
+func execSchemaFile(ctx context.Context, t *testing.T, p *pipeline, numbers []int, file string) {
+	t.Helper()
+	schema, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range numbers {
+		p.exec(ctx, s, strings.NewReplacer("{{sfx}}", p.suffix, "{{shard}}", strconv.Itoa(s)).Replace(string(schema)))
+	}
+}
+
+// shardPools opens a pool on every shard of numbers, closed when the
+// test ends.
+func shardPools(ctx context.Context, t *testing.T, st *Stack, numbers []int) map[int]*pgxpool.Pool {
+	t.Helper()
+	pools := map[int]*pgxpool.Pool{}
+	for _, s := range numbers {
+		pool, err := pgxpool.New(ctx, st.ShardDSNs[s])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		pools[s] = pool
+	}
+	return pools
+}
+
+// trafficOn runs run on every shard of numbers at once until each
+// returns; wait waits for them and reports, on the test's goroutine, the
+// errors of those that failed before ctx ended.
+func trafficOn(ctx context.Context, numbers []int, run func(context.Context, int) error) (wait func(t *testing.T)) {
+	var wg sync.WaitGroup
+	var opErrs sync.Map
+	for _, s := range numbers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx, s); err != nil && ctx.Err() == nil {
+				opErrs.Store(s, err)
+			}
+		}()
+	}
+	return func(t *testing.T) {
+		t.Helper()
+		wg.Wait()
+		opErrs.Range(func(k, v any) bool { t.Errorf("traffic on shard %v: %v", k, v); return true })
+	}
+}
+
+// startCheckedFleet builds preflight and verify into dir, requires
+// preflight to pass on the fleet's own config (preflightArgs added), then
+// starts the fleet's processes (ofStart) and waits until every slot
+// streams. It returns the processes and the verify binary.
+func startCheckedFleet(ctx context.Context, t *testing.T, p *pipeline, dir, fleetFile, tablesFile string, fleetEnv, preflightArgs []string,
+	loaderArgs ...string) (*ofProcs, string) {
+	t.Helper()
+	preflight, verifyBin := ofBuild(ctx, t, dir)
+	code, stdout, stderr := runPreflight(ctx, t, preflight, fleetEnv, append([]string{"--tables", tablesFile, "--fleet", fleetFile}, preflightArgs...)...)
+	if code != 0 {
+		t.Fatalf("preflight on the fleet's own config: exit %d\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("preflight: %s", strings.TrimSpace(stdout+stderr))
+	procs := ofStart(t, p, fleetFile, tablesFile, fleetEnv, loaderArgs...)
+	for _, s := range p.shards {
+		p.waitSlotStreaming(ctx, s)
+	}
+	return procs, verifyBin
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -314,4 +316,45 @@ func oneShardPipeline(t *testing.T, timeout time.Duration) (p *pipeline, ctx, ru
 	runCtx, stop := context.WithCancel(ctx)
 	t.Cleanup(func() { stop(); p.wg.Wait(); cancel() })
 	return p, ctx, runCtx
+}
+
+// shardPairs reads the two text columns of the rows sql selects on shard
+// into a map from the first to the second.
+func (p *pipeline) shardPairs(ctx context.Context, shard int, sql string) (map[string]string, error) {
+	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[shard])
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// checkResumedRun reads the "snapshot complete" line of a reader's logs
+// and fails the test when the run it ends copied every row again instead
+// of continuing after the doneRows recorded before it: it returns the
+// rows that run copied and the snapshot's total.
+func checkResumedRun(t *testing.T, logs []byte, doneRows int64) (thisRun, total int64) {
+	t.Helper()
+	m := regexp.MustCompile(`msg="snapshot complete" shard=\d+ rows=(\d+) rows_this_run=(\d+)`).FindSubmatch(logs)
+	if m == nil {
+		t.Fatal(`no "snapshot complete" log line`)
+	}
+	total, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	thisRun, _ = strconv.ParseInt(string(m[2]), 10, 64)
+	if thisRun >= total || thisRun > total-doneRows {
+		t.Errorf("the resumed run copied %d of %d rows, with %d recorded before the kill: it started over", thisRun, total, doneRows)
+	}
+	return thisRun, total
 }

@@ -64,24 +64,10 @@ func TestOtherFleet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	names := ofNames(p.suffix)
-	schema, err := os.ReadFile("testdata/otherfleet.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range numbers {
-		p.exec(ctx, s, strings.NewReplacer("{{sfx}}", p.suffix, "{{shard}}", strconv.Itoa(s)).Replace(string(schema)))
-	}
+	execSchemaFile(ctx, t, p, numbers, "testdata/otherfleet.sql")
 	t.Cleanup(func() { ofDropSchema(t, p) }) // after the processes stopped (registered later, run earlier)
 
-	pools := map[int]*pgxpool.Pool{}
-	for _, s := range numbers {
-		pool, err := pgxpool.New(ctx, st.ShardDSNs[s])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
-		pools[s] = pool
-	}
+	pools := shardPools(ctx, t, st, numbers)
 	tr := &ofTraffic{names: names, pools: pools, shards: numbers}
 	for _, s := range numbers {
 		// Rows the initial copy takes: the traffic edits them later.
@@ -92,37 +78,15 @@ func TestOtherFleet(t *testing.T) {
 
 	dir := t.TempDir()
 	fleetFile, fleetEnv := ofFleet(t, dir, st)
-	tablesFile := filepath.Join(dir, "tables.json")
-	if err := os.WriteFile(tablesFile, []byte(fmt.Sprintf(otherFleetTablesJSON, p.suffix)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	preflight, verifyBin := ofBuild(ctx, t, dir)
-	code, stdout, stderr := runPreflight(ctx, t, preflight, fleetEnv, "--tables", tablesFile, "--fleet", fleetFile)
-	if code != 0 {
-		t.Fatalf("preflight on the fleet's own config: exit %d\n%s%s", code, stdout, stderr)
-	}
-	t.Logf("preflight: %s", strings.TrimSpace(stdout+stderr))
-
-	procs := ofStart(t, p, fleetFile, tablesFile, fleetEnv, "--revenue-aggregate-interval", "1s", "--instance-id", "carrier-loader")
-	for _, s := range numbers {
-		p.waitSlotStreaming(ctx, s)
-	}
+	tablesFile := writeTablesFile(t, dir, fmt.Sprintf(otherFleetTablesJSON, p.suffix))
+	procs, verifyBin := startCheckedFleet(ctx, t, p, dir, fleetFile, tablesFile, fleetEnv, nil,
+		"--revenue-aggregate-interval", "1s", "--instance-id", "carrier-loader")
 
 	// Traffic on every shard; the loader and the reader of shard 2 are
 	// SIGKILLed in turn every 2.5 s, each restarted by its supervisor.
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
-	var wg sync.WaitGroup
-	var opErrs sync.Map
-	for _, s := range numbers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := tr.run(wctx, s); err != nil && wctx.Err() == nil {
-				opErrs.Store(s, err)
-			}
-		}()
-	}
+	waitTraffic := trafficOn(wctx, numbers, tr.run)
 	victims := []*supervised{procs.loader, procs.readers[2]}
 	kills := map[string]int{}
 	for i := 0; ; i++ {
@@ -136,8 +100,7 @@ func TestOtherFleet(t *testing.T) {
 		}
 		break
 	}
-	wg.Wait()
-	opErrs.Range(func(k, v any) bool { t.Errorf("traffic on shard %v: %v", k, v); return true })
+	waitTraffic(t)
 	t.Logf("traffic: %s; SIGKILLs %v", tr.stats.String(), kills)
 	if tr.stats.movesDone.Load() == 0 || tr.stats.movesHalf.Load() == 0 || tr.stats.toastEdits.Load() == 0 || tr.stats.charges.Load() == 0 {
 		t.Fatalf("traffic did too little to check: %s", tr.stats.String())

@@ -123,24 +123,8 @@ func setExtra(ctx context.Context, t *testing.T, p *pipeline, shard int, q strin
 // compareExtra compares the added column, NULLs included, between the
 // shard and ClickHouse's live rows.
 func (p *pipeline) compareExtra(ctx context.Context, shard int, tbl string) string {
-	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[shard])
+	want, err := p.shardPairs(ctx, shard, "SELECT id::text, coalesce('v:' || extra, 'NULL') FROM "+pgx.Identifier{tbl}.Sanitize())
 	if err != nil {
-		return err.Error()
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	want := map[string]string{}
-	rows, err := conn.Query(ctx, "SELECT id::text, coalesce('v:' || extra, 'NULL') FROM "+pgx.Identifier{tbl}.Sanitize())
-	if err != nil {
-		return err.Error()
-	}
-	for rows.Next() {
-		var id, v string
-		if err := rows.Scan(&id, &v); err != nil {
-			return err.Error()
-		}
-		want[id] = v
-	}
-	if err := rows.Err(); err != nil {
 		return err.Error()
 	}
 	crows, err := p.store.Conn().Query(ctx, fmt.Sprintf(

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,15 +71,7 @@ func TestSnapshotKeylessCtidChunksResume(t *testing.T) {
 	if ranges < 2 {
 		t.Errorf("%d ranges for a %d-row table in %d-row chunks: not chunked", ranges, rows, chunk)
 	}
-	m := regexp.MustCompile(`msg="snapshot complete" shard=\d+ rows=(\d+) rows_this_run=(\d+)`).FindStringSubmatch(string(logs))
-	if m == nil {
-		t.Fatal(`no "snapshot complete" log line`)
-	}
-	total, _ := strconv.ParseInt(m[1], 10, 64)
-	thisRun, _ := strconv.ParseInt(m[2], 10, 64)
-	if thisRun >= total || thisRun > total-doneRows {
-		t.Errorf("the resumed run copied %d of %d rows, with %d recorded before the kill: it started over", thisRun, total, doneRows)
-	}
+	thisRun, total := checkResumedRun(t, logs, doneRows)
 	t.Logf("resumed run copied %d rows of %d; %d recorded before the kill", thisRun, total, doneRows)
 	if err := p.failed(); err != nil {
 		t.Fatal(err)

@@ -33,37 +33,12 @@ import (
 // verify passes on all three again. The process was started once.
 func TestReaderManyShards(t *testing.T) {
 	numbers := []int{1, 5, 17}
-	st := sparseStack(t, numbers)
-	var p *pipeline
-	t.Cleanup(func() { // after p's cleanup stopped the readers
-		if p == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, s := range p.shards {
-			if conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[s]); err == nil {
-				conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s, %s", //nolint:errcheck
-					pgx.Identifier{p.table() + "_inv"}.Sanitize(), pgx.Identifier{p.table() + "_moves"}.Sanitize()))
-				conn.Close(ctx)
-			}
-		}
-	})
-	p = setupPipelineOn(t, st, numbers, nil, true, "manyshards_", loadgenTablesJSON, loadgenDDL...)
+	f := setupLoadgenFleet(t, numbers, "manyshards_")
+	st, p, dsns, dir, fleetFile, tablesFile, env := f.st, f.p, f.dsns, f.dir, f.fleetFile, f.tablesFile, f.env
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	runCtx, runCancel := context.WithCancel(context.Background())
 	defer runCancel()
-	dsns := map[int]string{}
-	for _, s := range numbers {
-		dsns[s] = st.ShardDSNs[s]
-	}
-	dir := t.TempDir()
-	fleetFile, env := writeFleet(t, dir, "fleet.json", numbers, dsns)
-	tablesFile := filepath.Join(dir, "tables.json")
-	if err := os.WriteFile(tablesFile, []byte(fmt.Sprintf(loadgenTablesJSON, p.suffix, p.table())), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	rd, rlog := manyShardsReader(t, p, "1-5,17", fleetFile, tablesFile, metricsAddr, env)
 	defer stopReaderProcess(t, rd, rlog)

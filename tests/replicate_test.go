@@ -183,24 +183,8 @@ func (p *pipeline) compareContacts(ctx context.Context, tbl string) string {
 // those read from ClickHouse by chSQL: "" when equal, else a summary of
 // the differences.
 func (p *pipeline) compareKeyed(ctx context.Context, pgSQL, chSQL string) string {
-	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[0])
+	want, err := p.shardPairs(ctx, 0, pgSQL)
 	if err != nil {
-		return err.Error()
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	want := map[string]string{}
-	rows, err := conn.Query(ctx, pgSQL)
-	if err != nil {
-		return err.Error()
-	}
-	for rows.Next() {
-		var id, v string
-		if err := rows.Scan(&id, &v); err != nil {
-			return err.Error()
-		}
-		want[id] = v
-	}
-	if err := rows.Err(); err != nil {
 		return err.Error()
 	}
 	got := map[string]string{}

@@ -7,10 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,23 +83,11 @@ func TestEveryTableShape(t *testing.T) {
 	p := setupPipelineOn(t, st, numbers, nil, true, "sh_payments_", shapesConfig())
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	schema, err := os.ReadFile("testdata/shapes.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range numbers {
-		p.exec(ctx, s, strings.NewReplacer("{{sfx}}", p.suffix, "{{shard}}", strconv.Itoa(s)).Replace(string(schema)))
-	}
+	execSchemaFile(ctx, t, p, numbers, "testdata/shapes.sql")
 	t.Cleanup(func() { shapesDropSchema(t, p) }) // after the processes stopped (registered later, run earlier)
 
-	w := &shapesWriter{sfx: p.suffix, pools: map[int]*pgxpool.Pool{}, months: map[int]*shapesMonths{}, moved: map[int][]int64{}}
+	w := &shapesWriter{sfx: p.suffix, pools: shardPools(ctx, t, st, numbers), months: map[int]*shapesMonths{}, moved: map[int][]int64{}}
 	for _, s := range numbers {
-		pool, err := pgxpool.New(ctx, st.ShardDSNs[s])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
-		w.pools[s] = pool
 		w.months[s] = &shapesMonths{open: []string{"2026-08", "2026-09", "2026-10", "2026-11", "2026-12"}}
 		for _, tbl := range shapesTables { // rows for the initial copy
 			if err := tbl.seed(w, ctx, s); err != nil {
@@ -113,19 +98,8 @@ func TestEveryTableShape(t *testing.T) {
 
 	dir := t.TempDir()
 	fleetFile, fleetEnv := writeFleet(t, dir, "saas-fleet.json", numbers, map[int]string{3: st.ShardDSNs[3], 8: st.ShardDSNs[8], 21: st.ShardDSNs[21]})
-	tablesFile := filepath.Join(dir, "tables.json")
-	if err := os.WriteFile(tablesFile, []byte(fmt.Sprintf(shapesConfig(), p.suffix)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	preflight, verifyBin := ofBuild(ctx, t, dir)
-	code, stdout, stderr := runPreflight(ctx, t, preflight, fleetEnv, "--tables", tablesFile, "--fleet", fleetFile, "--publication", "e2e_"+p.suffix)
-	if code != 0 {
-		t.Fatalf("preflight on the fleet's own config: exit %d\n%s%s", code, stdout, stderr)
-	}
-	procs := ofStart(t, p, fleetFile, tablesFile, fleetEnv)
-	for _, s := range numbers {
-		p.waitSlotStreaming(ctx, s)
-	}
+	tablesFile := writeTablesFile(t, dir, fmt.Sprintf(shapesConfig(), p.suffix))
+	procs, verifyBin := startCheckedFleet(ctx, t, p, dir, fleetFile, tablesFile, fleetEnv, []string{"--publication", "e2e_" + p.suffix})
 
 	// Traffic on every shard; meanwhile, on every shard, a partition is
 	// truncated, another detached and a table with rows attached, each
@@ -134,17 +108,7 @@ func TestEveryTableShape(t *testing.T) {
 	// one's.
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
-	var wg sync.WaitGroup
-	var opErrs sync.Map
-	for _, s := range numbers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.run(wctx, s); err != nil && wctx.Err() == nil {
-				opErrs.Store(s, err)
-			}
-		}()
-	}
+	waitTraffic := trafficOn(wctx, numbers, w.run)
 	start := time.Now()
 	gone := map[int][]int64{} // per shard: ids of the truncated and detached partitions
 	for _, ev := range []struct {
@@ -166,8 +130,7 @@ func TestEveryTableShape(t *testing.T) {
 		}
 		ev.victim.kill()
 	}
-	wg.Wait()
-	opErrs.Range(func(k, v any) bool { t.Errorf("traffic on shard %v: %v", k, v); return true })
+	waitTraffic(t)
 	t.Logf("traffic: %s", w.stats.String())
 	if w.stats.moved.Load() == 0 || w.stats.refunds.Load() == 0 || w.stats.quoteEdges.Load() == 0 || w.stats.deletes.Load() == 0 {
 		t.Fatalf("traffic did too little to check: %s", w.stats.String())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -191,15 +190,7 @@ func TestSnapshotResumesAfterKill(t *testing.T) {
 	if strings.Contains(string(logs), "dropping the slot") {
 		t.Error("the restarted reader dropped the slot")
 	}
-	m := regexp.MustCompile(`msg="snapshot complete" shard=\d+ rows=(\d+) rows_this_run=(\d+)`).FindStringSubmatch(string(logs))
-	if m == nil {
-		t.Fatal(`no "snapshot complete" log line`)
-	}
-	total, _ := strconv.ParseInt(m[1], 10, 64)
-	thisRun, _ := strconv.ParseInt(m[2], 10, 64)
-	if thisRun >= total || thisRun > total-doneRows {
-		t.Errorf("the resumed run copied %d of %d rows, with %d recorded before the kill: it started over", thisRun, total, doneRows)
-	}
+	thisRun, total := checkResumedRun(t, logs, doneRows)
 	t.Logf("resumed run copied %d rows of %d; %d recorded before the kill", thisRun, total, doneRows)
 
 	// No watermark below the copy's end: until the stream passed it, copied
@@ -425,22 +416,9 @@ func TestSnapshotTruncateAndKeylessTable(t *testing.T) {
 // compareTitles compares (id, title) of a table between one shard and
 // ClickHouse.
 func (p *pipeline) compareTitles(ctx context.Context, shard int, tbl string) string {
-	conn, err := pgx.Connect(ctx, p.stack.ShardDSNs[shard])
+	want, err := p.shardPairs(ctx, shard, "SELECT id::text, coalesce(title, '') FROM "+pgx.Identifier{tbl}.Sanitize())
 	if err != nil {
 		return err.Error()
-	}
-	defer conn.Close(ctx)
-	want := map[string]string{}
-	rows, err := conn.Query(ctx, "SELECT id::text, coalesce(title, '') FROM "+pgx.Identifier{tbl}.Sanitize())
-	if err != nil {
-		return err.Error()
-	}
-	for rows.Next() {
-		var id, title string
-		if err := rows.Scan(&id, &title); err != nil {
-			return err.Error()
-		}
-		want[id] = title
 	}
 	crows, err := p.store.Conn().Query(ctx, fmt.Sprintf(
 		"SELECT toString(id), ifNull(title, '') FROM `%s`.`%s` FINAL WHERE _deleted = 0 AND _shard = %d", p.chDB, tbl, shard))

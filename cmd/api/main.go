@@ -79,13 +79,7 @@ type Config struct {
 	Listen         string
 	TablesFile     string
 	DocumentsTable string
-	ClickHouseAddr string
-	ClickHouseDB   string
-	ClickHouseUser string
-	ClickHousePass string
-	// ClickHousePassFile names a file holding the password instead.
-	ClickHousePassFile string
-	ClickHouseTLS      chstore.TLSOptions
+	ClickHouse     chstore.Conn
 	// TLS serves HTTPS when set (servertls); TLSReload is how often its
 	// files are checked for a change (0: only on SIGHUP).
 	TLS          servertls.Options
@@ -124,12 +118,7 @@ func parse(args []string) (*Config, error) {
 		"how often the TLS files are checked for a change and reloaded (0: only on SIGHUP; files that do not load keep the ones in force)")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.DocumentsTable, "documents-table", "TRIBUTARY_DOCUMENTS_TABLE", "documents", "table served by /v1/documents/{id} and searched by /v1/documents")
-	fs.String(&c.ClickHouseAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required); several, comma-separated, are tried in order, so that with a ClickHouse cluster (whose Distributed tables every node serves) reads go on while one node is down")
-	fs.String(&c.ClickHouseDB, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
-	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
-	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
-	chstore.AddPasswordFileFlag(fs, &c.ClickHousePassFile)
-	chstore.AddTLSFlags(fs, &c.ClickHouseTLS)
+	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Addr: chstore.ReplicasUsage})
 	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
 	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")
 	fs.Secret(&c.Tokens, "TRIBUTARY_API_TOKENS")
@@ -162,9 +151,7 @@ func parse(args []string) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		return &c, err
 	}
-	var err error
-	c.ClickHousePass, err = chstore.Password(c.ClickHousePass, c.ClickHousePassFile)
-	return &c, err
+	return &c, c.ClickHouse.ReadPassword()
 }
 
 // Validate reports every missing or invalid setting at once.
@@ -173,10 +160,7 @@ func (c *Config) Validate() error {
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
-	if c.ClickHouseAddr == "" {
-		errs = append(errs, errors.New("--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
-	}
-	errs = append(errs, c.ClickHouseTLS.Validate()...)
+	errs = append(errs, c.ClickHouse.Validate()...)
 	errs = append(errs, c.TLS.Validate("--tls")...)
 	if c.TLSReload < 0 {
 		errs = append(errs, errors.New("--tls-reload-interval must be >= 0"))
@@ -261,9 +245,7 @@ func run(ctx context.Context, cfg *Config) error {
 			return err
 		}
 	}
-	q, err := query.Open(ctx, cfg.ClickHouseDB, chstore.DialOptions{
-		Addr: cfg.ClickHouseAddr, Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
-	})
+	q, err := query.Open(ctx, cfg.ClickHouse.Database, cfg.ClickHouse.DialOptions())
 	switch {
 	case errors.Is(err, chstore.ErrNotReachable):
 		// Serve anyway: /readyz says 503 until ClickHouse answers.

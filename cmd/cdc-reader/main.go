@@ -111,8 +111,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "replication slot name; {shard} in it is the shard's number (default tributary_shard_{shard})")
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "publication name; created for the configured tables if absent")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
-	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
-	kafkaconn.AddFlags(fs, &c.Kafka)
+	kafkaconn.AddClientFlags(fs, &c.Brokers, &c.Kafka)
 	fs.Int(&c.Partitions, "partitions", "TRIBUTARY_PARTITIONS", 4, "partitions for table topics this reader creates")
 	fs.Int(&c.ReplicationFactor, "replication-factor", "TRIBUTARY_KAFKA_REPLICATION_FACTOR", 0, "replicas of the topics this reader creates (0: the cluster's default.replication.factor)")
 	fs.Duration(&c.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
@@ -209,10 +208,7 @@ func (c *Config) Validate() error {
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
-	if len(flagenv.List(c.Brokers)) == 0 {
-		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
-	}
-	errs = append(errs, c.Kafka.Validate()...)
+	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
 	if c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16 {
 		errs = append(errs, fmt.Errorf("--replication-factor must be 0 (the cluster's default) or a replica count, got %d", c.ReplicationFactor))
 	}

@@ -35,18 +35,12 @@ Example:
 
 // Config is the loader's whole configuration.
 type Config struct {
-	Brokers        string
-	Kafka          kafkaconn.Security
-	Group          string
-	DLQTopic       string
-	TablesFile     string
-	ClickHouseAddr string
-	ClickHouseDB   string
-	ClickHouseUser string
-	ClickHousePass string
-	// ClickHousePassFile names a file holding the password instead.
-	ClickHousePassFile string
-	ClickHouseTLS      chstore.TLSOptions
+	Brokers    string
+	Kafka      kafkaconn.Security
+	Group      string
+	DLQTopic   string
+	TablesFile string
+	ClickHouse chstore.Conn
 	// ClickHouseCluster turns on cluster mode (chstore.Options.Cluster).
 	ClickHouseCluster string
 	BatchRecords      int
@@ -72,17 +66,12 @@ type Config struct {
 func parse(args []string) (*Config, error) {
 	var c Config
 	fs := flagenv.New("loader", usage)
-	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
-	kafkaconn.AddFlags(fs, &c.Kafka)
+	kafkaconn.AddClientFlags(fs, &c.Brokers, &c.Kafka)
 	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "Kafka consumer group; loaders in one group share partitions")
 	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "dead-letter topic for records that cannot be applied")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required; see deploy/local/tables.json)")
-	fs.String(&c.ClickHouseAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required); several, comma-separated, are tried in order (with --clickhouse-cluster: inserts go on through another node while one is down)")
-	fs.String(&c.ClickHouseDB, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
-	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
-	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
-	chstore.AddPasswordFileFlag(fs, &c.ClickHousePassFile)
-	chstore.AddTLSFlags(fs, &c.ClickHouseTLS)
+	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{
+		Addr: "ClickHouse native protocol host:port (required); several, comma-separated, are tried in order (with --clickhouse-cluster: inserts go on through another node while one is down)"})
 	fs.String(&c.ClickHouseCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster (a name in the servers' remote_servers) to spread the tables over: ReplicatedReplacingMergeTree tables on every node, one replica set per ClickHouse shard, behind Distributed tables sharded by the id, created node by node; inserts wait for every shard (insert_distributed_sync). --clickhouse-addr is then any node; every node of the cluster must answer and reach ZooKeeper, and the loader waits for one that does not (empty: one server)")
 	fs.Int(&c.BatchRecords, "batch-records", "TRIBUTARY_LOADER_BATCH_RECORDS", 50000, "maximum records per ClickHouse batch")
 	fs.Int(&c.BatchBytes, "batch-bytes", "TRIBUTARY_LOADER_BATCH_BYTES", loader.DefaultBatchBytes, "maximum record bytes (keys and values) per ClickHouse batch: bounds memory when rows are large (the loader holds about two batches at once, each also decoded and converted)")
@@ -108,26 +97,18 @@ func parse(args []string) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		return &c, err
 	}
-	var err error
-	c.ClickHousePass, err = chstore.Password(c.ClickHousePass, c.ClickHousePassFile)
-	return &c, err
+	return &c, c.ClickHouse.ReadPassword()
 }
 
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
-	if len(flagenv.List(c.Brokers)) == 0 {
-		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
-	}
-	errs = append(errs, c.Kafka.Validate()...)
+	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
-	if c.ClickHouseAddr == "" {
-		errs = append(errs, errors.New("--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
-	}
-	errs = append(errs, c.ClickHouseTLS.Validate()...)
-	if c.ClickHouseCluster != "" && c.ClickHouseTLS.On() {
+	errs = append(errs, c.ClickHouse.Validate()...)
+	if c.ClickHouseCluster != "" && c.ClickHouse.TLS.On() {
 		// The nodes are reached at the ports system.clusters lists, which
 		// are the plain ones.
 		errs = append(errs, errors.New("--clickhouse-cluster with TLS is not supported yet: the loader reaches every node at the plain port its cluster configuration lists"))
@@ -192,11 +173,11 @@ func run(ctx context.Context, cfg *Config) error {
 		}
 	}
 	store, err := chstore.OpenWait(ctx, chstore.Options{
-		Addr: cfg.ClickHouseAddr, Database: cfg.ClickHouseDB,
-		Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS,
+		Addr: cfg.ClickHouse.Addr, Database: cfg.ClickHouse.Database,
+		Username: cfg.ClickHouse.User, Password: cfg.ClickHouse.Password, TLS: cfg.ClickHouse.TLS,
 		Cluster: cfg.ClickHouseCluster,
 	}, func(err error, wait time.Duration) {
-		log.Warn("ClickHouse not reachable; retrying", slog.String("addr", cfg.ClickHouseAddr),
+		log.Warn("ClickHouse not reachable; retrying", slog.String("addr", cfg.ClickHouse.Addr),
 			slog.Duration("in", wait), slog.Any("err", err))
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -47,42 +48,9 @@ const usage = `tributaryctl — operator actions on a deployment.
   tributaryctl teardown   [flags]   remove the deployment's slots, publications,
                                     topics, consumer group and ClickHouse database
 
-status asks the API (--api, a token from $TRIBUTARY_API_TOKEN when the API
-has tokens): per shard its freshness and reader state, stopped tables, the
-loaders' lag and dead letters, open anomalies. Reader and loader state need
-the API's --component-metrics.
-
-pause writes a pause record in ClickHouse that every loader reads within
-2 s: the table's topic is no longer applied nor committed, /v1/shards lists
-it under stopped_tables (reason: paused) and leaves it out of the fleet's
-freshness. The readers keep streaming it into Kafka, so their slots stay
-confirmed and WAL does not pile up on the shards; the topic's retention
-bounds how long a pause may last (pause prints it). resume continues from
-the committed offsets. Both are idempotent.
-
-dlq replay is a dry run unless --yes: it prints what it would replay.
-Replay once the cause is fixed (see docs/runbook.md "Dead letters"): the
-loader keeps the newest version of each row, so replaying twice, or
-replaying a change older than the row's, changes nothing. --reason and
---table choose which dead letters; a record of a topic no table reads is
-not replayed. Every action is logged on stderr.
-
-resnapshot checks the table and the --where predicate on the shard
-(PostgreSQL plans the query, reads nothing), refuses while another
-resnapshot of the shard runs, then writes the request into the shard's
-WAL, where its reader picks it up; it shows rows, rate and ETA until the
-copy is done (--no-wait: return once asked). The shard's DSN is its
-reader's, from --fleet or $TRIBUTARY_PG_DSN. See docs/runbook.md, "One
-table on one shard is wrong".
-
-teardown lists what exists first and asks (type the ClickHouse database's
-name) unless --yes; without a terminal and without --yes it is a dry run.
-It refuses while anything runs: a reader's slot in use, a loader in the
-consumer group. Stop the readers, loaders and APIs first. It needs the
-fleet file (shards' DSNs: a role that may drop slots and publications),
-the same --slot/--publication/--state-topic/--group names the components
-run with, and a ClickHouse user that may drop the database. Run twice, the
-second finds nothing to remove.
+Each action takes its own flags: "tributaryctl ACTION --help" lists them
+and says what the action does; a flag of another action is refused.
+Every action is logged on stderr.
 
 Example:
   set -a; . .stack/stack.env; set +a
@@ -94,7 +62,74 @@ Example:
       --shard 1 --table documents --where "workspace_id = 7"
   tributaryctl teardown --tables deploy/local/tables.json --fleet "$TRIBUTARY_HOME/fleet.json"`
 
-// Config is tributaryctl's whole configuration.
+// action is one of tributaryctl's actions: what its --help says and the
+// flags it takes (the others' are refused).
+type action struct {
+	name, usage string
+	flags       func(fs *flagenv.Set, c *Config)
+}
+
+const pauseUsage = `pause writes a pause record in ClickHouse that every loader reads within
+2 s: the table's topic is no longer applied nor committed, /v1/shards lists
+it under stopped_tables (reason: paused) and leaves it out of the fleet's
+freshness. The readers keep streaming it into Kafka, so their slots stay
+confirmed and WAL does not pile up on the shards; the topic's retention
+bounds how long a pause may last (pause prints it). resume continues from
+the committed offsets. Both are idempotent.`
+
+const dlqUsage = `dlq replay is a dry run unless --yes: it prints what it would replay.
+Replay once the cause is fixed (see docs/runbook.md "Dead letters"): the
+loader keeps the newest version of each row, so replaying twice, or
+replaying a change older than the row's, changes nothing. --reason and
+--table choose which dead letters; a record of a topic no table reads is
+not replayed.`
+
+// actions are tributaryctl's actions, as the command line names them.
+var actions = []action{
+	{"status", `tributaryctl status [flags] — the status page's overview (GET /v1/status), as text or --json.
+
+status asks the API (--api, a token from $TRIBUTARY_API_TOKEN when the API
+has tokens): per shard its freshness and reader state, stopped tables, the
+loaders' lag and dead letters, open anomalies. Reader and loader state need
+the API's --component-metrics.`, statusFlags},
+	{"pause", "tributaryctl pause --table T [--reason WHY] [flags] — stop applying a table (its changes wait in Kafka).\n\n" + pauseUsage,
+		func(fs *flagenv.Set, c *Config) { pauseFlags(fs, c, "pause") }},
+	{"resume", "tributaryctl resume --table T [flags] — apply a paused table again, from where it was paused.\n\n" + pauseUsage,
+		func(fs *flagenv.Set, c *Config) { pauseFlags(fs, c, "resume") }},
+	{"dlq list", "tributaryctl dlq list [flags] — the dead-letter topic's records, with reasons.\n\n" + dlqUsage,
+		func(fs *flagenv.Set, c *Config) {
+			dlqFlags(fs, c)
+			fs.BoolVar(&c.JSON, "json", false, "write JSON on stdout")
+		}},
+	{"dlq replay", "tributaryctl dlq replay [--yes] [flags] — re-produce dead letters to their source topics.\n\n" + dlqUsage,
+		func(fs *flagenv.Set, c *Config) {
+			dlqFlags(fs, c)
+			fs.BoolVar(&c.Yes, "yes", false, "do it (without: a dry run)")
+		}},
+	{"resnapshot", `tributaryctl resnapshot --shard N --table T [--where SQL] [flags] — copy one table of one shard again while it streams.
+tributaryctl resnapshot --status --shard N [flags] — the shard's running and last resnapshot.
+
+resnapshot checks the table and the --where predicate on the shard
+(PostgreSQL plans the query, reads nothing), refuses while another
+resnapshot of the shard runs, then writes the request into the shard's
+WAL, where its reader picks it up; it shows rows, rate and ETA until the
+copy is done (--no-wait: return once asked). The shard's DSN is its
+reader's, from --fleet or $TRIBUTARY_PG_DSN. See docs/runbook.md, "One
+table on one shard is wrong".`, resnapshotFlags},
+	{"teardown", `tributaryctl teardown [--yes] [flags] — remove the deployment's slots, publications, topics, consumer group and ClickHouse database.
+
+teardown lists what exists first and asks (type the ClickHouse database's
+name) unless --yes; without a terminal and without --yes it is a dry run.
+It refuses while anything runs: a reader's slot in use, a loader in the
+consumer group. Stop the readers, loaders and APIs first. It needs the
+fleet file (shards' DSNs: a role that may drop slots and publications),
+the same --slot/--publication/--state-topic/--group names the components
+run with, and a ClickHouse user that may drop the database. Run twice, the
+second finds nothing to remove.`, teardownFlags},
+}
+
+// Config is tributaryctl's whole configuration; each action sets only
+// the fields of its flags.
 type Config struct {
 	Action     string
 	Brokers    string
@@ -125,64 +160,160 @@ type Config struct {
 	Publication string
 	StateTopic  string
 	Group       string
-	ClickHouse  chstore.DialOptions
-	Database    string
+	// ClickHouse is the loaders' database (pause, resume) or the one
+	// teardown drops.
+	ClickHouse chstore.Conn
 }
+
+// The flag groups the actions share.
+
+func logFlag(fs *flagenv.Set, c *Config) {
+	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level on stderr: debug, info, warn, error")
+}
+
+// kafkaFlags are every action's but status's: the deployment's Kafka and
+// tables.
+func kafkaFlags(fs *flagenv.Set, c *Config) {
+	kafkaconn.AddClientFlags(fs, &c.Brokers, &c.Kafka)
+	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
+	logFlag(fs, c)
+}
+
+func statusFlags(fs *flagenv.Set, c *Config) {
+	fs.String(&c.APIURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "the API's base URL")
+	fs.Secret(&c.APIToken, "TRIBUTARY_API_TOKEN")
+	fs.BoolVar(&c.JSON, "json", false, "write GET /v1/status's JSON on stdout")
+	logFlag(fs, c)
+}
+
+func pauseFlags(fs *flagenv.Set, c *Config, name string) {
+	kafkaFlags(fs, c)
+	fs.String(&c.Table, "table", "", "", "the table to "+name+" (required)")
+	fs.String(&c.Reason, "reason", "", "", "why, written with the "+name+" (a pause shows it in /v1/shards) and logged by the loaders")
+	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Database: "the loaders' ClickHouse database",
+		User: "a ClickHouse user that may insert into it"})
+}
+
+func dlqFlags(fs *flagenv.Set, c *Config) {
+	kafkaFlags(fs, c)
+	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "the loaders' dead-letter topic")
+	fs.String(&c.Reason, "reason", "", "", "only dead letters of this reason (decode, convert, toast_without_base, ...)")
+	fs.String(&c.Table, "table", "", "", "only dead letters of this table")
+}
+
+func resnapshotFlags(fs *flagenv.Set, c *Config) {
+	kafkaFlags(fs, c)
+	fs.Int(&c.Shard, "shard", "", -1, "the shard's number (required)")
+	fs.String(&c.Table, "table", "", "", "the table to copy again (required without --status)")
+	fs.String(&c.Where, "where", "", "", "copy only the rows matching this PostgreSQL predicate")
+	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
+	fs.BoolVar(&c.Status, "status", false, "show the shard's running and last resnapshot, ask for nothing")
+	fs.BoolVar(&c.NoWait, "no-wait", false, "return once the request is written, without following it")
+	fs.Duration(&c.Progress, "progress-interval", "", 2*time.Second, "how often progress is shown")
+	fs.BoolVar(&c.JSON, "json", false, "with --status: write JSON on stdout")
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "where the shard's reader DSN comes from (else $TRIBUTARY_PG_DSN)")
+	slotFlags(fs, c)
+}
+
+// slotFlags name the readers' slot and state topic, as cdc-reader's do.
+func slotFlags(fs *flagenv.Set, c *Config) {
+	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "the readers' slot name, {shard} standing for the shard's number, as cdc-reader's --slot (default tributary_shard_{shard})")
+	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "the readers' state topic")
+}
+
+func teardownFlags(fs *flagenv.Set, c *Config) {
+	kafkaFlags(fs, c)
+	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file, the shards whose slots and publications go (required)")
+	slotFlags(fs, c)
+	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "the readers' publication")
+	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "the loaders' consumer group")
+	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "the loaders' dead-letter topic")
+	fs.BoolVar(&c.Yes, "yes", false, "remove without asking")
+	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Database: "the ClickHouse database to drop",
+		User: "a ClickHouse user that may drop the database"})
+}
+
+// errNoAction is the answer to a command line without an action.
+var errNoAction = errors.New("no action: want status, pause, resume, resnapshot, dlq list, dlq replay or teardown")
 
 func parse(args []string) (*Config, error) {
 	var c Config
-	switch {
-	case len(args) >= 2 && args[0] == "dlq" && (args[1] == "list" || args[1] == "replay"):
-		c.Action, args = "dlq "+args[1], args[2:]
-	case len(args) >= 1 && slices.Contains([]string{"teardown", "status", "pause", "resume", "resnapshot"}, args[0]):
-		c.Action, args = args[0], args[1:]
-	case len(args) > 0 && args[0] != "-h" && args[0] != "--help" && args[0] != "-help":
-		return nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want status, pause, resume, resnapshot, dlq list, dlq replay or teardown", args[0])}
+	act, args, err := actionOf(args)
+	if err != nil {
+		return nil, err
 	}
-	fs := flagenv.New("tributaryctl", usage)
-	fs.String(&c.Brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
-	kafkaconn.AddFlags(fs, &c.Kafka)
-	fs.String(&c.DLQTopic, "dlq-topic", "TRIBUTARY_DLQ_TOPIC", "tributary.dlq", "the loaders' dead-letter topic")
-	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
-	fs.String(&c.Reason, "reason", "", "", "dlq: only dead letters of this reason (decode, convert, toast_without_base, ...); pause: why, shown with the pause in /v1/shards and the loaders' log")
-	fs.String(&c.Table, "table", "", "", "dlq: only dead letters of this table; pause, resume, resnapshot: the table (required)")
-	fs.Int(&c.Shard, "shard", "", -1, "resnapshot: the shard's number (required)")
-	fs.String(&c.Where, "where", "", "", "resnapshot: copy only the rows matching this PostgreSQL predicate")
-	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
-	fs.BoolVar(&c.Status, "status", false, "resnapshot: show the shard's running and last resnapshot, ask for nothing")
-	fs.BoolVar(&c.NoWait, "no-wait", false, "resnapshot: return once the request is written, without following it")
-	fs.Duration(&c.Progress, "progress-interval", "", 2*time.Second, "resnapshot: how often progress is shown")
-	fs.BoolVar(&c.JSON, "json", false, "status, dlq list: write JSON on stdout")
-	fs.BoolVar(&c.Yes, "yes", false, "dlq replay: do it (without: a dry run)")
-	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level on stderr: debug, info, warn, error")
-	fs.String(&c.APIURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "status: the API's base URL")
-	fs.Secret(&c.APIToken, "TRIBUTARY_API_TOKEN")
-	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "teardown: fleet file, the shards whose slots and publications go (required); resnapshot: where the shard's reader DSN comes from (else $TRIBUTARY_PG_DSN)")
-	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "teardown, resnapshot: the readers' slot name, {shard} standing for the shard's number, as cdc-reader's --slot (default tributary_shard_{shard})")
-	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "teardown: the readers' publication")
-	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "teardown, resnapshot: the readers' state topic")
-	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "teardown: the loaders' consumer group")
-	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "teardown, pause, resume: ClickHouse native protocol host:port")
-	fs.String(&c.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "teardown: the ClickHouse database to drop; pause, resume: the loaders' database")
-	fs.String(&c.ClickHouse.Username, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "teardown: a ClickHouse user that may drop the database; pause, resume: one that may insert into it")
-	fs.Secret(&c.ClickHouse.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")
-	var passFile string
-	chstore.AddPasswordFileFlag(fs, &passFile)
-	chstore.AddTLSFlags(fs, &c.ClickHouse.TLS)
+	c.Action = act.name
+	fs := flagenv.New("tributaryctl "+act.name, act.usage)
+	act.flags(fs, &c)
+	if err := foreignFlag(act, fs, args); err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if c.Action == "" {
-		return nil, &flagenv.UsageError{Err: errors.New("no action: want status, pause, resume, resnapshot, dlq list, dlq replay or teardown")}
-	}
-	var err error
-	if c.ClickHouse.Password, err = chstore.Password(c.ClickHouse.Password, passFile); err != nil {
+	if err := c.ClickHouse.ReadPassword(); err != nil {
 		return nil, err
 	}
 	if c.Action == "resnapshot" && c.Shard >= 0 {
 		c.Slot = strings.ReplaceAll(cmp.Or(c.Slot, "tributary_shard_{shard}"), "{shard}", strconv.Itoa(c.Shard))
 	}
 	return &c, c.Validate()
+}
+
+// actionOf finds the action args start with and returns the rest. Without
+// one, --help shows the actions (flag.ErrHelp) and anything else is
+// refused.
+func actionOf(args []string) (action, []string, error) {
+	for _, a := range actions {
+		words := strings.Fields(a.name)
+		if len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
+			return a, args[len(words):], nil
+		}
+	}
+	switch {
+	case len(args) == 0:
+		return action{}, nil, &flagenv.UsageError{Err: errNoAction}
+	case args[0] == "-h" || args[0] == "--help" || args[0] == "-help":
+		fmt.Fprintln(os.Stderr, usage)
+		return action{}, nil, flag.ErrHelp
+	case args[0] == "dlq":
+		return action{}, nil, &flagenv.UsageError{Err: errors.New(`dlq: want "dlq list" or "dlq replay"`)}
+	case strings.HasPrefix(args[0], "-"):
+		return action{}, nil, &flagenv.UsageError{Err: fmt.Errorf("%s before the action: %w", args[0], errNoAction)}
+	}
+	return action{}, nil, &flagenv.UsageError{Err: fmt.Errorf("unknown action %q: want status, pause, resume, resnapshot, dlq list, dlq replay or teardown", args[0])}
+}
+
+// foreignFlag refuses, before parsing, a flag act does not take but
+// another action does, naming the actions that take it (an unknown flag
+// is the parser's to refuse).
+func foreignFlag(act action, fs *flagenv.Set, args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			return nil // the parser stops here too
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !hasValue && !(ok && b.IsBoolFlag()) {
+				i++ // its value
+			}
+			continue
+		}
+		var owners []string
+		for _, o := range actions {
+			ofs := flagenv.New(o.name, "")
+			o.flags(ofs, &Config{})
+			if ofs.Lookup(name) != nil {
+				owners = append(owners, o.name+"'s")
+			}
+		}
+		if len(owners) > 0 {
+			return &flagenv.UsageError{Err: fmt.Errorf("%s does not take --%s: it is among the flags that are %s (tributaryctl %s --help lists %s's flags)",
+				act.name, name, strings.Join(owners, " and "), act.name, act.name)}
+		}
+	}
+	return nil
 }
 
 // Validate reports every missing setting at once.
@@ -194,17 +325,16 @@ func (c *Config) Validate() error {
 		}
 		return errors.Join(errs...)
 	}
-	if len(flagenv.List(c.Brokers)) == 0 {
-		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
-	}
-	errs = append(errs, c.Kafka.Validate()...)
+	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
-	if c.DLQTopic == "" {
-		errs = append(errs, errors.New("--dlq-topic must not be empty"))
-	}
-	if c.Action == "pause" || c.Action == "resume" {
+	switch c.Action {
+	case "dlq list", "dlq replay":
+		if c.DLQTopic == "" {
+			errs = append(errs, errors.New("--dlq-topic must not be empty"))
+		}
+	case "pause", "resume":
 		if c.Table == "" {
 			errs = append(errs, fmt.Errorf("%s: --table is required", c.Action))
 		}
@@ -212,39 +342,42 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: --clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required: the pause is recorded in the loaders' database", c.Action))
 		}
 		errs = append(errs, c.ClickHouse.TLS.Validate()...)
-	}
-	if c.Action == "resnapshot" {
-		if c.Shard < 0 {
-			errs = append(errs, errors.New("resnapshot: --shard is required (a shard number of the fleet)"))
-		}
-		if c.Table == "" && !c.Status {
-			errs = append(errs, errors.New("resnapshot: --table is required"))
-		}
-		if c.FleetFile == "" && c.DSN == "" {
-			errs = append(errs, errors.New("resnapshot: --fleet (or $TRIBUTARY_FLEET) or $TRIBUTARY_PG_DSN is required: the shard's reader DSN"))
-		}
-		if c.StateTopic == "" {
-			errs = append(errs, errors.New("resnapshot: --state-topic must not be empty"))
-		}
-		if c.Progress <= 0 {
-			errs = append(errs, errors.New("resnapshot: --progress-interval must be positive"))
-		}
-	} else if c.Where != "" || c.Status || c.NoWait {
-		errs = append(errs, fmt.Errorf("%s: --where, --status and --no-wait are resnapshot's", c.Action))
-	}
-	if c.Action == "teardown" {
+	case "resnapshot":
+		errs = append(errs, c.validateResnapshot()...)
+	case "teardown":
 		if c.FleetFile == "" {
 			errs = append(errs, errors.New("teardown: --fleet (or $TRIBUTARY_FLEET) is required: the shards whose slots and publications go"))
 		}
 		if c.ClickHouse.Addr == "" {
 			errs = append(errs, errors.New("teardown: --clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required"))
 		}
-		if c.Database == "" || c.Publication == "" || c.StateTopic == "" || c.Group == "" {
-			errs = append(errs, errors.New("teardown: --clickhouse-db, --publication, --state-topic and --group must not be empty"))
+		if c.ClickHouse.Database == "" || c.Publication == "" || c.StateTopic == "" || c.Group == "" || c.DLQTopic == "" {
+			errs = append(errs, errors.New("teardown: --clickhouse-db, --publication, --state-topic, --group and --dlq-topic must not be empty"))
 		}
 		errs = append(errs, c.ClickHouse.TLS.Validate()...)
 	}
 	return errors.Join(errs...)
+}
+
+// validateResnapshot reports what resnapshot misses.
+func (c *Config) validateResnapshot() []error {
+	var errs []error
+	if c.Shard < 0 {
+		errs = append(errs, errors.New("resnapshot: --shard is required (a shard number of the fleet)"))
+	}
+	if c.Table == "" && !c.Status {
+		errs = append(errs, errors.New("resnapshot: --table is required"))
+	}
+	if c.FleetFile == "" && c.DSN == "" {
+		errs = append(errs, errors.New("resnapshot: --fleet (or $TRIBUTARY_FLEET) or $TRIBUTARY_PG_DSN is required: the shard's reader DSN"))
+	}
+	if c.StateTopic == "" {
+		errs = append(errs, errors.New("resnapshot: --state-topic must not be empty"))
+	}
+	if c.Progress <= 0 {
+		errs = append(errs, errors.New("resnapshot: --progress-interval must be positive"))
+	}
+	return errs
 }
 
 func main() { flagenv.Main("tributaryctl", parse, run) }
@@ -323,14 +456,14 @@ func teardown(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client
 	if err != nil {
 		return err
 	}
-	ch, err := chstore.Dial(ctx, c.ClickHouse)
+	ch, err := chstore.Dial(ctx, c.ClickHouse.DialOptions())
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
 	d := &admin.Deployment{Shards: shards, Slot: c.Slot, Publication: c.Publication,
 		Topics: append(cfg.Topics(), c.StateTopic, c.DLQTopic), Group: c.Group,
-		Kafka: cl, ClickHouse: ch, Database: c.Database}
+		Kafka: cl, ClickHouse: ch, Database: c.ClickHouse.Database}
 	plan, err := admin.PlanTeardown(ctx, d)
 	if err != nil {
 		return err
@@ -345,9 +478,9 @@ func teardown(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client
 		fmt.Println("dry run: nothing removed; run again with --yes to remove these")
 		return nil
 	case !c.Yes:
-		fmt.Printf("type the ClickHouse database's name (%s) to remove all of the above: ", c.Database)
+		fmt.Printf("type the ClickHouse database's name (%s) to remove all of the above: ", c.ClickHouse.Database)
 		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-		if strings.TrimSpace(answer) != c.Database {
+		if strings.TrimSpace(answer) != c.ClickHouse.Database {
 			return errors.New("teardown not confirmed; nothing was removed")
 		}
 	}
@@ -384,15 +517,15 @@ func pause(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, l
 	if !ok {
 		return fmt.Errorf("--table %q: no such table in %s", c.Table, c.TablesFile)
 	}
-	ch, err := chstore.Dial(ctx, c.ClickHouse)
+	ch, err := chstore.Dial(ctx, c.ClickHouse.DialOptions())
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	if err := chstore.EnsurePaused(ctx, ch, c.Database); err != nil {
+	if err := chstore.EnsurePaused(ctx, ch, c.ClickHouse.Database); err != nil {
 		return err
 	}
-	all, err := chstore.Pauses(ctx, ch, c.Database)
+	all, err := chstore.Pauses(ctx, ch, c.ClickHouse.Database)
 	if err != nil {
 		return err
 	}
@@ -409,7 +542,7 @@ func pause(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, l
 	if u, err := user.Current(); err == nil {
 		by = u.Username
 	}
-	if err := chstore.WritePause(ctx, ch, c.Database, chstore.Pause{Table: t.Name, Paused: want, Reason: c.Reason, By: by, At: time.Now()}); err != nil {
+	if err := chstore.WritePause(ctx, ch, c.ClickHouse.Database, chstore.Pause{Table: t.Name, Paused: want, Reason: c.Reason, By: by, At: time.Now()}); err != nil {
 		return err
 	}
 	log.Info("table "+c.Action+"d", slog.String("table", t.Name), slog.String("by", by), slog.String("reason", c.Reason))

@@ -77,13 +77,7 @@ func parse(args []string) (*Config, error) {
 	fs.Secret(&c.APIToken, "TRIBUTARY_API_TOKEN")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards by number and where each one's DSN comes from (required)")
-	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required); several, comma-separated, are tried in order, so that with a ClickHouse cluster (whose Distributed tables every node serves) reads go on while one node is down")
-	fs.String(&c.ClickHouse.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
-	fs.String(&c.ClickHouse.User, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
-	fs.Secret(&c.ClickHouse.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")
-	var passFile string
-	chstore.AddPasswordFileFlag(fs, &passFile)
-	chstore.AddTLSFlags(fs, &c.ClickHouse.TLS)
+	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Addr: chstore.ReplicasUsage})
 	fs.Int(&c.Sample, "sample", "TRIBUTARY_VERIFY_SAMPLE", 100000, "per table and shard, check a random sample of this many ids when there are more (0: all)")
 	fs.Int(&c.APISample, "api-sample", "TRIBUTARY_VERIFY_API_SAMPLE", 1000, "per table and shard, look this many of the ids checked up through the API one by one, the others in ClickHouse in bulk (0: every id through the API)")
 	fs.Duration(&c.Wait, "wait", "TRIBUTARY_VERIFY_WAIT", 60*time.Second, "how long to wait for the API to reach the shards' WAL positions")
@@ -104,8 +98,7 @@ func parse(args []string) (*Config, error) {
 		errs = append(errs, errors.New("--fleet (or $TRIBUTARY_FLEET) is required: the fleet file listing the shards (the local stack's is $TRIBUTARY_HOME/fleet.json)"))
 	}
 	errs = append(errs, c.ClickHouse.TLS.Validate()...)
-	var perr error
-	if c.ClickHouse.Password, perr = chstore.Password(c.ClickHouse.Password, passFile); perr != nil {
+	if perr := c.ClickHouse.ReadPassword(); perr != nil {
 		errs = append(errs, perr)
 	}
 	if err := errors.Join(errs...); err != nil {

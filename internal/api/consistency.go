@@ -301,15 +301,20 @@ func (s *Server) freshnessOf(w http.ResponseWriter, r *http.Request, topics []st
 	if len(c.after) == 0 {
 		return s.watch.snapshot(r.Context(), read)
 	}
+	return s.waitVisible(w, r, c, current, stopped, read)
+}
+
+// waitVisible polls the watermarks of the topics current names until
+// every shard of c.after is visible in them (the reading), a stopped
+// table makes that impossible (503 table_stopped), or the wait ends (503
+// not_yet_visible). stopped and read are current's first answer.
+func (s *Server) waitVisible(w http.ResponseWriter, r *http.Request, c consistency,
+	current func() ([]query.StoppedTable, []string, error), stopped []query.StoppedTable, read []string) ([]query.ShardFreshness, error) {
 	start := time.Now()
-	deadline := start.Add(c.wait)
-	if d, ok := r.Context().Deadline(); ok {
-		if limit := d.Add(-waitReserve(s.cfg.QueryTimeout)); limit.Before(deadline) {
-			deadline = limit
-		}
-	}
+	deadline := s.waitDeadline(r, start, c.wait)
 	since := start.Add(-pollInterval) // the first look may share a recent reading
 	for first := true; ; first = false {
+		var err error
 		if !first {
 			if stopped, read, err = current(); err != nil {
 				return nil, err
@@ -330,22 +335,8 @@ func (s *Server) freshnessOf(w http.ResponseWriter, r *http.Request, topics []st
 			markStopped(w, stopped)
 			return fresh, nil
 		}
-		if len(stopped) > 0 {
-			// A stopped table's watermarks do not move: if they are what
-			// is short of the positions, waiting cannot help.
-			frozenTopics := make([]string, len(stopped))
-			for i, t := range stopped {
-				frozenTopics[i] = t.Topic
-			}
-			frozen, err := s.watch.get(r.Context(), frozenTopics)
-			if err != nil {
-				return nil, err
-			}
-			if !reached(frozen, c.after) {
-				s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
-				markStopped(w, stopped)
-				return nil, tableStopped(w, c, stopped, frozen)
-			}
+		if err := s.checkFrozen(w, r, c, stopped, start); err != nil {
+			return nil, err
 		}
 		if !time.Now().Add(waitPoll).Before(deadline) {
 			s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
@@ -361,6 +352,41 @@ func (s *Server) freshnessOf(w http.ResponseWriter, r *http.Request, topics []st
 			}
 		}
 	}
+}
+
+// waitDeadline is when a wait of up to wait, started at start, ends: no
+// later than the request's deadline less what the read after it needs.
+func (s *Server) waitDeadline(r *http.Request, start time.Time, wait time.Duration) time.Time {
+	deadline := start.Add(wait)
+	if d, ok := r.Context().Deadline(); ok {
+		if limit := d.Add(-waitReserve(s.cfg.QueryTimeout)); limit.Before(deadline) {
+			deadline = limit
+		}
+	}
+	return deadline
+}
+
+// checkFrozen is 503 table_stopped when the watermarks of the stopped
+// tables are what is short of c.after: they do not move, so waiting
+// cannot help.
+func (s *Server) checkFrozen(w http.ResponseWriter, r *http.Request, c consistency, stopped []query.StoppedTable, start time.Time) error {
+	if len(stopped) == 0 {
+		return nil
+	}
+	frozenTopics := make([]string, len(stopped))
+	for i, t := range stopped {
+		frozenTopics[i] = t.Topic
+	}
+	frozen, err := s.watch.get(r.Context(), frozenTopics)
+	if err != nil {
+		return err
+	}
+	if reached(frozen, c.after) {
+		return nil
+	}
+	s.waited.WithLabelValues("not_yet_visible").Observe(time.Since(start).Seconds())
+	markStopped(w, stopped)
+	return tableStopped(w, c, stopped, frozen)
 }
 
 // knownShards is a 400 when after= names a shard outside the fleet

@@ -53,52 +53,84 @@ func parseSearchQuery(raw string, t *tables.Table, now time.Time) (searchParams,
 	if err != nil {
 		return p, badRequest("bad_query", "the query string is malformed: %v", err)
 	}
-	known := map[string]bool{"workspace": true, "title": true, "from": true, "to": true, "limit": true,
-		"cursor": true, "after": true, "wait": true}
-	for k, vals := range v {
-		if !known[k] {
-			return p, badRequest("unknown_parameter", "unknown parameter %q; use workspace, title, from, to, limit, cursor, after, wait", k)
-		}
-		if k != "after" && len(vals) > 1 {
-			return p, badRequest("bad_"+k, "%s may be given once", k)
-		}
+	if err := checkSearchParams(v); err != nil {
+		return p, err
 	}
 	cfg := t.Search
 	p.req = query.SearchRequest{Table: t.Name, IDColumn: t.IDColumn, TimeColumn: cfg.TimeColumn,
 		IDColumns:       t.IDColumns,
 		WorkspaceColumn: cfg.WorkspaceColumn, TitleColumn: cfg.TitleColumn, Limit: defaultSearchLimit}
+	if err := searchFilters(v, cfg, &p.req); err != nil {
+		return p, err
+	}
+	if err := searchWindow(v, t.Name, now, &p); err != nil {
+		return p, err
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxSearchLimit {
+			return p, badRequest("bad_limit", "limit %q is not a number in 1..%d", clip(l), maxSearchLimit)
+		}
+		p.req.Limit = n
+	}
+	return p, searchCursor(v.Get("cursor"), t, &p)
+}
 
+// checkSearchParams refuses parameters the search does not know, and any
+// but after= given twice.
+func checkSearchParams(v url.Values) error {
+	known := map[string]bool{"workspace": true, "title": true, "from": true, "to": true, "limit": true,
+		"cursor": true, "after": true, "wait": true}
+	for k, vals := range v {
+		if !known[k] {
+			return badRequest("unknown_parameter", "unknown parameter %q; use workspace, title, from, to, limit, cursor, after, wait", k)
+		}
+		if k != "after" && len(vals) > 1 {
+			return badRequest("bad_"+k, "%s may be given once", k)
+		}
+	}
+	return nil
+}
+
+// searchFilters reads workspace= and title= into req; each needs its
+// column in the table's search configuration.
+func searchFilters(v url.Values, cfg *tables.Search, req *query.SearchRequest) error {
 	if ws := v.Get("workspace"); ws != "" {
 		if cfg.WorkspaceColumn == "" {
-			return p, badRequest("bad_workspace", "the workspace filter needs workspace_column in the table's search configuration")
+			return badRequest("bad_workspace", "the workspace filter needs workspace_column in the table's search configuration")
 		}
 		if !workspaceParam.MatchString(ws) {
-			return p, badRequest("bad_workspace", "workspace %q is not an id (1 to 64 letters, digits, _ . : -)", clip(ws))
+			return badRequest("bad_workspace", "workspace %q is not an id (1 to 64 letters, digits, _ . : -)", clip(ws))
 		}
-		p.req.Workspace = normalizeWorkspace(ws)
+		req.Workspace = normalizeWorkspace(ws)
 	}
 	if title := v.Get("title"); title != "" {
 		if cfg.TitleColumn == "" {
-			return p, badRequest("bad_title", "the title filter needs title_column in the table's search configuration")
+			return badRequest("bad_title", "the title filter needs title_column in the table's search configuration")
 		}
 		if !utf8.ValidString(title) || utf8.RuneCountInString(title) > maxTitleRunes ||
 			strings.ContainsFunc(title, unicode.IsControl) {
-			return p, badRequest("bad_title", "title must be 1 to %d characters of UTF-8 text without control characters", maxTitleRunes)
+			return badRequest("bad_title", "title must be 1 to %d characters of UTF-8 text without control characters", maxTitleRunes)
 		}
-		p.req.Title = title
+		req.Title = title
 	}
+	return nil
+}
 
+// searchWindow reads from= and to= into p's request and fingerprints the
+// filters as given (p.filters: a default window start moves with now;
+// the cursor carries the first page's). Without to= the window ends at
+// now, without from= it starts maxSearchRange before its end.
+func searchWindow(v url.Values, table string, now time.Time, p *searchParams) error {
 	from, err := optionalInstant(v, "from")
 	if err != nil {
-		return p, err
+		return err
 	}
 	to, err := optionalInstant(v, "to")
 	if err != nil {
-		return p, err
+		return err
 	}
-	// The fingerprint holds the filters as given (a default window start
-	// moves with now; the cursor carries the first page's).
-	p.filters = filterPrint("search", t.Name, p.req.Workspace, p.req.Title, instantText(from), instantText(to))
+	p.filters = filterPrint("search", table, p.req.Workspace, p.req.Title, instantText(from), instantText(to))
 	end := to
 	if to.IsZero() {
 		p.openTo = true
@@ -109,40 +141,36 @@ func parseSearchQuery(raw string, t *tables.Table, now time.Time) (searchParams,
 	}
 	switch {
 	case !to.IsZero() && !from.Before(to):
-		return p, badRequest("bad_range", "from (%s) must be before to (%s): the window is [from, to)",
+		return badRequest("bad_range", "from (%s) must be before to (%s): the window is [from, to)",
 			from.Format(time.RFC3339), to.Format(time.RFC3339))
 	case end.Sub(from) > maxSearchRange:
-		return p, badRequest("bad_range", "the window may span at most %d days (without to=, it ends now); narrow it",
+		return badRequest("bad_range", "the window may span at most %d days (without to=, it ends now); narrow it",
 			int(maxSearchRange/(24*time.Hour)))
 	}
 	p.req.From, p.req.To = from, to
+	return nil
+}
 
-	if l := v.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > maxSearchLimit {
-			return p, badRequest("bad_limit", "limit %q is not a number in 1..%d", clip(l), maxSearchLimit)
-		}
-		p.req.Limit = n
+// searchCursor continues p after the page cursor raw ended at (none when
+// empty); a cursor of other filters, or not one this API returned, is
+// refused.
+func searchCursor(raw string, t *tables.Table, p *searchParams) error {
+	c, err := cursorParam(raw, cursorSearch, p.filters)
+	if err != nil || c == nil {
+		return err
 	}
-
-	c, err := cursorParam(v.Get("cursor"), cursorSearch, p.filters)
-	if err != nil {
-		return p, err
+	okID := idText.MatchString(c.id)
+	if t.Composite() {
+		_, err := rowkey.Parse(c.id, len(t.Key()))
+		okID = err == nil && len(c.id) <= maxKeyLen
 	}
-	if c != nil {
-		okID := idText.MatchString(c.id)
-		if t.Composite() {
-			_, err := rowkey.Parse(c.id, len(t.Key()))
-			okID = err == nil && len(c.id) <= maxKeyLen
-		}
-		if !okID || c.table != "" {
-			return p, badRequest("bad_cursor", "cursor is not one this API returned; start again without it")
-		}
-		// The first page fixed the window's start (it moves with now).
-		p.req.From = time.Unix(c.from, 0).UTC()
-		p.req.After = &query.SearchKey{Time: time.Unix(c.time, 0).UTC(), ID: c.id, Shard: c.shard}
+	if !okID || c.table != "" {
+		return badRequest("bad_cursor", "cursor is not one this API returned; start again without it")
 	}
-	return p, nil
+	// The first page fixed the window's start (it moves with now).
+	p.req.From = time.Unix(c.from, 0).UTC()
+	p.req.After = &query.SearchKey{Time: time.Unix(c.time, 0).UTC(), ID: c.id, Shard: c.shard}
+	return nil
 }
 
 // idText is the text form of an id column (toString of an integer or uuid).

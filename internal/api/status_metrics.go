@@ -151,35 +151,7 @@ func readComponents(results []endpointResult) componentsView {
 		if _, ok := r.families["tributary_loader_records_total"]; ok {
 			v.Loaders++
 		}
-		readers := func(name string, f func(rv *readerView, m *dto.Metric)) {
-			for _, m := range metricsOf(r.families, name) {
-				shard, err := strconv.Atoi(label(m, "shard"))
-				if err != nil {
-					continue
-				}
-				rv := v.Readers[shard]
-				if rv == nil {
-					rv = &readerView{Shard: shard, State: "streaming", Progress: 1}
-					v.Readers[shard] = rv
-				}
-				f(rv, m)
-			}
-		}
-		readers("tributary_reader_lag_bytes", func(rv *readerView, m *dto.Metric) { rv.LagBytes = value(m) })
-		readers("tributary_reader_lag_seconds", func(rv *readerView, m *dto.Metric) { rv.LagSeconds = value(m) })
-		readers("tributary_reader_slot_retained_wal_bytes", func(rv *readerView, m *dto.Metric) { rv.RetainedBytes = value(m) })
-		readers("tributary_reader_errors_total", func(rv *readerView, m *dto.Metric) { rv.Errors += value(m) })
-		readers("tributary_reader_slot_wal_status", func(rv *readerView, m *dto.Metric) {
-			if value(m) == 1 {
-				rv.WALStatus = label(m, "status")
-			}
-		})
-		readers("tributary_reader_up", func(rv *readerView, m *dto.Metric) { rv.Down = value(m) == 0 })
-		readers("tributary_reader_restarts_total", func(rv *readerView, m *dto.Metric) { rv.Restarts = value(m) })
-		readers("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) {
-			rv.SnapshotTables++
-			rv.Progress = min(rv.Progress, value(m))
-		})
+		readReaders(v.Readers, r.families)
 		for _, m := range metricsOf(r.families, "tributary_loader_stage_seconds_total") {
 			stages[label(m, "stage")] += value(m)
 		}
@@ -192,39 +164,102 @@ func readComponents(results []endpointResult) componentsView {
 		}
 	}
 	for _, rv := range v.Readers {
-		switch {
-		case rv.Down && rv.Restarts > 0:
-			rv.State = fmt.Sprintf("error: down, retrying (%.0f failed runs)", rv.Restarts)
-		case rv.WALStatus == "lost":
-			rv.State = "error: slot lost"
-		case rv.Progress < 1:
-			rv.State = "snapshotting"
+		rv.State = readerState(rv)
+	}
+	v.Stages = stageTimes(stages)
+	v.DLQTotal, v.DLQ = deadLetterCounts(dlq)
+	v.Lag = partitionLags(lag)
+	return v
+}
+
+// readReaders adds one scrape's reader metrics to readers, by their shard
+// label (a reader serving many shards has a series per shard).
+func readReaders(readers map[int]*readerView, families map[string]*dto.MetricFamily) {
+	each := func(name string, f func(rv *readerView, m *dto.Metric)) {
+		for _, m := range metricsOf(families, name) {
+			shard, err := strconv.Atoi(label(m, "shard"))
+			if err != nil {
+				continue
+			}
+			rv := readers[shard]
+			if rv == nil {
+				rv = &readerView{Shard: shard, State: "streaming", Progress: 1}
+				readers[shard] = rv
+			}
+			f(rv, m)
 		}
 	}
+	each("tributary_reader_lag_bytes", func(rv *readerView, m *dto.Metric) { rv.LagBytes = value(m) })
+	each("tributary_reader_lag_seconds", func(rv *readerView, m *dto.Metric) { rv.LagSeconds = value(m) })
+	each("tributary_reader_slot_retained_wal_bytes", func(rv *readerView, m *dto.Metric) { rv.RetainedBytes = value(m) })
+	each("tributary_reader_errors_total", func(rv *readerView, m *dto.Metric) { rv.Errors += value(m) })
+	each("tributary_reader_slot_wal_status", func(rv *readerView, m *dto.Metric) {
+		if value(m) == 1 {
+			rv.WALStatus = label(m, "status")
+		}
+	})
+	each("tributary_reader_up", func(rv *readerView, m *dto.Metric) { rv.Down = value(m) == 0 })
+	each("tributary_reader_restarts_total", func(rv *readerView, m *dto.Metric) { rv.Restarts = value(m) })
+	each("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) {
+		rv.SnapshotTables++
+		rv.Progress = min(rv.Progress, value(m))
+	})
+}
+
+// readerState is what the page says a reader is doing: an error first,
+// then snapshotting, else its state as read (streaming).
+func readerState(rv *readerView) string {
+	switch {
+	case rv.Down && rv.Restarts > 0:
+		return fmt.Sprintf("error: down, retrying (%.0f failed runs)", rv.Restarts)
+	case rv.WALStatus == "lost":
+		return "error: slot lost"
+	case rv.Progress < 1:
+		return "snapshotting"
+	}
+	return rv.State
+}
+
+// stageTimes lists the loaders' time by stage, with each stage's share,
+// most first.
+func stageTimes(stages map[string]float64) []stageTime {
 	var total float64
 	for _, s := range stages {
 		total += s
 	}
+	var out []stageTime
 	for name, s := range stages {
 		st := stageTime{Stage: name, Seconds: s}
 		if total > 0 {
 			st.Share = s / total
 		}
-		v.Stages = append(v.Stages, st)
+		out = append(out, st)
 	}
-	slices.SortFunc(v.Stages, func(a, b stageTime) int { return cmpDesc(a.Seconds, b.Seconds, a.Stage, b.Stage) })
+	slices.SortFunc(out, func(a, b stageTime) int { return cmpDesc(a.Seconds, b.Seconds, a.Stage, b.Stage) })
+	return out
+}
+
+// deadLetterCounts sums the dead letters and lists the reasons that have
+// any, most first.
+func deadLetterCounts(dlq map[string]float64) (total float64, out []deadLetters) {
 	for reason, n := range dlq {
-		v.DLQTotal += n
+		total += n
 		if n > 0 {
-			v.DLQ = append(v.DLQ, deadLetters{Reason: reason, Count: n})
+			out = append(out, deadLetters{Reason: reason, Count: n})
 		}
 	}
-	slices.SortFunc(v.DLQ, func(a, b deadLetters) int { return cmpDesc(a.Count, b.Count, a.Reason, b.Reason) })
+	slices.SortFunc(out, func(a, b deadLetters) int { return cmpDesc(a.Count, b.Count, a.Reason, b.Reason) })
+	return total, out
+}
+
+// partitionLags lists the consumer lag by topic and partition.
+func partitionLags(lag map[partitionLag]float64) []partitionLag {
+	var out []partitionLag
 	for k, n := range lag {
 		k.Records = n
-		v.Lag = append(v.Lag, k)
+		out = append(out, k)
 	}
-	slices.SortFunc(v.Lag, func(a, b partitionLag) int {
+	slices.SortFunc(out, func(a, b partitionLag) int {
 		if a.Topic != b.Topic {
 			if a.Topic < b.Topic {
 				return -1
@@ -233,7 +268,7 @@ func readComponents(results []endpointResult) componentsView {
 		}
 		return a.Partition - b.Partition
 	})
-	return v
+	return out
 }
 
 // cmpDesc orders by x descending, then by name.

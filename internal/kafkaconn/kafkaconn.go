@@ -69,9 +69,9 @@ type Security struct {
 }
 
 // AddFlags registers the TLS and SASL flags every binary that talks to
-// Kafka shares, with their environment fallbacks. The binary registers
-// --kafka-brokers itself (its help says whether it is required) and sets
-// passes the list to NewClient, Describe and Check.
+// Kafka shares, with their environment fallbacks. A binary whose brokers
+// are required registers them with AddClientFlags; one for which Kafka is
+// optional (a bench) registers its own --kafka-brokers, saying so.
 func AddFlags(fs *flagenv.Set, o *Security) {
 	fs.Bool(&o.TLS, "kafka-tls", "TRIBUTARY_KAFKA_TLS", false, "connect to Kafka over TLS (a SSL or SASL_SSL listener); on as well when any --kafka-*-file or --kafka-server-name is set. The brokers' certificates are always verified")
 	fs.String(&o.CAFile, "kafka-ca-file", "TRIBUTARY_KAFKA_CA_FILE", "", "PEM file of the authorities trusted to sign the Kafka brokers' certificates (empty: the system's)")
@@ -82,6 +82,24 @@ func AddFlags(fs *flagenv.Set, o *Security) {
 	fs.String(&o.SASLMechanism, "kafka-sasl-mechanism", "TRIBUTARY_KAFKA_SASL_MECHANISM", ScramSHA512, "SASL mechanism: SCRAM-SHA-512 or SCRAM-SHA-256")
 	fs.String(&o.SASLPasswordFile, "kafka-sasl-password-file", "TRIBUTARY_KAFKA_SASL_PASSWORD_FILE", "", "file holding the SASL password (one line; instead of $"+PasswordEnv+")")
 	fs.Secret(&o.SASLPassword, PasswordEnv)
+}
+
+// AddClientFlags registers --kafka-brokers (comma-separated seed brokers,
+// required: ValidateClient says so) into brokers, and the Security flags
+// (AddFlags) into sec.
+func AddClientFlags(fs *flagenv.Set, brokers *string, sec *Security) {
+	fs.String(brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
+	AddFlags(fs, sec)
+}
+
+// ValidateClient reports every setting of AddClientFlags' that cannot
+// work: no broker, and Security's own (Validate).
+func ValidateClient(brokers string, sec Security) []error {
+	var errs []error
+	if len(flagenv.List(brokers)) == 0 {
+		errs = append(errs, errors.New("--kafka-brokers (or $TRIBUTARY_KAFKA_BROKERS) is required"))
+	}
+	return append(errs, sec.Validate()...)
 }
 
 // tlsOn tells whether TLS is used.

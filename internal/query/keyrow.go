@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 )
 
@@ -111,19 +110,7 @@ func (q *Queries) KeyRow(ctx context.Context, table string, key, parts []string)
 	// same key, so FINAL still merges all of them (planRow's rule).
 	sql := fmt.Sprintf("SELECT * FROM %s.%s FINAL PREWHERE %s WHERE _deleted = 0 ORDER BY _shard",
 		quote(q.db), quote(table), strings.Join(conds, " AND "))
-	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), sql, args...)
-	if err != nil {
-		if isUnknownTable(err) {
-			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)
-		}
-		return nil, fmt.Errorf("read %s: %w", table, err)
-	}
-	defer rows.Close()
-	out, _, err := scanCopies(rows, nil)
-	if err != nil {
-		return nil, fmt.Errorf("scan %s: %w", table, err)
-	}
-	return out, nil
+	return q.pointCopies(ctx, table, sql, args...)
 }
 
 // IsKeyPartError says whether err is a *KeyPartError.

@@ -28,6 +28,8 @@ package query
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tributary/tributary/internal/tables"
 )
 
 // maxTiedMoves is how many of a document's newest moves LatestMove reads
@@ -68,16 +70,8 @@ func newerTied(a Move, aCont bool, b Move, bCont bool, inProgress func(string) b
 	if aCont != bCont {
 		return !aCont
 	}
-	if ap, bp := inProgress(a.State), inProgress(b.State); ap != bp {
-		return ap
-	}
-	if a.LogShard != b.LogShard {
-		return a.LogShard > b.LogShard
-	}
-	if len(a.MoveID) != len(b.MoveID) {
-		return len(a.MoveID) > len(b.MoveID)
-	}
-	return a.MoveID > b.MoveID
+	return tables.NewerTied(tables.TiedMove{InProgress: inProgress(a.State), LogShard: a.LogShard, ID: a.MoveID},
+		tables.TiedMove{InProgress: inProgress(b.State), LogShard: b.LogShard, ID: b.MoveID})
 }
 
 // continues says whether move b starts where move a ended: on its target

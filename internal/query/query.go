@@ -89,7 +89,13 @@ func planRow(db, table, idColumn, extra string) string {
 // column of its sorting key (the loader's tables are ORDER BY (id, _shard)).
 func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Copy, error) {
 	sql := planRow(q.db, table, idColumn, "")
-	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), sql, id)
+	return q.pointCopies(ctx, table, sql, id)
+}
+
+// pointCopies runs sql, a point lookup of table with args, and returns
+// the live copies it found (an unknown table is ErrUnknownTable).
+func (q *Queries) pointCopies(ctx context.Context, table, sql string, args ...any) ([]Copy, error) {
+	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), sql, args...)
 	if err != nil {
 		if isUnknownTable(err) {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)

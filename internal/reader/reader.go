@@ -220,32 +220,69 @@ func newReader(cfg Config, log *slog.Logger, m *metrics) *Reader {
 }
 
 // Run prepares the slot, takes the initial snapshot if the slot is new (or
-// continues an unfinished one), and streams until ctx is done. On return the producer is flushed and the final position
-// reported to the server.
+// continues an unfinished one), and streams until ctx is done. On return
+// the producer is flushed and the final position reported to the server.
 func (r *Reader) Run(ctx context.Context) error {
 	// pgx's own parse error may show part of the DSN's password.
 	if err := pgdsn.Check(r.cfg.DSN); err != nil {
 		return fmt.Errorf("shard %d: %w", r.cfg.Shard, err)
 	}
-	kafkaOpts, err := r.cfg.KafkaSecurity.ClientOpts()
-	if err != nil {
-		return err
-	}
-	r.producer, err = newProducer(r.cfg.Brokers, kafkaOpts, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
+	kafkaOpts, err := r.openProducer(ctx)
 	if err != nil {
 		return err
 	}
 	defer r.producer.Close()
-	// A wrong password or an untrusted certificate stops the reader here,
-	// saying which, before the shard is touched (publication, slot).
-	if err := kafkaconn.Check(ctx, r.producer, r.cfg.Brokers, r.cfg.KafkaSecurity); err != nil {
-		return err
-	}
 	sqlConn, err := pgx.Connect(ctx, r.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("connect shard %d: %w", r.cfg.Shard, err)
 	}
 	defer sqlConn.Close(context.WithoutCancel(ctx))
+	if err := r.prepareShard(ctx, sqlConn); err != nil {
+		return err
+	}
+	repl, err := r.connectReplication(ctx)
+	if err != nil {
+		return err
+	}
+	defer repl.Close(context.WithoutCancel(ctx))
+	plan, err := r.planStart(ctx, repl, sqlConn, kafkaOpts)
+	if err != nil {
+		return err
+	}
+	// Connected and checked: from here the shard copies or streams.
+	r.m.up.Set(1)
+	defer r.m.up.Set(0)
+	start, stopped, err := r.startFrom(ctx, repl, sqlConn, plan)
+	if err != nil || stopped {
+		return err
+	}
+	return r.streamFrom(ctx, repl, sqlConn, start)
+}
+
+// openProducer builds the Kafka producer (r.producer) and checks that it
+// can reach and authenticate to the brokers: a wrong password or an
+// untrusted certificate stops the reader here, saying which, before the
+// shard is touched (publication, slot). It returns the client options
+// every other Kafka client of the reader uses.
+func (r *Reader) openProducer(ctx context.Context) ([]kgo.Opt, error) {
+	kafkaOpts, err := r.cfg.KafkaSecurity.ClientOpts()
+	if err != nil {
+		return nil, err
+	}
+	r.producer, err = newProducer(r.cfg.Brokers, kafkaOpts, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := kafkaconn.Check(ctx, r.producer, r.cfg.Brokers, r.cfg.KafkaSecurity); err != nil {
+		r.producer.Close()
+		return nil, err
+	}
+	return kafkaOpts, nil
+}
+
+// prepareShard checks the configured tables on the shard (identity,
+// partitions), ensures the publication and the tables' topics.
+func (r *Reader) prepareShard(ctx context.Context, sqlConn *pgx.Conn) error {
 	if err := checkTables(ctx, sqlConn, r.cfg.Tables); err != nil {
 		return err
 	}
@@ -268,61 +305,83 @@ func (r *Reader) Run(ctx context.Context) error {
 	if err := ensurePublication(ctx, sqlConn, r.cfg.Publication, r.cfg.Tables, len(roots) > 0, r.log); err != nil {
 		return err
 	}
+	r.parts, err = ensureTopics(ctx, r.producer, r.cfg.Tables.Topics(), r.cfg.Partitions, r.cfg.ReplicationFactor)
+	return err
+}
 
-	if r.parts, err = ensureTopics(ctx, r.producer, r.cfg.Tables.Topics(), r.cfg.Partitions, r.cfg.ReplicationFactor); err != nil {
-		return err
-	}
-
+// connectReplication opens the shard's replication connection.
+func (r *Reader) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
 	replCfg, err := pgconn.ParseConfig(r.cfg.DSN)
 	if err != nil {
-		return fmt.Errorf("parse DSN: %w", err)
+		return nil, fmt.Errorf("parse DSN: %w", err)
 	}
 	replCfg.RuntimeParams["replication"] = "database"
 	repl, err := pgconn.ConnectConfig(ctx, replCfg)
 	if err != nil {
-		return fmt.Errorf("replication connection to shard %d: %w", r.cfg.Shard, err)
+		return nil, fmt.Errorf("replication connection to shard %d: %w", r.cfg.Shard, err)
 	}
-	defer repl.Close(context.WithoutCancel(ctx))
+	return repl, nil
+}
 
+// startPlan is how a run starts: the slot as found, the state stored for
+// the shard, and what to do (decideStart) and why.
+type startPlan struct {
+	slot   slotInfo
+	stored *readerState
+	action startAction
+	why    string
+}
+
+// planStart reads the shard's identity, its stored state (migrating a
+// state keyed the old way) and slot, decides how to start, and chooses the
+// snapshot epoch (r.epoch).
+func (r *Reader) planStart(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.Conn, kafkaOpts []kgo.Opt) (startPlan, error) {
 	sys, err := pglogrepl.IdentifySystem(ctx, repl)
 	if err != nil {
-		return fmt.Errorf("identify system of shard %d: %w", r.cfg.Shard, err)
+		return startPlan{}, fmt.Errorf("identify system of shard %d: %w", r.cfg.Shard, err)
 	}
 	id := shardIdentity{SystemID: sys.SystemID, Database: sys.DBName, Slot: r.cfg.Slot}
 	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic, id: id, timeline: uint32(sys.Timeline)}
 	if err := ensureStateTopic(ctx, r.producer, r.cfg.StateTopic, r.cfg.ReplicationFactor); err != nil {
-		return err
+		return startPlan{}, err
 	}
 	states, err := r.state.load(ctx, r.cfg.Brokers, kafkaOpts)
 	if err != nil {
-		return err
+		return startPlan{}, err
 	}
 	slot, err := readSlot(ctx, sqlConn, r.cfg.Slot)
 	if err != nil {
-		return err
+		return startPlan{}, err
 	}
 	stored, migrate, err := pickState(states, id, r.cfg.Shard, slot.exists)
 	if err != nil {
-		return fmt.Errorf("shard %d, state topic %s: %w", r.cfg.Shard, r.cfg.StateTopic, err)
+		return startPlan{}, fmt.Errorf("shard %d, state topic %s: %w", r.cfg.Shard, r.cfg.StateTopic, err)
 	}
 	if migrate {
 		if err := r.state.migrate(ctx, *stored); err != nil {
-			return err
+			return startPlan{}, err
 		}
 		r.log.Info("reader state migrated: keyed by the shard's identity, no longer by slot name alone",
 			slog.String("state_topic", r.cfg.StateTopic), slog.String("key", id.key()))
 	}
 	slot.timeline = r.state.timeline
 	if slot.exists && slot.plugin != "pgoutput" {
-		return fmt.Errorf("slot %s exists with plugin %q, not pgoutput: choose another --slot", r.cfg.Slot, slot.plugin)
+		return startPlan{}, fmt.Errorf("slot %s exists with plugin %q, not pgoutput: choose another --slot", r.cfg.Slot, slot.plugin)
 	}
-	action, why := decideStart(slot, stored)
+	plan := startPlan{slot: slot, stored: stored}
+	plan.action, plan.why = decideStart(slot, stored)
+	return plan, r.pickEpoch(ctx, sqlConn, plan)
+}
+
+// pickEpoch chooses the run's snapshot epoch (r.epoch) from the stored
+// state and the one the publication records, and records it there.
+func (r *Reader) pickEpoch(ctx context.Context, sqlConn *pgx.Conn, plan startPlan) error {
 	mark, err := readEpochMark(ctx, sqlConn, r.cfg.Publication)
 	if err != nil {
 		return err
 	}
 	var raised bool
-	if r.epoch, raised, err = chooseEpoch(action, stored, mark); err != nil {
+	if r.epoch, raised, err = chooseEpoch(plan.action, plan.stored, mark); err != nil {
 		return err
 	}
 	if raised {
@@ -331,14 +390,18 @@ func (r *Reader) Run(ctx context.Context) error {
 	}
 	recordEpoch(ctx, sqlConn, r.cfg.Publication, r.epoch, mark, r.log)
 	r.state.epoch = r.epoch
-	// Connected and checked: from here the shard copies or streams.
-	r.m.up.Set(1)
-	defer r.m.up.Set(0)
-	var start envelope.LSN
+	return nil
+}
+
+// startFrom carries out plan: resumes the slot, continues the snapshot,
+// or (re)creates the slot and copies. It returns where streaming starts,
+// or stopped when shutdown ended the snapshot (its progress is stored).
+func (r *Reader) startFrom(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.Conn, plan startPlan) (start envelope.LSN, stopped bool, err error) {
+	stored, action, why := plan.stored, plan.action, plan.why
 	switch action {
 	case actionResume:
 		r.log.Info("start: resume", slog.String("slot", r.cfg.Slot), slog.String("why", why))
-		start = slot.confirmed
+		start = plan.slot.confirmed
 		r.tracker = newTracker(start)
 		r.snapCP, r.snapEnd = stored.ConsistentPoint, stored.SnapshotEnd
 		r.resnap.active, r.resnap.last = stored.Resnapshot, stored.LastResnapshot
@@ -354,7 +417,8 @@ func (r *Reader) Run(ctx context.Context) error {
 		start = stored.ConsistentPoint
 		r.tracker = newTracker(start)
 		if err := r.copySnapshot(ctx, sqlConn, stored); err != nil {
-			return r.snapshotStopped(ctx, fmt.Errorf("initial snapshot (resumed): %w", err))
+			err = r.snapshotStopped(ctx, fmt.Errorf("initial snapshot (resumed): %w", err))
+			return 0, err == nil, err
 		}
 	case actionRecreate:
 		// The new copy is a new epoch: its rows beat every row written
@@ -363,7 +427,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		r.log.Warn("start: dropping the slot and taking a new snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why),
 			slog.Int("epoch", int(r.epoch)))
 		if _, err := sqlConn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", r.cfg.Slot); err != nil {
-			return fmt.Errorf("drop slot %s (is another reader using it?): %w", r.cfg.Slot, err)
+			return 0, false, fmt.Errorf("drop slot %s (is another reader using it?): %w", r.cfg.Slot, err)
 		}
 		fallthrough
 	case actionCreate:
@@ -371,11 +435,19 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.log.Info("start: create slot and snapshot", slog.String("slot", r.cfg.Slot), slog.String("why", why))
 		}
 		if start, err = r.createAndSnapshot(ctx, repl, sqlConn); err != nil {
-			return r.snapshotStopped(ctx, err)
+			err = r.snapshotStopped(ctx, err)
+			return 0, err == nil, err
 		}
 	}
+	return start, false, nil
+}
 
-	err = pglogrepl.StartReplication(ctx, repl, r.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
+// streamFrom starts replication at start and runs the streaming
+// goroutines (stream, watermarks, monitor, resnapshots) until ctx ends or
+// one fails; then it flushes what was produced and reports the final
+// position. A shutdown (ctx cancelled) is a nil error.
+func (r *Reader) streamFrom(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.Conn, start envelope.LSN) error {
+	err := pglogrepl.StartReplication(ctx, repl, r.cfg.Slot, pglogrepl.LSN(start), pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + r.cfg.Publication + "'", "messages 'true'"},
 	})
 	if err != nil {
@@ -487,33 +559,12 @@ func (r *Reader) stream(ctx context.Context, repl *pgconn.PgConn) error {
 			r.m.errors.WithLabelValues("replication").Inc()
 			return fmt.Errorf("replication error from server: %w", pgconn.ErrorResponseToPgError(msg))
 		case *pgproto3.CopyData:
-			if len(msg.Data) == 0 {
-				return errors.New("replication: empty CopyData")
+			reply, err := r.copyData(ctx, msg.Data)
+			if err != nil {
+				return err
 			}
-			switch msg.Data[0] {
-			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
-				if err != nil {
-					return fmt.Errorf("keepalive: %w", err)
-				}
-				r.walEnd = max(r.walEnd, envelope.LSN(ka.ServerWALEnd))
-				if r.cur == nil {
-					r.tracker.idle(envelope.LSN(ka.ServerWALEnd), ka.ServerTime)
-				}
-				if ka.ReplyRequested {
-					next = time.Time{}
-				}
-			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
-				if err != nil {
-					return fmt.Errorf("xlogdata: %w", err)
-				}
-				r.m.bytes.Add(float64(len(xld.WALData)))
-				if err := r.handle(ctx, envelope.LSN(xld.WALStart), xld.WALData); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("replication: unknown CopyData type %q", msg.Data[0])
+			if reply {
+				next = time.Time{}
 			}
 		case *pgproto3.CommandComplete, *pgproto3.CopyDone:
 			// The server ended the stream (shutdown, slot dropped, or
@@ -523,6 +574,36 @@ func (r *Reader) stream(ctx context.Context, repl *pgconn.PgConn) error {
 		default:
 			return fmt.Errorf("replication: unexpected backend message %T", raw)
 		}
+	}
+}
+
+// copyData handles one CopyData message of the replication stream: a
+// keepalive (reply says the server asked for a status update now) or WAL
+// data.
+func (r *Reader) copyData(ctx context.Context, data []byte) (reply bool, err error) {
+	if len(data) == 0 {
+		return false, errors.New("replication: empty CopyData")
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return false, fmt.Errorf("keepalive: %w", err)
+		}
+		r.walEnd = max(r.walEnd, envelope.LSN(ka.ServerWALEnd))
+		if r.cur == nil {
+			r.tracker.idle(envelope.LSN(ka.ServerWALEnd), ka.ServerTime)
+		}
+		return ka.ReplyRequested, nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return false, fmt.Errorf("xlogdata: %w", err)
+		}
+		r.m.bytes.Add(float64(len(xld.WALData)))
+		return false, r.handle(ctx, envelope.LSN(xld.WALStart), xld.WALData)
+	default:
+		return false, fmt.Errorf("replication: unknown CopyData type %q", data[0])
 	}
 }
 

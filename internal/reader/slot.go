@@ -78,23 +78,8 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, cfg *ta
 		}
 		specs = append(specs, tableSpec(t, cols))
 	}
-	pub := pgx.Identifier{name}.Sanitize()
 	if !exists {
-		q := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pub, strings.Join(specs, ", "))
-		if partitioned {
-			q += " WITH (publish_via_partition_root = true)"
-		}
-		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("create publication %s (the role needs to own the tables, or an administrator runs: %s): %w", name, q, err)
-		}
-		if err := probeAll(ctx, tx, cfg); err != nil {
-			return err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return fmt.Errorf("create publication %s: %w", name, err)
-		}
-		log.Info("publication created", slog.String("publication", name))
-		return nil
+		return createPublication(ctx, tx, name, cfg, specs, partitioned, log)
 	}
 	if partitioned {
 		if err := checkViaRoot(ctx, tx, name); err != nil {
@@ -103,34 +88,16 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, cfg *ta
 	}
 	var added []string
 	for i, t := range cfg.Tables {
-		have, in, err := readPublished(ctx, tx, name, t)
+		add, err := checkPublished(ctx, tx, name, t, specs[i])
 		if err != nil {
 			return err
 		}
-		if in {
-			if !t.HasColumnList() && t.RowFilter == "" && have.filter == nil {
-				if err := sameColumns(ctx, tx, t, have); err != nil {
-					return fmt.Errorf("publication %s: %w", name, err)
-				}
-				continue
-			}
-			want, err := wantPublished(ctx, tx, t, specs[i])
-			if err != nil {
+		if add {
+			if err := addToPublication(ctx, tx, name, t, specs[i]); err != nil {
 				return err
 			}
-			if !slices.Equal(have.columns, want.columns) || !equalFilter(have.filter, want.filter) {
-				return fmt.Errorf("publication %s publishes %s.%s with columns %v and row filter %s, the table config says %v and %s: run ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s",
-					name, t.Schema, t.Name, have.columns, filterText(have.filter), want.columns, filterText(want.filter),
-					pub, pgx.Identifier{t.Schema, t.Name}.Sanitize(), pub, specs[i])
-			}
-			continue
+			added = append(added, t.Name)
 		}
-		q := fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pub, specs[i])
-		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("publication %s lacks table %s.%s and adding it failed (an administrator can run: %s): %w",
-				name, t.Schema, t.Name, q, err)
-		}
-		added = append(added, t.Name)
 	}
 	if err := probeAll(ctx, tx, cfg); err != nil {
 		return err
@@ -140,6 +107,67 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, name string, cfg *ta
 	}
 	for _, t := range added {
 		log.Info("table added to publication", slog.String("publication", name), slog.String("table", t))
+	}
+	return nil
+}
+
+// createPublication creates publication name for the tables of specs (a
+// table's spec carries its column list and row filter), probes their
+// writes and commits.
+func createPublication(ctx context.Context, tx pgx.Tx, name string, cfg *tables.Config, specs []string, partitioned bool, log *slog.Logger) error {
+	q := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", pgx.Identifier{name}.Sanitize(), strings.Join(specs, ", "))
+	if partitioned {
+		q += " WITH (publish_via_partition_root = true)"
+	}
+	if _, err := tx.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create publication %s (the role needs to own the tables, or an administrator runs: %s): %w", name, q, err)
+	}
+	if err := probeAll(ctx, tx, cfg); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("create publication %s: %w", name, err)
+	}
+	log.Info("publication created", slog.String("publication", name))
+	return nil
+}
+
+// checkPublished says whether the existing publication name lacks table t
+// (add), and refuses one that publishes t with other columns or another
+// row filter than spec, the table's config, asks for.
+func checkPublished(ctx context.Context, tx pgx.Tx, name string, t tables.Table, spec string) (add bool, err error) {
+	have, in, err := readPublished(ctx, tx, name, t)
+	if err != nil {
+		return false, err
+	}
+	if !in {
+		return true, nil
+	}
+	if !t.HasColumnList() && t.RowFilter == "" && have.filter == nil {
+		if err := sameColumns(ctx, tx, t, have); err != nil {
+			return false, fmt.Errorf("publication %s: %w", name, err)
+		}
+		return false, nil
+	}
+	want, err := wantPublished(ctx, tx, t, spec)
+	if err != nil {
+		return false, err
+	}
+	if !slices.Equal(have.columns, want.columns) || !equalFilter(have.filter, want.filter) {
+		pub := pgx.Identifier{name}.Sanitize()
+		return false, fmt.Errorf("publication %s publishes %s.%s with columns %v and row filter %s, the table config says %v and %s: run ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s",
+			name, t.Schema, t.Name, have.columns, filterText(have.filter), want.columns, filterText(want.filter),
+			pub, pgx.Identifier{t.Schema, t.Name}.Sanitize(), pub, spec)
+	}
+	return false, nil
+}
+
+// addToPublication adds table t, as spec, to the existing publication name.
+func addToPublication(ctx context.Context, tx pgx.Tx, name string, t tables.Table, spec string) error {
+	q := fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s", pgx.Identifier{name}.Sanitize(), spec)
+	if _, err := tx.Exec(ctx, q); err != nil {
+		return fmt.Errorf("publication %s lacks table %s.%s and adding it failed (an administrator can run: %s): %w",
+			name, t.Schema, t.Name, q, err)
 	}
 	return nil
 }

@@ -344,46 +344,26 @@ func (r *Reader) copySnapshot(ctx context.Context, conn *pgx.Conn, st *readerSta
 	}
 }
 
-// copySnapshotOnce is one attempt of copySnapshot.
+// copySnapshotOnce is one attempt of copySnapshot: plan, copy the ranges
+// not done, then either keep the acknowledged progress (on failure) or
+// store the snapshot as done.
 func (r *Reader) copySnapshotOnce(ctx context.Context, conn *pgx.Conn, st *readerState) error {
 	plan, err := r.planSnapshot(ctx, conn, st.Snapshot)
 	if err != nil {
 		return err
 	}
 	st.Snapshot = &plan
-	tabs := make([]snapTable, len(plan.Tables))
-	for i, t := range r.cfg.Tables.Tables {
-		// planSnapshot keeps the configuration's order.
-		if tabs[i], err = r.snapTable(ctx, conn, t); err != nil {
-			return err
-		}
-		tabs[i].epoch = r.epoch
+	tabs, err := r.snapTables(ctx, conn)
+	if err != nil {
+		return err
 	}
-	prog := newSnapProgress(plan, func(ti int, rows int64, tp *tableProgress) {
-		name := plan.Tables[ti].Name
-		r.m.snapshotRows.WithLabelValues(name).Add(float64(rows))
-		r.m.snapshotChunks.WithLabelValues(name).Inc()
-		r.m.snapshotProgress.WithLabelValues(name).Set(progressRatio(tp))
-	})
+	prog := r.snapshotProgress(plan)
 	before := totalsOf(&plan)
-	for _, tp := range plan.Tables {
-		r.m.snapshotEstimated.WithLabelValues(tp.Name).Set(float64(tp.Estimate))
-		r.m.snapshotProgress.WithLabelValues(tp.Name).Set(progressRatio(&tp))
-	}
 	r.log.Info("snapshot copying", slog.String("consistent_point", st.ConsistentPoint.String()),
 		slog.Int("tables", before.tables), slog.Int("ranges", before.ranges), slog.Int("ranges_done", before.rangesDone),
 		slog.Int64("rows_done", before.rows), slog.Int64("estimated_rows", before.estimate),
 		slog.Int("workers", r.cfg.SnapshotWorkers), slog.Int("chunk_rows", r.cfg.SnapshotChunkRows))
 
-	type work struct{ table, rng int }
-	var queue []work
-	for ti, tp := range plan.Tables {
-		for ri, rg := range tp.Ranges {
-			if !rg.Done {
-				queue = append(queue, work{ti, ri})
-			}
-		}
-	}
 	start := time.Now()
 	saveCtx, stopSaving := context.WithCancel(ctx)
 	saved := make(chan struct{})
@@ -391,14 +371,71 @@ func (r *Reader) copySnapshotOnce(ctx context.Context, conn *pgx.Conn, st *reade
 		defer close(saved)
 		r.snapshotSaver(saveCtx, st, prog, before, start)
 	}()
+	err = r.copyRanges(ctx, &plan, tabs, prog, st.ConsistentPoint)
+	if err == nil {
+		err = r.snapshotAcked(ctx, prog)
+	}
+	stopSaving()
+	<-saved // no progress save may land after the final state
+	if err != nil {
+		r.keepSnapshotProgress(ctx, st, prog)
+		return err
+	}
+	return r.finishSnapshot(ctx, conn, st, prog, before, start)
+}
 
+// snapTables looks up every configured table for the copy, in the
+// configuration's order (planSnapshot keeps it).
+func (r *Reader) snapTables(ctx context.Context, conn *pgx.Conn) ([]snapTable, error) {
+	tabs := make([]snapTable, len(r.cfg.Tables.Tables))
+	for i, t := range r.cfg.Tables.Tables {
+		var err error
+		if tabs[i], err = r.snapTable(ctx, conn, t); err != nil {
+			return nil, err
+		}
+		tabs[i].epoch = r.epoch
+	}
+	return tabs, nil
+}
+
+// snapshotProgress tracks plan's acknowledged chunks in the snapshot
+// metrics, starting them at what plan has done already.
+func (r *Reader) snapshotProgress(plan snapshotState) *snapProgress {
+	prog := newSnapProgress(plan, func(ti int, rows int64, tp *tableProgress) {
+		name := plan.Tables[ti].Name
+		r.m.snapshotRows.WithLabelValues(name).Add(float64(rows))
+		r.m.snapshotChunks.WithLabelValues(name).Inc()
+		r.m.snapshotProgress.WithLabelValues(name).Set(progressRatio(tp))
+	})
+	for _, tp := range plan.Tables {
+		r.m.snapshotEstimated.WithLabelValues(tp.Name).Set(float64(tp.Estimate))
+		r.m.snapshotProgress.WithLabelValues(tp.Name).Set(progressRatio(&tp))
+	}
+	return prog
+}
+
+// snapWork is one range of one table to copy.
+type snapWork struct{ table, rng int }
+
+// copyRanges copies every range of plan not done yet, on
+// SnapshotWorkers connections of their own, each taking the next range
+// when it finished one. cp is the slot's consistent point.
+func (r *Reader) copyRanges(ctx context.Context, plan *snapshotState, tabs []snapTable, prog *snapProgress, cp envelope.LSN) error {
+	var queue []snapWork
+	for ti, tp := range plan.Tables {
+		for ri, rg := range tp.Ranges {
+			if !rg.Done {
+				queue = append(queue, snapWork{ti, ri})
+			}
+		}
+	}
 	var mu sync.Mutex
 	next := 0
-	take := func() (work, bool) {
+	take := func() (snapWork, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if next >= len(queue) {
-			return work{}, false
+			return snapWork{}, false
 		}
 		next++
 		return queue[next-1], true
@@ -418,57 +455,66 @@ func (r *Reader) copySnapshotOnce(ctx context.Context, conn *pgx.Conn, st *reade
 				if !ok {
 					return nil
 				}
-				tp := &plan.Tables[wk.table]
-				rg := tp.Ranges[wk.rng]
-				copyFn := r.copyRange
-				if tp.Ctid {
-					copyFn = func(ctx, pctx context.Context, conn *pgx.Conn, enc *envelope.Encoder, pace *pacer, prog *snapProgress,
-						tab *snapTable, ti, ri int, rg rangeProgress, cp envelope.LSN) error {
-						return r.copyCtidRange(ctx, pctx, conn, enc, pace, prog, tab, tp, ti, ri, rg, cp)
-					}
-				}
-				if err := copyFn(gctx, ctx, wc, &enc, pace, prog, &tabs[wk.table], wk.table, wk.rng, rg, st.ConsistentPoint); err != nil {
+				if err := r.copyWork(gctx, ctx, wc, &enc, pace, prog, plan, tabs, wk, cp); err != nil {
 					return err
 				}
 			}
 		})
 	}
-	err = g.Wait()
-	if err == nil {
-		// Every record handed over: wait for Kafka's answers.
-		if ferr := r.producer.Flush(ctx); ferr != nil {
-			err = fmt.Errorf("snapshot flush: %w", ferr)
-		}
+	return g.Wait()
+}
+
+// copyWork copies one range, by key or, for a keyless table, by block
+// (see copyRange for ctx and pctx).
+func (r *Reader) copyWork(ctx, pctx context.Context, conn *pgx.Conn, enc *envelope.Encoder, pace *pacer, prog *snapProgress,
+	plan *snapshotState, tabs []snapTable, wk snapWork, cp envelope.LSN) error {
+	tp := &plan.Tables[wk.table]
+	rg := tp.Ranges[wk.rng]
+	if tp.Ctid {
+		return r.copyCtidRange(ctx, pctx, conn, enc, pace, prog, &tabs[wk.table], tp, wk.table, wk.rng, rg, cp)
 	}
-	if err == nil {
-		if perr := prog.failure(); perr != nil {
-			err = fmt.Errorf("snapshot produce: %w", perr)
-		}
+	return r.copyRange(ctx, pctx, conn, enc, pace, prog, &tabs[wk.table], wk.table, wk.rng, rg, cp)
+}
+
+// snapshotAcked waits for Kafka's answers to every record handed over and
+// says whether any failed.
+func (r *Reader) snapshotAcked(ctx context.Context, prog *snapProgress) error {
+	if err := r.producer.Flush(ctx); err != nil {
+		return fmt.Errorf("snapshot flush: %w", err)
 	}
-	stopSaving()
-	<-saved // no progress save may land after the final state
-	if err != nil {
-		// Keep what was acknowledged, so that the restart continues there.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		final, _ := prog.state()
-		st.Snapshot = &final
-		if serr := r.state.save(sctx, *st); serr != nil {
-			r.log.Warn("saving snapshot progress failed", slog.Any("err", serr))
-		}
-		return err
+	if err := prog.failure(); err != nil {
+		return fmt.Errorf("snapshot produce: %w", err)
 	}
+	return nil
+}
+
+// keepSnapshotProgress stores what Kafka acknowledged of a failed copy, so
+// that the restart continues there.
+func (r *Reader) keepSnapshotProgress(ctx context.Context, st *readerState, prog *snapProgress) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	final, _ := prog.state()
+	st.Snapshot = &final
+	if err := r.state.save(sctx, *st); err != nil {
+		r.log.Warn("saving snapshot progress failed", slog.Any("err", err))
+	}
+}
+
+// finishSnapshot checks that every range was copied, ends the epoch and
+// stores the snapshot as done with the position where its copy ended (no
+// watermark below it). before is what was done when this run started.
+func (r *Reader) finishSnapshot(ctx context.Context, conn *pgx.Conn, st *readerState, prog *snapProgress, before snapTotals, start time.Time) error {
 	final, _ := prog.state()
 	tot := totalsOf(&final)
 	if tot.rangesDone != tot.ranges {
 		return fmt.Errorf("%w: %d of %d ranges done", ErrSnapshotIncomplete, tot.rangesDone, tot.ranges)
 	}
-	var end envelope.LSN
 	var endText string
 	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&endText); err != nil {
 		return fmt.Errorf("snapshot end position: %w", err)
 	}
-	if end, err = envelope.ParseLSN(endText); err != nil {
+	end, err := envelope.ParseLSN(endText)
+	if err != nil {
 		return err
 	}
 	if err := r.endEpoch(ctx, st.ConsistentPoint); err != nil {

@@ -176,6 +176,32 @@ func (m *Moves) validateStates() []error {
 // InProgress reports whether state is a state of a move under way.
 func (m *Moves) InProgress(state string) bool { return slices.Contains(m.InProgressStates, state) }
 
+// TiedMove is what orders two moves of one document that started at the
+// same time.
+type TiedMove struct {
+	InProgress bool
+	// LogShard is the shard whose move log holds the move, ID its move id.
+	LogShard int
+	ID       string
+}
+
+// NewerTied says whether a is newer than b, two moves of one document
+// started at the same time: a move in progress first, then the higher log
+// shard, then the longer and then the greater move id. The API orders
+// ties so (internal/query/movetie.go), and the verifier expects them so.
+func NewerTied(a, b TiedMove) bool {
+	if a.InProgress != b.InProgress {
+		return a.InProgress
+	}
+	if a.LogShard != b.LogShard {
+		return a.LogShard > b.LogShard
+	}
+	if len(a.ID) != len(b.ID) {
+		return len(a.ID) > len(b.ID)
+	}
+	return a.ID > b.ID
+}
+
 // Done reports whether state is a state of a finished move.
 func (m *Moves) Done(state string) bool { return slices.Contains(m.DoneStates, state) }
 

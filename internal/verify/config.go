@@ -22,14 +22,9 @@ type Shard struct {
 	DSN string
 }
 
-// ClickHouse is where the loader writes.
-type ClickHouse struct {
-	Addr     string // native protocol host:port
-	Database string
-	User     string
-	Password string
-	TLS      chstore.TLSOptions
-}
+// ClickHouse is where the loader writes, as the binaries' ClickHouse
+// flags give it.
+type ClickHouse = chstore.Conn
 
 // Config is what Run checks and how.
 type Config struct {

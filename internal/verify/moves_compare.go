@@ -53,16 +53,8 @@ func newerMove(a, b srcMove, m *tables.Moves) bool {
 	if !a.Started.Equal(b.Started) {
 		return a.Started.After(b.Started)
 	}
-	if ap, bp := m.InProgress(a.State), m.InProgress(b.State); ap != bp {
-		return ap
-	}
-	if a.LogShard != b.LogShard {
-		return a.LogShard > b.LogShard
-	}
-	if len(a.ID) != len(b.ID) {
-		return len(a.ID) > len(b.ID)
-	}
-	return a.ID > b.ID
+	return tables.NewerTied(tables.TiedMove{InProgress: m.InProgress(a.State), LogShard: a.LogShard, ID: a.ID},
+		tables.TiedMove{InProgress: m.InProgress(b.State), LogShard: b.LogShard, ID: b.ID})
 }
 
 // expectMoves derives the expectation from the truth at cutoff.
