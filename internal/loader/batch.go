@@ -136,6 +136,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 		return batchTail{}, err
 	}
 	t0 = l.m.since(stageInsert, t0)
+	inserted := t0
 
 	// A stopped table's partitions must not move at all: CommitRecords
 	// commits the highest offset per partition, so one watermark or dead
@@ -165,7 +166,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	// next batch, before this one's commit (a crash writes and checks
 	// again). Neither waits for the other: readers waiting on a watermark
 	// (read-your-writes) do not wait for the checks.
-	tl := batchTail{commit: commit, detects: detects}
+	tl := batchTail{commit: commit, detects: detects, inserted: inserted}
 	if len(wms) > 0 {
 		tl.watermarks = func() error {
 			t := time.Now()

@@ -35,6 +35,9 @@
 //	consumer_lag_records{topic,partition} records not yet committed by the group
 //	commit_errors_total                failed offset commits (the batch is replayed)
 //	stage_seconds_total{stage}         wall time per stage of the loop: where the time goes
+//	freshness_seconds{stage}           a watermark record's way from its commit to ClickHouse, per stage
+//	                                   (reader, kafka, batch, insert, watermark; freshness.go)
+//	watermark_delay_seconds            commit on the shard → its watermark written (the stages' sum)
 //	toast_bases_total{source}          unchanged-TOAST bases by source (batch, cache, clickhouse)
 //	image_cache_bytes                  memory held by the image cache (approximate)
 //	image_cache_entries                rows the image cache holds
@@ -459,6 +462,7 @@ func (l *Loader) Run(ctx context.Context) error {
 			continue
 		case b = <-batches:
 		}
+		handed := time.Now()
 		if b.err != nil {
 			return stop(b.err)
 		}
@@ -481,6 +485,7 @@ func (l *Loader) Run(ctx context.Context) error {
 		if err != nil {
 			return stop(err)
 		}
+		l.m.fresh.timeWatermarks(&bt, l.clockOf(&b, handed, bt.inserted)) // freshness.go
 		// This batch's rows are in ClickHouse. Its tail (watermarks and
 		// detection, then the commit) starts once the previous one has
 		// ended: tails run in batch order, one at a time.
@@ -511,6 +516,7 @@ type polled struct {
 	// resumed are the paused tables the poller resumed before this batch's
 	// first poll (paused.go).
 	resumed []string
+	polls   []pollMark // when its records were polled (freshness.go)
 }
 
 // poller fetches and decodes one batch per permit and hands it over.
@@ -542,7 +548,7 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 			}
 			return
 		}
-		b := polled{recs: f.recs, decoded: l.decodeAll(f.recs), resumed: resumed}
+		b := polled{recs: f.recs, decoded: l.decodeAll(f.recs), resumed: resumed, polls: f.polls}
 		l.m.since(stageDecode, t0)
 		if !l.handOver(ctx, cl, f, &b, out) {
 			return
@@ -611,7 +617,7 @@ func (l *Loader) handOver(ctx context.Context, cl *kgo.Client, f *fill, b *polle
 		}
 		if len(f.recs) > n {
 			more := l.decodeAll(f.recs[n:])
-			b.recs = f.recs
+			b.recs, b.polls = f.recs, f.polls
 			b.decoded = append(b.decoded, more...)
 			watermark = watermark || hasWatermark(more)
 		}
@@ -638,6 +644,7 @@ type fill struct {
 	recs  []*kgo.Record
 	size  int       // record bytes (keys and values)
 	first time.Time // when its first record arrived
+	polls []pollMark
 }
 
 func (f *fill) full(maxRecords, maxBytes int) bool {
@@ -708,10 +715,12 @@ func (l *Loader) pollInto(ctx, pctx context.Context, cl *kgo.Client, f *fill) er
 		// and as consumer lag.
 		l.log.Warn("fetch error", slog.String("topic", t), slog.Int("partition", int(p)), slog.Any("err", err))
 	})
+	n := len(f.recs)
 	fs.EachRecord(func(r *kgo.Record) {
 		f.recs = append(f.recs, r)
 		f.size += len(r.Key) + len(r.Value)
 	})
+	f.markPoll(n) // freshness.go
 	return ctx.Err()
 }
 

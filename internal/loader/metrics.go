@@ -42,6 +42,7 @@ type metrics struct {
 	imageBytes      prometheus.Gauge
 	imageEntries    prometheus.Gauge
 	imageEvictions  prometheus.Counter
+	fresh           freshness // freshness.go
 }
 
 // Stages of the loader's loop, for tributary_loader_stage_seconds_total.
@@ -164,6 +165,7 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 		Name: "tributary_loader_image_cache_evictions_total", Help: "Images dropped from the image cache to stay within its budget (not counting those dropped on rebalances and truncates).",
 	})
 	reg.MustRegister(m.toastBases, m.imageBytes, m.imageEntries, m.imageEvictions)
+	m.fresh = newFreshness(reg)
 	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
 	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.tablePaused, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)

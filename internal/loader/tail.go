@@ -54,6 +54,8 @@ type batchTail struct {
 	detects []func() error
 	// commit are the records whose offsets may then be committed.
 	commit []*kgo.Record
+	// inserted is when the batch's rows were in ClickHouse (freshness.go).
+	inserted time.Time
 }
 
 // tail is one batch's tail, running.
