@@ -486,9 +486,12 @@ func (l *Loader) Run(ctx context.Context) error {
 			return stop(err)
 		}
 		l.m.fresh.timeWatermarks(&bt, l.clockOf(&b, handed, bt.inserted)) // freshness.go
-		// This batch's rows are in ClickHouse. Its tail (watermarks and
-		// detection, then the commit) starts once the previous one has
-		// ended: tails run in batch order, one at a time.
+		// This batch's rows are in ClickHouse: its watermarks need nothing
+		// more, so their write starts now, beside the previous tail
+		// (tail.go). The rest of its tail (detection, then the commit)
+		// starts once the previous one has ended: tails run in batch
+		// order, one at a time.
+		bt.watermarks = early(bt.watermarks)
 		if err := l.settle(&running); err != nil {
 			return stop(err)
 		}
