@@ -396,6 +396,8 @@ func (b *latBench) run(ctx context.Context) error {
 	}
 	derived := latDerive(before, after, wall)
 	latPrintDerived(derived)
+	stages := latStageSummaries(before, after)
+	latPrintStages(stages)
 	fmt.Printf("wall %s; load average before %s, after %s\n", wall.Round(time.Millisecond), load0, load1)
 
 	if c.jsonOut != "" {
@@ -405,7 +407,7 @@ func (b *latBench) run(ctx context.Context) error {
 			"rows_per_op": c.rowsPerOp, "bulk_body_bytes": c.bulkBody, "background_rows": bgRows,
 			"background_ops": bgOps, "background_errors": bgErrs, "wall_seconds": wall.Seconds(),
 			"load_average_before": load0, "load_average_after": load1, "results": rows,
-			"pipeline_metrics": derived, "raw": samples, "ratios": ratios, "floor_raw": floorSamples,
+			"pipeline_metrics": derived, "stages": stages, "raw": samples, "ratios": ratios, "floor_raw": floorSamples,
 		}
 		js, _ := json.MarshalIndent(out, "", "  ")
 		if err := os.WriteFile(c.jsonOut, js, 0o644); err != nil {
@@ -703,6 +705,7 @@ func latParseMetrics(r io.Reader, out latScrape) {
 		series := line[:sp]
 		name, labels, _ := strings.Cut(series, "{")
 		out[name] += v
+		latNoteBucket(out, name, strings.TrimSuffix(labels, "}"), v) // latency_stages.go
 		for _, l := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
 			k, val, ok := strings.Cut(l, "=")
 			if ok {

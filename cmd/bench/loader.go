@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 func benchLoader(ctx context.Context, args []string) error {
 	var changes, keys, shards, partitions, batch, unchangedPct, bodyBytes, imageCache, nTables, wmEvery int
 	var brokers, chAddr, chCluster, jsonOut, cpuProfile, memProfile string
+	var floor bool
 	fs := flagenv.New("bench loader", "bench loader — Kafka -> ClickHouse throughput of the loader with dedupe on.")
 	fs.Int(&changes, "changes", "", 1_000_000, "changes to produce (mix: first write of a key is an insert, then 80% updates, 20% deletes)")
 	fs.Int(&keys, "keys", "", 200_000, "distinct ids")
@@ -48,6 +50,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	fs.Int(&imageCache, "image-cache-bytes", "", loader.DefaultImageCacheBytes, "the loader's image cache for unchanged-TOAST bases (0: off, every base read from ClickHouse)")
 	fs.Int(&nTables, "tables", "", 1, "tables (each its own topic) the ids are spread over; a batch writes every table it holds")
 	fs.Int(&wmEvery, "watermark-every", "", 0, "after every N changes, a watermark record of each shard to every partition of every topic, as a reader sends them (0: none)")
+	fs.Bool(&floor, "floor", "", true, "after the load, measure the floor: the rows the loader wrote inserted again into a copy of the table with bare clickhouse-go column batches of --batch-records rows (loader_floor.go), and print the ratio")
 	fs.String(&brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
 	var kafkaSec kafkaconn.Security
 	kafkaconn.AddFlags(fs, &kafkaSec)
@@ -109,6 +112,9 @@ func benchLoader(ctx context.Context, args []string) error {
 		return fmt.Errorf("create topic: %w", err)
 	}
 	defer adm.DeleteTopics(context.Background(), topics...) //nolint:errcheck
+	if err := topicsReady(ctx, adm, topics, partitions); err != nil {
+		return err
+	}
 
 	// Produce.
 	cols := []envelope.Column{{Name: "id", Type: "bigint", OID: 20, Key: true}, {Name: "workspace_id", Type: "bigint", OID: 20},
@@ -304,6 +310,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1) //nolint:errcheck
 	cancel()
 	<-errc
+	stopProfile() // the load phase only: not the check, nor the floor
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
 	chCPU := chCPUOf(chPID) - chCPU0
 	hwm := loadPeak
@@ -364,6 +371,28 @@ func benchLoader(ctx context.Context, args []string) error {
 		}
 		res["toast_bases"] = bases
 		fmt.Printf("unchanged-TOAST bases: batch %.0f, image cache %.0f, read from ClickHouse %.0f\n", bases["batch"], bases["cache"], bases["clickhouse"])
+	}
+	if floor && exact {
+		inserted := 0.0
+		for _, n := range names {
+			inserted += counterOf(reg, "tributary_loader_rows_inserted_total", "table", n)
+		}
+		f, err := loaderFloor(ctx, store.Conn(), db, names[0], "floor_"+names[0], "id", batch)
+		if err != nil {
+			return err
+		}
+		floorRate := float64(f.Rows) / f.Wall.Seconds()
+		rate := float64(changes) / loadDur.Seconds()
+		res["floor_rows"], res["floor_seconds"], res["floor_cpu_seconds"], res["floor_rows_per_second"] = f.Rows, f.Wall.Seconds(), f.CPU.Seconds(), floorRate
+		res["rows_inserted"], res["ratio_to_floor"] = inserted, rate/floorRate
+		res["cpu_us_per_change"], res["floor_cpu_us_per_row"] = 1e6*cpu.Seconds()/float64(changes), 1e6*f.CPU.Seconds()/float64(f.Rows)
+		fmt.Printf("floor (bare column-batch inserts of the %d rows of %s as ClickHouse holds them, %d batches, into a copy of the table): %.0f rows/s, %.2f CPU-µs per row\n",
+			f.Rows, names[0], f.Batches, floorRate, res["floor_cpu_us_per_row"])
+		fmt.Printf("loader / floor: %.3f (%.0f changes/s, %.0f rows inserted, %.2f CPU-µs per change; goal >= 0.25 and <= 3 µs)\n",
+			rate/floorRate, rate, inserted, res["cpu_us_per_change"])
+		if nTables > 1 {
+			fmt.Println("(the floor copies the first table only)")
+		}
 	}
 	if jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
@@ -455,9 +484,12 @@ func startCPUProfile(path string) (stop func(), err error) {
 		f.Close()
 		return nil, err
 	}
+	var once sync.Once
 	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
 	}, nil
 }
 
@@ -490,4 +522,39 @@ func counterOf(g prometheus.Gatherer, name, label, value string) float64 {
 		}
 	}
 	return 0
+}
+
+// topicsReady waits until every partition of topics has a leader: a
+// broker that created them may not host them yet, and a produce then
+// fails after its retries (UNKNOWN_TOPIC_OR_PARTITION), which would lose
+// changes the check expects.
+func topicsReady(ctx context.Context, adm *kadm.Client, topics []string, partitions int) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		md, err := adm.Metadata(ctx, topics...)
+		ready := err == nil
+		for _, t := range topics {
+			td, ok := md.Topics[t]
+			if !ready || !ok || td.Err != nil || len(td.Partitions) != partitions {
+				ready = false
+				break
+			}
+			for _, p := range td.Partitions {
+				if p.Err != nil || p.Leader < 0 {
+					ready = false
+				}
+			}
+		}
+		if ready {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topics %v: no leader for every partition after a minute (metadata error: %v)", topics, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -13,6 +13,9 @@
 // tributary_api_request_seconds{route},
 // tributary_api_read_wait_seconds{outcome} (time after= requests waited for
 // the watermarks; outcome visible or not_yet_visible),
+// tributary_api_read_after_watermark_seconds (after= reads answered: from
+// the watermark reading that found the positions reached to the answer
+// written, the last stage of read-your-writes; consistency.go),
 // tributary_api_token_reloads_total{outcome} (tokenreload.go),
 // tributary_api_rate_limited_total{token} (ratelimit.go). Served over HTTPS
 // (cmd/api --tls-cert-file), the binary also exports internal/servertls'
@@ -87,6 +90,7 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	waited   *prometheus.HistogramVec
+	answered prometheus.Histogram // after= reads, watermark reading to answer
 	limiter  *rateLimiter
 
 	// ping checks ClickHouse for /readyz (q.Ping; a fake in tests), and
@@ -118,7 +122,10 @@ func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Register
 	s.waited = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tributary_api_read_wait_seconds",
 		Help:    "Time after= requests waited for the named shards' watermarks, by outcome (visible, not_yet_visible).",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"outcome"})
-	reg.MustRegister(s.requests, s.latency, s.waited)
+	s.answered = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tributary_api_read_after_watermark_seconds",
+		Help:    "After= reads answered: from the start of the watermark reading that found the named positions reached to the answer written (the watermark query, the read, the encoding). The watermark was written at most one reading before (readings follow each other at least 5 ms apart while a request waits).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	reg.MustRegister(s.requests, s.latency, s.waited, s.answered)
 	s.registerMoveMetrics(reg)
 
 	s.route("GET /v1/documents", ScopeDocumentsRead, s.search)
@@ -185,6 +192,7 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.QueryTimeout)
 		defer cancel()
+		ctx, reached := withReached(ctx) // consistency.go
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		principal, err := s.cfg.Tokens.authorize(rec, r, need, s.cfg.DocumentsTable)
 		if err == nil {
@@ -216,6 +224,9 @@ func (s *Server) route(pattern string, need Scope, h handler) {
 		}
 		s.requests.WithLabelValues(name, strconv.Itoa(rec.code)).Inc()
 		s.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		if !reached.IsZero() && err == nil {
+			s.answered.Observe(time.Since(*reached).Seconds())
+		}
 		attrs := []any{slog.String("method", r.Method), slog.String("path", r.URL.Path),
 			slog.String("query", loggedQuery(r.URL.RawQuery)), slog.Int("status", rec.code), slog.Duration("took", time.Since(start)), slog.String("token", principal)}
 		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {

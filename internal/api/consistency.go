@@ -332,6 +332,7 @@ func (s *Server) waitVisible(w http.ResponseWriter, r *http.Request, c consisten
 		}
 		if reached(fresh, c.after) {
 			s.waited.WithLabelValues("visible").Observe(time.Since(start).Seconds())
+			noteReached(r.Context(), at)
 			markStopped(w, stopped)
 			return fresh, nil
 		}
@@ -469,4 +470,23 @@ func notYetVisible(w http.ResponseWriter, c consistency, fresh []query.ShardFres
 		Message: fmt.Sprintf("after %s, not every named shard's changes up to the given positions are visible yet; retry", waited.Round(time.Millisecond)),
 		Detail: map[string]any{"after": c.after, "freshness": named, "unknown_shards": missing,
 			"waited_seconds": waited.Seconds()}}
+}
+
+// reachedKey keys, in a request's context, when the watermark reading
+// that let its after= wait through started (the route times the answer
+// from it: tributary_api_read_after_watermark_seconds).
+type reachedKey struct{}
+
+// withReached gives ctx a place for that time; it stays zero for a
+// request without after=.
+func withReached(ctx context.Context) (context.Context, *time.Time) {
+	at := new(time.Time)
+	return context.WithValue(ctx, reachedKey{}, at), at
+}
+
+// noteReached notes at in ctx's place, if it has one.
+func noteReached(ctx context.Context, at time.Time) {
+	if p, ok := ctx.Value(reachedKey{}).(*time.Time); ok {
+		*p = at
+	}
 }

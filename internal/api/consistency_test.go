@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/query"
 )
@@ -410,5 +412,51 @@ func TestWaiterReadsAfterWhatItSaw(t *testing.T) {
 	// A reading newer than what the caller saw is shared, not queried again.
 	if _, again, err := w.newer(ctx, []string{"t"}, seen); err != nil || !again.Equal(at) || f.calls.Load() != 1 {
 		t.Fatalf("second waiter: reading at %v, %d queries, %v: want the shared reading at %v", again, f.calls.Load(), err, at)
+	}
+}
+
+// TestAfterReadsTimed: an after= read that is answered is timed from the
+// watermark reading that let it through (each reading takes 20 ms here);
+// a read without after=, and
+// one whose wait ran out, are not.
+func TestAfterReadsTimed(t *testing.T) {
+	s := newTestServer(t)
+	f := &fakeWatermarks{step: 10, delay: 20 * time.Millisecond}
+	s.watch = &watermarkWatch{fetch: f.fetch, timeout: time.Second}
+	get := func(q string) int {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/shards?"+q, nil))
+		return rec.Code
+	}
+	answered := func() (uint64, float64) {
+		var m dto.Metric
+		if err := s.answered.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	}
+	if code := get(""); code != http.StatusOK {
+		t.Fatalf("GET /v1/shards: %d", code)
+	}
+	if n, _ := answered(); n != 0 {
+		t.Fatalf("a read without after= timed: %d observations", n)
+	}
+	start := time.Now()
+	if code := get("after=0:0/1E&wait=5s"); code != http.StatusOK {
+		t.Fatalf("GET /v1/shards?after=0:0/1E: %d", code)
+	}
+	took := time.Since(start).Seconds()
+	n, sum := answered()
+	// The reaching reading (LSN 30) took its 20 ms, and the answer followed
+	// it; it started after the request's own first reading (LSN 20, 20 ms
+	// at least; the one of the read before is shared).
+	if n != 1 || sum < 0.020 || sum > took-0.020 {
+		t.Errorf("after= read timed %d times, %.3f s in all; want once, at least the reading's 0.020 s and at most the request's %.3f s less the reading before", n, sum, took)
+	}
+	if code := get("after=0:FFFF/0&wait=30ms"); code != http.StatusServiceUnavailable {
+		t.Fatalf("GET /v1/shards?after=0:FFFF/0: %d, want 503", code)
+	}
+	if n, _ := answered(); n != 1 {
+		t.Errorf("a wait that ran out was timed: %d observations, want the 1 before", n)
 	}
 }

@@ -37,6 +37,9 @@
 //	consumer_lag_records{topic,partition} records not yet committed by the group
 //	commit_errors_total                failed offset commits (the batch is replayed)
 //	stage_seconds_total{stage}         wall time per stage of the loop: where the time goes
+//	freshness_seconds{stage}           a watermark record's way from its commit to ClickHouse, per stage
+//	                                   (reader, kafka, batch, insert, watermark; freshness.go)
+//	watermark_delay_seconds            commit on the shard → its watermark written (the stages' sum)
 //	toast_bases_total{source}          unchanged-TOAST bases by source (batch, cache, clickhouse)
 //	image_cache_bytes                  memory held by the image cache (approximate)
 //	image_cache_entries                rows the image cache holds
@@ -454,11 +457,12 @@ func (l *Loader) consume(ctx context.Context, cl *kgo.Client, failed <-chan stru
 			continue
 		case b = <-batches:
 		}
+		handed := time.Now()
 		if b.err != nil {
 			return stop(b.err)
 		}
 		permit <- struct{}{} // fetch and decode the next batch meanwhile
-		if err := l.applyBatch(tctx, cl, b, &running); err != nil {
+		if err := l.applyBatch(tctx, cl, b, handed, &running); err != nil {
 			return stop(err)
 		}
 	}
@@ -483,7 +487,7 @@ func (l *Loader) idle(cl *kgo.Client, running **tail) error {
 
 // applyBatch applies b and starts its tail once the previous one ended:
 // tails run in batch order, one at a time.
-func (l *Loader) applyBatch(ctx context.Context, cl *kgo.Client, b polled, running **tail) error {
+func (l *Loader) applyBatch(ctx context.Context, cl *kgo.Client, b polled, handed time.Time, running **tail) error {
 	if cuts(b.decoded) {
 		// A truncate reads the open anomalies: the previous batch's
 		// detection must be stored first.
@@ -502,8 +506,13 @@ func (l *Loader) applyBatch(ctx context.Context, cl *kgo.Client, b polled, runni
 	if err != nil {
 		return err
 	}
-	// This batch's rows are in ClickHouse. Its tail (watermarks and
-	// detection, then the commit) starts once the previous one has ended.
+	l.m.fresh.timeWatermarks(&bt, l.clockOf(&b, handed, bt.inserted)) // freshness.go
+	// This batch's rows are in ClickHouse: its watermarks need nothing
+	// more, so their write starts now, beside the previous tail
+	// (tail.go). The rest of its tail (detection, then the commit)
+	// starts once the previous one has ended: tails run in batch order,
+	// one at a time.
+	bt.watermarks = early(bt.watermarks)
 	if err := l.settle(running); err != nil {
 		return err
 	}
@@ -530,6 +539,7 @@ type polled struct {
 	// resumed are the paused tables the poller resumed before this batch's
 	// first poll (paused.go).
 	resumed []string
+	polls   []pollMark // when its records were polled (freshness.go)
 }
 
 // poller fetches and decodes one batch per permit and hands it over.
@@ -561,7 +571,7 @@ func (l *Loader) poller(ctx context.Context, cl *kgo.Client, permit <-chan struc
 			}
 			return
 		}
-		b := polled{recs: f.recs, decoded: l.decodeAll(f.recs), resumed: resumed}
+		b := polled{recs: f.recs, decoded: l.decodeAll(f.recs), resumed: resumed, polls: f.polls}
 		l.m.since(stageDecode, t0)
 		if !l.handOver(ctx, cl, f, &b, out) {
 			return
@@ -630,7 +640,7 @@ func (l *Loader) handOver(ctx context.Context, cl *kgo.Client, f *fill, b *polle
 		}
 		if len(f.recs) > n {
 			more := l.decodeAll(f.recs[n:])
-			b.recs = f.recs
+			b.recs, b.polls = f.recs, f.polls
 			b.decoded = append(b.decoded, more...)
 			watermark = watermark || hasWatermark(more)
 		}
@@ -657,6 +667,7 @@ type fill struct {
 	recs  []*kgo.Record
 	size  int       // record bytes (keys and values)
 	first time.Time // when its first record arrived
+	polls []pollMark
 }
 
 func (f *fill) full(maxRecords, maxBytes int) bool {
@@ -727,10 +738,12 @@ func (l *Loader) pollInto(ctx, pctx context.Context, cl *kgo.Client, f *fill) er
 		// and as consumer lag.
 		l.log.Warn("fetch error", slog.String("topic", t), slog.Int("partition", int(p)), slog.Any("err", err))
 	})
+	n := len(f.recs)
 	fs.EachRecord(func(r *kgo.Record) {
 		f.recs = append(f.recs, r)
 		f.size += len(r.Key) + len(r.Value)
 	})
+	f.markPoll(n) // freshness.go
 	return ctx.Err()
 }
 

@@ -43,6 +43,7 @@ type metrics struct {
 	imageEntries    prometheus.Gauge
 	imageEvictions  prometheus.Counter
 	monitorErrors   *prometheus.CounterVec // monitor
+	fresh           freshness              // freshness.go
 }
 
 // Stages of the loader's loop, for tributary_loader_stage_seconds_total.
@@ -130,6 +131,7 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 		Name: "tributary_loader_monitor_errors_total", Help: "Failed rounds of the loader's monitors (pauses, anomalies, stopped, lag, misplaced, ring_reload, compaction; the aggregator counts its own), by monitor: retried at the next round. A monitor that fails for good stops the loader.",
 	}, []string{"monitor"})
 	reg.MustRegister(m.toastBases, m.imageBytes, m.imageEntries, m.imageEvictions, m.monitorErrors)
+	m.fresh = newFreshness(reg)
 	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
 	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.tablePaused, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)

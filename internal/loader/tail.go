@@ -23,9 +23,14 @@ import (
 //     watermarks and detection are stored (the commit is the tail's last
 //     step): a crash replays the batch, and the replay writes and detects
 //     again.
-//   - Watermarks follow every row of their batch (the tail starts after
-//     them); a watermark says nothing about later rows, which may be in
-//     already. Marks and ownership precede their rows, so they precede the
+//   - Watermarks follow every row of their batch (their write starts once
+//     apply returned); a watermark says nothing about later rows, which
+//     may be in already. Their write starts at once, beside the previous
+//     batch's tail, not after it (early): a watermark needs its own
+//     batch's rows only, and the watermarks table keeps the highest commit
+//     LSN per partition whatever the order two batches' writes land in —
+//     so read-your-writes does not wait for the previous batch's
+//     duplicate checks. The batch's commit still waits for them. Marks and ownership precede their rows, so they precede the
 //     watermarks too (the pre-aggregator relies on marks before
 //     watermarks).
 //   - Tails run one at a time, in batch order: the next one starts only
@@ -52,6 +57,8 @@ type batchTail struct {
 	detects []func() error
 	// commit are the records whose offsets may then be committed.
 	commit []*kgo.Record
+	// inserted is when the batch's rows were in ClickHouse (freshness.go).
+	inserted time.Time
 }
 
 // tail is one batch's tail, running.
@@ -107,6 +114,17 @@ func (l *Loader) startTail(ctx context.Context, cl *kgo.Client, bt batchTail) *t
 		}
 	}()
 	return t
+}
+
+// early starts f now and returns what waits for it and returns its error
+// (nil for a nil f). The wait may be called once or more.
+func early(f func() error) func() error {
+	if f == nil {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	return sync.OnceValue(func() error { return <-done })
 }
 
 // ended says whether the tail is over (its error is then settled).

@@ -79,3 +79,30 @@ func TestCuts(t *testing.T) {
 		}
 	}
 }
+
+// TestEarly: early runs its function at once, before anyone waits for it
+// (a batch's watermarks are written beside the previous batch's tail, not
+// after it), and the wait returns its error, as often as it is called.
+func TestEarly(t *testing.T) {
+	if early(nil) != nil {
+		t.Fatal("early(nil) is not nil: a batch without watermarks would wait for nothing")
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	errW := errors.New("watermarks")
+	wait := early(func() error {
+		close(started)
+		<-release
+		return errW
+	})
+	select {
+	case <-started: // before wait is called
+	case <-time.After(time.Minute):
+		t.Fatal("early did not start its function before the wait")
+	}
+	close(release)
+	for range 2 {
+		if err := wait(); !errors.Is(err, errW) {
+			t.Fatalf("wait = %v, want the function's error", err)
+		}
+	}
+}

@@ -11,6 +11,7 @@ type metrics struct {
 	bytes          prometheus.Counter
 	produced       *prometheus.CounterVec // topic
 	produceSeconds prometheus.Histogram
+	commitAck      prometheus.Histogram
 	errors         *prometheus.CounterVec // kind
 	lagBytes       prometheus.Gauge
 	lagSeconds     prometheus.Gauge
@@ -61,6 +62,9 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 		produceSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tributary_reader_produce_seconds",
 			Help: "Time from handing a record to the producer to Kafka's acknowledgement.", ConstLabels: l,
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		commitAck: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tributary_reader_commit_ack_seconds",
+			Help: "Time from a transaction's commit on the shard (its commit timestamp) to Kafka's acknowledgement of its last record and of every earlier transaction's: when its watermark may be published. Compares the shard's clock with the reader's.", ConstLabels: l,
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_errors_total",
 			Help: "Errors by kind (decode, produce, replication, sql).", ConstLabels: l}, []string{"kind"}),
 		lagBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_reader_lag_bytes",
@@ -102,7 +106,7 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 	for _, res := range resnapshotResults {
 		m.resnapshots.WithLabelValues(res)
 	}
-	reg.MustRegister(m.resnapshots, m.resnapshotActive, m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.errors, m.lagBytes, m.lagSeconds,
+	reg.MustRegister(m.resnapshots, m.resnapshotActive, m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.commitAck, m.errors, m.lagBytes, m.lagSeconds,
 		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks,
 		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes, m.up, m.restarts)
 	for _, k := range errorKinds {

@@ -27,7 +27,9 @@
 //
 // Metrics (private registry, const label shard, prefix tributary_reader_):
 // changes_total{table,op}, wal_bytes_total, records_produced_total{topic},
-// produce_seconds, errors_total{kind}, lag_bytes, lag_seconds,
+// produce_seconds, commit_ack_seconds (commit on the shard to Kafka's
+// acknowledgement of the transaction and every one before it: when its
+// watermark may go out), errors_total{kind}, lag_bytes, lag_seconds,
 // confirmed_lsn, slot_retained_wal_bytes, slot_wal_status{status},
 // snapshot_rows_total{table}, snapshot_chunks_total{table},
 // snapshot_estimated_rows{table}, snapshot_progress_ratio{table},
@@ -402,7 +404,7 @@ func (r *Reader) startFrom(ctx context.Context, repl *pgconn.PgConn, sqlConn *pg
 	case actionResume:
 		r.log.Info("start: resume", slog.String("slot", r.cfg.Slot), slog.String("why", why))
 		start = plan.slot.confirmed
-		r.tracker = newTracker(start)
+		r.tracker = r.newTracker(start)
 		r.snapCP, r.snapEnd = stored.ConsistentPoint, stored.SnapshotEnd
 		r.resnap.active, r.resnap.last = stored.Resnapshot, stored.LastResnapshot
 		if a := stored.Resnapshot; a != nil {
@@ -415,7 +417,7 @@ func (r *Reader) startFrom(ctx context.Context, repl *pgconn.PgConn, sqlConn *pg
 			slog.String("consistent_point", stored.ConsistentPoint.String()))
 		r.m.snapshotResumes.Inc()
 		start = stored.ConsistentPoint
-		r.tracker = newTracker(start)
+		r.tracker = r.newTracker(start)
 		if err := r.copySnapshot(ctx, sqlConn, stored); err != nil {
 			err = r.snapshotStopped(ctx, fmt.Errorf("initial snapshot (resumed): %w", err))
 			return 0, err == nil, err

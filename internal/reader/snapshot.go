@@ -168,7 +168,7 @@ func (r *Reader) createAndSnapshot(ctx context.Context, repl *pgconn.PgConn, con
 	if err := r.state.save(ctx, st); err != nil {
 		return 0, err
 	}
-	r.tracker = newTracker(cp)
+	r.tracker = r.newTracker(cp)
 	if err := r.copySnapshot(ctx, conn, &st); err != nil {
 		return 0, fmt.Errorf("initial snapshot: %w", err)
 	}

@@ -26,6 +26,10 @@ type tracker struct {
 	// lastCommit is the commit time of the transaction at confirmed.
 	lastCommit txnTime
 	err        error // first produce failure; the reader stops on it
+	// acked, if set, is told the commit time (µs) of every transaction
+	// with records once it is confirmable: it and everything before it
+	// acknowledged by Kafka (tributary_reader_commit_ack_seconds).
+	acked func(commitUS int64)
 }
 
 type txnTime struct {
@@ -37,6 +41,7 @@ type txnState struct {
 	end      envelope.LSN // commit end LSN; set by seal
 	commitUS int64
 	pending  int
+	records  int // added in all
 	sealed   bool
 }
 
@@ -69,6 +74,7 @@ func (t *tracker) begin() *txnState {
 func (t *tracker) add(s *txnState) {
 	t.mu.Lock()
 	s.pending++
+	s.records++
 	t.mu.Unlock()
 }
 
@@ -113,6 +119,9 @@ func (t *tracker) advance() {
 			t.confirmed = f.end
 			t.lastCommit = txnTime{f.end, f.commitUS}
 			t.signal()
+			if t.acked != nil && f.records > 0 && f.commitUS > 0 {
+				t.acked(f.commitUS)
+			}
 		}
 		t.queue[0] = nil
 		t.queue = t.queue[1:]
@@ -145,4 +154,14 @@ func (t *tracker) inFlight() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.queue)
+}
+
+// newTracker is a tracker from start that times commits to their
+// acknowledgement in the reader's metrics.
+func (r *Reader) newTracker(start envelope.LSN) *tracker {
+	t := newTracker(start)
+	t.acked = func(commitUS int64) {
+		r.m.commitAck.Observe(max(0, time.Since(time.UnixMicro(commitUS)).Seconds()))
+	}
+	return t
 }

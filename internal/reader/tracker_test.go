@@ -139,3 +139,31 @@ func TestRoundWait(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackerTimesAcknowledgedCommits: a transaction's commit time is
+// reported once, when it and everything before it are acknowledged — not
+// when its own records are, and never for an empty transaction.
+func TestTrackerTimesAcknowledgedCommits(t *testing.T) {
+	tr := newTracker(100)
+	var got []int64
+	tr.acked = func(us int64) { got = append(got, us) }
+	a := tr.begin()
+	tr.add(a)
+	tr.seal(a, 200, 11)
+	b := tr.begin()
+	tr.add(b)
+	tr.seal(b, 300, 22)
+	empty := tr.begin()
+	tr.seal(empty, 400, 33)
+	tr.ack(b, nil)
+	if len(got) != 0 {
+		t.Fatalf("commits timed before the first transaction was acknowledged: %v", got)
+	}
+	tr.ack(a, nil)
+	if len(got) != 2 || got[0] != 11 || got[1] != 22 {
+		t.Fatalf("commits timed = %v, want [11 22] (the empty transaction left out)", got)
+	}
+	if pos, _, _ := tr.position(); pos != 400 {
+		t.Fatalf("confirmed = %d, want 400", pos)
+	}
+}
