@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sys/unix"
@@ -29,6 +30,7 @@ import (
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/kafkaconn"
+	"github.com/tributary/tributary/internal/reader"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
 )
@@ -71,9 +73,13 @@ resnapshot checks the table and the --where predicate on the shard
 (PostgreSQL plans the query, reads nothing), refuses while another
 resnapshot of the shard runs, then writes the request into the shard's
 WAL, where its reader picks it up; it shows rows, rate and ETA until the
-copy is done (--no-wait: return once asked). The shard's DSN is its
-reader's, from --fleet or $TRIBUTARY_PG_DSN. See docs/runbook.md, "One
-table on one shard is wrong".
+copy is done (--no-wait: return once asked). Without --where the loaders
+then delete the rows the copy did not contain; with --where a sweep does
+(it needs --clickhouse-addr): the table's rows of the shard in ClickHouse
+that the copy skipped are checked on the shard, and those it no longer
+has are deleted (--sweep: only that, after the shard's last resnapshot).
+The shard's DSN is its reader's, from --fleet or $TRIBUTARY_PG_DSN. See
+docs/runbook.md, "One table on one shard is wrong".
 
 teardown lists what exists first and asks (type the ClickHouse database's
 name) unless --yes; without a terminal and without --yes it is a dry run.
@@ -117,6 +123,7 @@ type Config struct {
 	DSN      string // $TRIBUTARY_PG_DSN, when no fleet
 	Status   bool
 	NoWait   bool
+	Sweep    bool
 	Progress time.Duration
 
 	// teardown (and resnapshot: FleetFile, Slot, StateTopic)
@@ -150,7 +157,8 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.Where, "where", "", "", "resnapshot: copy only the rows matching this PostgreSQL predicate")
 	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
 	fs.BoolVar(&c.Status, "status", false, "resnapshot: show the shard's running and last resnapshot, ask for nothing")
-	fs.BoolVar(&c.NoWait, "no-wait", false, "resnapshot: return once the request is written, without following it")
+	fs.BoolVar(&c.NoWait, "no-wait", false, "resnapshot: return once the request is written, without following it (and without the sweep of a --where)")
+	fs.BoolVar(&c.Sweep, "sweep", false, "resnapshot: only the sweep after the shard's last resnapshot of --table (again, after an interrupted one): delete the rows the shard no longer has")
 	fs.Duration(&c.Progress, "progress-interval", "", 2*time.Second, "resnapshot: how often progress is shown")
 	fs.BoolVar(&c.JSON, "json", false, "status, dlq list: write JSON on stdout")
 	fs.BoolVar(&c.Yes, "yes", false, "dlq replay: do it (without: a dry run)")
@@ -162,8 +170,8 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "teardown: the readers' publication")
 	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "teardown, resnapshot: the readers' state topic")
 	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "teardown: the loaders' consumer group")
-	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "teardown, pause, resume: ClickHouse native protocol host:port")
-	fs.String(&c.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "teardown: the ClickHouse database to drop; pause, resume: the loaders' database")
+	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "teardown, pause, resume, resnapshot --where or --sweep: ClickHouse native protocol host:port")
+	fs.String(&c.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "teardown: the ClickHouse database to drop; pause, resume, resnapshot: the loaders' database")
 	fs.String(&c.ClickHouse.Username, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "teardown: a ClickHouse user that may drop the database; pause, resume: one that may insert into it")
 	fs.Secret(&c.ClickHouse.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	var passFile string
@@ -229,8 +237,15 @@ func (c *Config) Validate() error {
 		if c.Progress <= 0 {
 			errs = append(errs, errors.New("resnapshot: --progress-interval must be positive"))
 		}
-	} else if c.Where != "" || c.Status || c.NoWait {
-		errs = append(errs, fmt.Errorf("%s: --where, --status and --no-wait are resnapshot's", c.Action))
+		if (c.Sweep || c.Where != "" && !c.NoWait && !c.Status) && c.ClickHouse.Addr == "" {
+			errs = append(errs, errors.New("resnapshot: --clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required with --where or --sweep: the sweep after the copy reads the loaders' database"))
+		}
+		if c.Sweep && (c.Status || c.NoWait || c.Where != "") {
+			errs = append(errs, errors.New("resnapshot: --sweep takes none of --status, --no-wait, --where (it sweeps after the last resnapshot, as it ran)"))
+		}
+		errs = append(errs, c.ClickHouse.TLS.Validate()...)
+	} else if c.Where != "" || c.Status || c.NoWait || c.Sweep {
+		errs = append(errs, fmt.Errorf("%s: --where, --status, --no-wait and --sweep are resnapshot's", c.Action))
 	}
 	if c.Action == "teardown" {
 		if c.FleetFile == "" {
@@ -454,32 +469,18 @@ func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Clie
 		}
 	}
 	if c.Status {
-		st, err := admin.ResnapshotStatus(ctx, cl, target)
-		if err != nil {
-			return err
-		}
-		if c.JSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
-		}
-		switch {
-		case !st.Found:
-			fmt.Printf("shard %d: no reader state for slot %s in %s\n", c.Shard, slot, c.StateTopic)
-		case st.Active == nil && st.Last == nil:
-			fmt.Printf("shard %d: no resnapshot ever ran (epoch %d)\n", c.Shard, st.Epoch)
-		}
-		if st.Active != nil {
-			fmt.Println("running:", admin.ProgressLine(c.Shard, st.Active, 0))
-		}
-		if st.Last != nil {
-			fmt.Println("last:   ", admin.ProgressLine(c.Shard, st.Last, 0))
-		}
-		return nil
+		return resnapshotStatus(ctx, c, cl, target)
 	}
 	t, ok := cfg.ByName(c.Table)
 	if !ok {
 		return fmt.Errorf("%w: --table %q: no such table in %s (tables: %s)", admin.ErrResnapshotRefused, c.Table, c.TablesFile, strings.Join(tableNames(cfg), ", "))
+	}
+	if c.Sweep {
+		st, err := admin.ResnapshotStatus(ctx, cl, target)
+		if err != nil {
+			return err
+		}
+		return sweep(ctx, c, target.DSN, *t, st.Last, cl, log)
 	}
 	id, err := admin.RequestResnapshot(ctx, cl, target, *t, c.Where, log)
 	if err != nil {
@@ -487,10 +488,69 @@ func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Clie
 	}
 	if c.NoWait {
 		fmt.Printf("resnapshot %s requested; follow it with: tributaryctl resnapshot --status --shard %d\n", id, c.Shard)
+		if c.Where != "" {
+			fmt.Printf("once it is done, delete the rows the shard no longer has with: tributaryctl resnapshot --sweep --shard %d --table %s\n", c.Shard, t.Name)
+		}
 		return nil
 	}
-	_, err = admin.WaitResnapshot(ctx, cl, target, id, os.Stderr, c.Progress, time.Minute)
-	return err
+	done, err := admin.WaitResnapshot(ctx, cl, target, id, os.Stderr, c.Progress, time.Minute)
+	if err != nil || c.Where == "" {
+		return err // without a predicate, the loaders delete what the copy did not contain
+	}
+	return sweep(ctx, c, target.DSN, *t, done, cl, log)
+}
+
+// resnapshotStatus prints the shard's running and last resnapshot.
+func resnapshotStatus(ctx context.Context, c *Config, cl *kgo.Client, target admin.ResnapshotTarget) error {
+	st, err := admin.ResnapshotStatus(ctx, cl, target)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	switch {
+	case !st.Found:
+		fmt.Printf("shard %d: no reader state for slot %s in %s\n", c.Shard, target.Slot, c.StateTopic)
+	case st.Active == nil && st.Last == nil:
+		fmt.Printf("shard %d: no resnapshot ever ran (epoch %d)\n", c.Shard, st.Epoch)
+	}
+	if st.Active != nil {
+		fmt.Println("running:", admin.ProgressLine(c.Shard, st.Active, 0))
+	}
+	if st.Last != nil {
+		fmt.Println("last:   ", admin.ProgressLine(c.Shard, st.Last, 0))
+	}
+	return nil
+}
+
+// sweep deletes, after resnapshot a of table t, the rows of the shard
+// that ClickHouse holds from before it and the shard no longer has
+// (internal/admin, sweep.go).
+func sweep(ctx context.Context, c *Config, dsn string, t tables.Table, a *reader.Resnapshot, cl *kgo.Client, log *slog.Logger) error {
+	sw, err := admin.SweepOf(t, c.Shard, a)
+	if err != nil {
+		return err
+	}
+	store, err := chstore.Open(ctx, chstore.Options{Addr: c.ClickHouse.Addr, Username: c.ClickHouse.Username,
+		Password: c.ClickHouse.Password, TLS: c.ClickHouse.TLS, Database: c.Database})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect shard %d: %w", c.Shard, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	res, err := sw.Run(ctx, store, conn, cl, os.Stderr, c.Progress, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "sweep shard %d table %s: %d rows checked, %d deleted (the shard no longer has them)\n", c.Shard, t.Name, res.Checked, res.Deleted)
+	return nil
 }
 
 func tableNames(cfg *tables.Config) []string {

@@ -43,7 +43,8 @@ package reader
 //     S, so no longer at the source (deleted before or during the copy,
 //     or rows ClickHouse should never have had). With a predicate there is
 //     no such record: the loader cannot tell which of its rows the
-//     predicate covers (the README says so).
+//     predicate covers, so tributaryctl sweeps after the copy instead
+//     (internal/admin, sweep.go, with the same version argument).
 //
 // Resumable: the plan and each range's last acknowledged key are stored
 // in the reader state (saved every second), as for the initial snapshot;
