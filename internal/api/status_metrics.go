@@ -86,7 +86,8 @@ func scrapeOne(ctx context.Context, client *http.Client, url string) (map[string
 // readerView is what one shard's reader reports.
 type readerView struct {
 	Shard int `json:"shard"`
-	// State is streaming, snapshotting (with Progress), or error.
+	// State is streaming, snapshotting (with Progress), resnapshotting
+	// (with Resnapshot), or error.
 	State          string  `json:"state"`
 	Progress       float64 `json:"snapshot_progress"` // 0..1, while snapshotting
 	LagBytes       float64 `json:"slot_lag_bytes"`
@@ -99,6 +100,34 @@ type readerView struct {
 	// (Restarts > 0): it waits to retry the shard.
 	Down     bool    `json:"down"`
 	Restarts float64 `json:"restarts"`
+	// Resnapshot is the running resnapshot (nil: none).
+	Resnapshot *resnapshotView `json:"resnapshot,omitempty"`
+
+	tables    map[string]float64 // snapshot progress by table
+	estimates map[string]float64 // estimated rows by table
+}
+
+// resnapshotView is a reader's running resnapshot: one table copied again
+// while the shard streams.
+type resnapshotView struct {
+	Table string `json:"table"`
+	// Progress is the fraction copied by the copy's row estimate (0..1);
+	// EstimatedRows the estimate (0: unknown).
+	Progress      float64 `json:"progress"`
+	EstimatedRows float64 `json:"estimated_rows"`
+}
+
+// settle computes the snapshot progress from the tables' (the initial
+// snapshot's: a table being copied again counts as its resnapshot's).
+func (rv *readerView) settle() {
+	for table, p := range rv.tables {
+		rv.SnapshotTables++
+		if r := rv.Resnapshot; r != nil && r.Table == table {
+			r.Progress, r.EstimatedRows = p, rv.estimates[table]
+			continue
+		}
+		rv.Progress = min(rv.Progress, p)
+	}
 }
 
 // partitionLag is the loader group's lag on one partition.
@@ -159,7 +188,7 @@ func readComponents(results []endpointResult) componentsView {
 				}
 				rv := v.Readers[shard]
 				if rv == nil {
-					rv = &readerView{Shard: shard, State: "streaming", Progress: 1}
+					rv = &readerView{Shard: shard, State: "streaming", Progress: 1, tables: map[string]float64{}, estimates: map[string]float64{}}
 					v.Readers[shard] = rv
 				}
 				f(rv, m)
@@ -176,9 +205,12 @@ func readComponents(results []endpointResult) componentsView {
 		})
 		readers("tributary_reader_up", func(rv *readerView, m *dto.Metric) { rv.Down = value(m) == 0 })
 		readers("tributary_reader_restarts_total", func(rv *readerView, m *dto.Metric) { rv.Restarts = value(m) })
-		readers("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) {
-			rv.SnapshotTables++
-			rv.Progress = min(rv.Progress, value(m))
+		readers("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) { rv.tables[label(m, "table")] = value(m) })
+		readers("tributary_reader_snapshot_estimated_rows", func(rv *readerView, m *dto.Metric) { rv.estimates[label(m, "table")] = value(m) })
+		readers("tributary_reader_resnapshot_active", func(rv *readerView, m *dto.Metric) {
+			if value(m) == 1 {
+				rv.Resnapshot = &resnapshotView{Table: label(m, "table")}
+			}
 		})
 		for _, m := range metricsOf(r.families, "tributary_loader_stage_seconds_total") {
 			stages[label(m, "stage")] += value(m)
@@ -192,6 +224,7 @@ func readComponents(results []endpointResult) componentsView {
 		}
 	}
 	for _, rv := range v.Readers {
+		rv.settle()
 		switch {
 		case rv.Down && rv.Restarts > 0:
 			rv.State = fmt.Sprintf("error: down, retrying (%.0f failed runs)", rv.Restarts)
@@ -199,6 +232,8 @@ func readComponents(results []endpointResult) componentsView {
 			rv.State = "error: slot lost"
 		case rv.Progress < 1:
 			rv.State = "snapshotting"
+		case rv.Resnapshot != nil:
+			rv.State = "resnapshotting"
 		}
 	}
 	var total float64
