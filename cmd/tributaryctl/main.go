@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/kafkaconn"
+	"github.com/tributary/tributary/internal/progress"
 	"github.com/tributary/tributary/internal/reader"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
@@ -265,7 +267,12 @@ func (c *Config) Validate() error {
 func main() { flagenv.Main("tributaryctl", parse, run) }
 
 func run(ctx context.Context, c *Config) error {
-	log, err := telemetry.Logger("text", c.LogLevel)
+	// On a terminal, progress bars stay below the log lines.
+	var errOut io.Writer = os.Stderr
+	if progress.IsTerminal(os.Stderr) {
+		errOut = progress.NewTerminal(os.Stderr)
+	}
+	log, err := telemetry.LoggerTo(errOut, "text", c.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -300,7 +307,7 @@ func run(ctx context.Context, c *Config) error {
 	case "pause", "resume":
 		return pause(ctx, c, cfg, cl, log)
 	case "resnapshot":
-		return resnapshot(ctx, c, cfg, cl, log)
+		return resnapshot(ctx, c, cfg, cl, errOut, log)
 	}
 	dead, err := admin.ReadDLQ(ctx, cl, c.DLQTopic, cfg, admin.Filter{Reason: c.Reason, Table: c.Table})
 	if err != nil {
@@ -452,7 +459,7 @@ func pause(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, l
 }
 
 // resnapshot runs the resnapshot action.
-func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, log *slog.Logger) error {
+func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, errOut io.Writer, log *slog.Logger) error {
 	slot := c.Slot
 	kafkaOpts, err := c.Kafka.ClientOpts()
 	if err != nil {
@@ -480,7 +487,7 @@ func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Clie
 		if err != nil {
 			return err
 		}
-		return sweep(ctx, c, target.DSN, *t, st.Last, cl, log)
+		return sweep(ctx, c, target.DSN, *t, st.Last, cl, errOut, log)
 	}
 	id, err := admin.RequestResnapshot(ctx, cl, target, *t, c.Where, log)
 	if err != nil {
@@ -493,11 +500,11 @@ func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Clie
 		}
 		return nil
 	}
-	done, err := admin.WaitResnapshot(ctx, cl, target, id, os.Stderr, c.Progress, time.Minute)
+	done, err := admin.WaitResnapshot(ctx, cl, target, id, errOut, c.Progress, time.Minute)
 	if err != nil || c.Where == "" {
 		return err // without a predicate, the loaders delete what the copy did not contain
 	}
-	return sweep(ctx, c, target.DSN, *t, done, cl, log)
+	return sweep(ctx, c, target.DSN, *t, done, cl, errOut, log)
 }
 
 // resnapshotStatus prints the shard's running and last resnapshot.
@@ -529,7 +536,7 @@ func resnapshotStatus(ctx context.Context, c *Config, cl *kgo.Client, target adm
 // sweep deletes, after resnapshot a of table t, the rows of the shard
 // that ClickHouse holds from before it and the shard no longer has
 // (internal/admin, sweep.go).
-func sweep(ctx context.Context, c *Config, dsn string, t tables.Table, a *reader.Resnapshot, cl *kgo.Client, log *slog.Logger) error {
+func sweep(ctx context.Context, c *Config, dsn string, t tables.Table, a *reader.Resnapshot, cl *kgo.Client, errOut io.Writer, log *slog.Logger) error {
 	sw, err := admin.SweepOf(t, c.Shard, a)
 	if err != nil {
 		return err
@@ -545,11 +552,11 @@ func sweep(ctx context.Context, c *Config, dsn string, t tables.Table, a *reader
 		return fmt.Errorf("connect shard %d: %w", c.Shard, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	res, err := sw.Run(ctx, store, conn, cl, os.Stderr, c.Progress, log)
+	res, err := sw.Run(ctx, store, conn, cl, errOut, c.Progress, log)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "sweep shard %d table %s: %d rows checked, %d deleted (the shard no longer has them)\n", c.Shard, t.Name, res.Checked, res.Deleted)
+	fmt.Fprintf(errOut, "sweep shard %d table %s: %d rows checked, %d deleted (the shard no longer has them)\n", c.Shard, t.Name, res.Checked, res.Deleted)
 	return nil
 }
 
