@@ -107,8 +107,9 @@ func (p *pipeline) liveInClickHouse(ctx context.Context, t *testing.T, ids []str
 // must leave workspace 2 equal to the shard and delete every row the shard
 // does not have (a deleted row has no values left to test the predicate
 // on), and copy nothing outside the predicate: workspace 3's unseen
-// updates stay. A resnapshot of every row then fixes everything, stale
-// rows written by hand included.
+// updates stay. A predicate PostgreSQL refuses is refused first. A
+// resnapshot of every row then fixes everything, stale rows written by
+// hand included.
 func TestResnapshotWhereDeletes(t *testing.T) {
 	p, ctx, runCtx := oneShardPipeline(t, 8*time.Minute)
 	tbl := p.table()
@@ -133,6 +134,12 @@ func TestResnapshotWhereDeletes(t *testing.T) {
 	time.Sleep(time.Second) // nothing may arrive: the changes were hidden
 	if n := p.liveInClickHouse(ctx, t, append(byHand, hidden...)); n != len(byHand)+len(hidden) {
 		t.Fatalf("%d of the %d stale rows live in ClickHouse before the resnapshot: the test does not make it wrong", n, len(byHand)+len(hidden))
+	}
+
+	// A predicate PostgreSQL refuses is refused before anything starts.
+	if out, err := p.ctl(ctx, t, "resnapshot", "--shard", "0", "--table", tbl, "--where", "no_such_column = 2"); err == nil ||
+		!strings.Contains(out, "not a valid predicate") || !strings.Contains(out, "no_such_column") {
+		t.Errorf("tributaryctl resnapshot with a bad --where: want refused, naming the predicate and PostgreSQL's reason, got %v:\n%s", err, out)
 	}
 
 	wctx, stopWriter := context.WithCancel(ctx)
