@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/kafkaconn"
+	"github.com/tributary/tributary/internal/progress"
 	"github.com/tributary/tributary/internal/reader"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
@@ -245,7 +247,21 @@ func (c *Config) Validate() error {
 func main() { flagenv.Main("cdc-reader", parse, run) }
 
 func run(ctx context.Context, cfg *Config) error {
-	log, err := telemetry.Logger(cfg.LogFormat, cfg.LogLevel)
+	// On a terminal, the copies' progress bars stay below the log lines;
+	// elsewhere progress is the periodic "snapshot progress" log line.
+	var errOut io.Writer = os.Stderr
+	var show func(string, progress.Status, bool)
+	if progress.IsTerminal(os.Stderr) {
+		term := progress.NewTerminal(os.Stderr)
+		errOut, show = term, func(key string, s progress.Status, final bool) {
+			if final {
+				term.Finish(key, progress.Line(s))
+			} else {
+				term.Show(key, progress.Bar(s, 30))
+			}
+		}
+	}
+	log, err := telemetry.LoggerTo(errOut, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -262,7 +278,7 @@ func run(ctx context.Context, cfg *Config) error {
 			StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval, WatermarkMinGap: cfg.WatermarkMinGap,
 			HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
 			SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,
-			SnapshotMaxRowsPerSecond: cfg.SnapshotMaxRate, SnapshotProgressInterval: cfg.SnapshotProgress,
+			SnapshotMaxRowsPerSecond: cfg.SnapshotMaxRate, SnapshotProgressInterval: cfg.SnapshotProgress, ShowProgress: show,
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sys/unix"
@@ -30,6 +32,8 @@ import (
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/kafkaconn"
+	"github.com/tributary/tributary/internal/progress"
+	"github.com/tributary/tributary/internal/reader"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
 )
@@ -113,9 +117,13 @@ resnapshot checks the table and the --where predicate on the shard
 (PostgreSQL plans the query, reads nothing), refuses while another
 resnapshot of the shard runs, then writes the request into the shard's
 WAL, where its reader picks it up; it shows rows, rate and ETA until the
-copy is done (--no-wait: return once asked). The shard's DSN is its
-reader's, from --fleet or $TRIBUTARY_PG_DSN. See docs/runbook.md, "One
-table on one shard is wrong".`, resnapshotFlags},
+copy is done (--no-wait: return once asked). Without --where the loaders
+then delete the rows the copy did not contain; with --where a sweep does
+(it needs --clickhouse-addr): the table's rows of the shard in ClickHouse
+that the copy skipped are checked on the shard, and those it no longer
+has are deleted (--sweep: only that, after the shard's last resnapshot).
+The shard's DSN is its reader's, from --fleet or $TRIBUTARY_PG_DSN. See
+docs/runbook.md, "One table on one shard is wrong".`, resnapshotFlags},
 	{"teardown", `tributaryctl teardown [--yes] [flags] — remove the deployment's slots, publications, topics, consumer group and ClickHouse database.
 
 teardown lists what exists first and asks (type the ClickHouse database's
@@ -152,6 +160,7 @@ type Config struct {
 	DSN      string // $TRIBUTARY_PG_DSN, when no fleet
 	Status   bool
 	NoWait   bool
+	Sweep    bool
 	Progress time.Duration
 
 	// teardown (and resnapshot: FleetFile, Slot, StateTopic)
@@ -208,11 +217,14 @@ func resnapshotFlags(fs *flagenv.Set, c *Config) {
 	fs.String(&c.Where, "where", "", "", "copy only the rows matching this PostgreSQL predicate")
 	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
 	fs.BoolVar(&c.Status, "status", false, "show the shard's running and last resnapshot, ask for nothing")
-	fs.BoolVar(&c.NoWait, "no-wait", false, "return once the request is written, without following it")
+	fs.BoolVar(&c.NoWait, "no-wait", false, "return once the request is written, without following it (and without the sweep of a --where)")
+	fs.BoolVar(&c.Sweep, "sweep", false, "only the sweep after the shard's last resnapshot of --table (again, after an interrupted one): delete the rows the shard no longer has")
 	fs.Duration(&c.Progress, "progress-interval", "", 2*time.Second, "how often progress is shown")
 	fs.BoolVar(&c.JSON, "json", false, "with --status: write JSON on stdout")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "where the shard's reader DSN comes from (else $TRIBUTARY_PG_DSN)")
 	slotFlags(fs, c)
+	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Database: "the loaders' ClickHouse database (--where, --sweep)",
+		User: "a ClickHouse user that may read and insert into it (--where, --sweep)"})
 }
 
 // slotFlags name the readers' slot and state topic, as cdc-reader's do.
@@ -377,13 +389,24 @@ func (c *Config) validateResnapshot() []error {
 	if c.Progress <= 0 {
 		errs = append(errs, errors.New("resnapshot: --progress-interval must be positive"))
 	}
-	return errs
+	if (c.Sweep || c.Where != "" && !c.NoWait && !c.Status) && c.ClickHouse.Addr == "" {
+		errs = append(errs, errors.New("resnapshot: --clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required with --where or --sweep: the sweep after the copy reads the loaders' database"))
+	}
+	if c.Sweep && (c.Status || c.NoWait || c.Where != "") {
+		errs = append(errs, errors.New("resnapshot: --sweep takes none of --status, --no-wait, --where (it sweeps after the last resnapshot, as it ran)"))
+	}
+	return append(errs, c.ClickHouse.TLS.Validate()...)
 }
 
 func main() { flagenv.Main("tributaryctl", parse, run) }
 
 func run(ctx context.Context, c *Config) error {
-	log, err := telemetry.Logger("text", c.LogLevel)
+	// On a terminal, progress bars stay below the log lines.
+	var errOut io.Writer = os.Stderr
+	if progress.IsTerminal(os.Stderr) {
+		errOut = progress.NewTerminal(os.Stderr)
+	}
+	log, err := telemetry.LoggerTo(errOut, "text", c.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -418,7 +441,7 @@ func run(ctx context.Context, c *Config) error {
 	case "pause", "resume":
 		return pause(ctx, c, cfg, cl, log)
 	case "resnapshot":
-		return resnapshot(ctx, c, cfg, cl, log)
+		return resnapshot(ctx, c, cfg, cl, errOut, log)
 	}
 	dead, err := admin.ReadDLQ(ctx, cl, c.DLQTopic, cfg, admin.Filter{Reason: c.Reason, Table: c.Table})
 	if err != nil {
@@ -570,7 +593,7 @@ func pause(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, l
 }
 
 // resnapshot runs the resnapshot action.
-func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, log *slog.Logger) error {
+func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client, errOut io.Writer, log *slog.Logger) error {
 	slot := c.Slot
 	kafkaOpts, err := c.Kafka.ClientOpts()
 	if err != nil {
@@ -587,32 +610,18 @@ func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Clie
 		}
 	}
 	if c.Status {
-		st, err := admin.ResnapshotStatus(ctx, cl, target)
-		if err != nil {
-			return err
-		}
-		if c.JSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
-		}
-		switch {
-		case !st.Found:
-			fmt.Printf("shard %d: no reader state for slot %s in %s\n", c.Shard, slot, c.StateTopic)
-		case st.Active == nil && st.Last == nil:
-			fmt.Printf("shard %d: no resnapshot ever ran (epoch %d)\n", c.Shard, st.Epoch)
-		}
-		if st.Active != nil {
-			fmt.Println("running:", admin.ProgressLine(c.Shard, st.Active, 0))
-		}
-		if st.Last != nil {
-			fmt.Println("last:   ", admin.ProgressLine(c.Shard, st.Last, 0))
-		}
-		return nil
+		return resnapshotStatus(ctx, c, cl, target)
 	}
 	t, ok := cfg.ByName(c.Table)
 	if !ok {
 		return fmt.Errorf("%w: --table %q: no such table in %s (tables: %s)", admin.ErrResnapshotRefused, c.Table, c.TablesFile, strings.Join(tableNames(cfg), ", "))
+	}
+	if c.Sweep {
+		st, err := admin.ResnapshotStatus(ctx, cl, target)
+		if err != nil {
+			return err
+		}
+		return sweep(ctx, c, target.DSN, *t, st.Last, cl, errOut, log)
 	}
 	id, err := admin.RequestResnapshot(ctx, cl, target, *t, c.Where, log)
 	if err != nil {
@@ -620,10 +629,69 @@ func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Clie
 	}
 	if c.NoWait {
 		fmt.Printf("resnapshot %s requested; follow it with: tributaryctl resnapshot --status --shard %d\n", id, c.Shard)
+		if c.Where != "" {
+			fmt.Printf("once it is done, delete the rows the shard no longer has with: tributaryctl resnapshot --sweep --shard %d --table %s\n", c.Shard, t.Name)
+		}
 		return nil
 	}
-	_, err = admin.WaitResnapshot(ctx, cl, target, id, os.Stderr, c.Progress, time.Minute)
-	return err
+	done, err := admin.WaitResnapshot(ctx, cl, target, id, errOut, c.Progress, time.Minute)
+	if err != nil || c.Where == "" {
+		return err // without a predicate, the loaders delete what the copy did not contain
+	}
+	return sweep(ctx, c, target.DSN, *t, done, cl, errOut, log)
+}
+
+// resnapshotStatus prints the shard's running and last resnapshot.
+func resnapshotStatus(ctx context.Context, c *Config, cl *kgo.Client, target admin.ResnapshotTarget) error {
+	st, err := admin.ResnapshotStatus(ctx, cl, target)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	switch {
+	case !st.Found:
+		fmt.Printf("shard %d: no reader state for slot %s in %s\n", c.Shard, target.Slot, c.StateTopic)
+	case st.Active == nil && st.Last == nil:
+		fmt.Printf("shard %d: no resnapshot ever ran (epoch %d)\n", c.Shard, st.Epoch)
+	}
+	if st.Active != nil {
+		fmt.Println("running:", admin.ProgressLine(c.Shard, st.Active, 0))
+	}
+	if st.Last != nil {
+		fmt.Println("last:   ", admin.ProgressLine(c.Shard, st.Last, 0))
+	}
+	return nil
+}
+
+// sweep deletes, after resnapshot a of table t, the rows of the shard
+// that ClickHouse holds from before it and the shard no longer has
+// (internal/admin, sweep.go).
+func sweep(ctx context.Context, c *Config, dsn string, t tables.Table, a *reader.Resnapshot, cl *kgo.Client, errOut io.Writer, log *slog.Logger) error {
+	sw, err := admin.SweepOf(t, c.Shard, a)
+	if err != nil {
+		return err
+	}
+	store, err := chstore.Open(ctx, chstore.Options{Addr: c.ClickHouse.Addr, Username: c.ClickHouse.User,
+		Password: c.ClickHouse.Password, TLS: c.ClickHouse.TLS, Database: c.ClickHouse.Database})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("connect shard %d: %w", c.Shard, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	res, err := sw.Run(ctx, store, conn, cl, errOut, c.Progress, log)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(errOut, "sweep shard %d table %s: %d rows checked, %d deleted (the shard no longer has them)\n", c.Shard, t.Name, res.Checked, res.Deleted)
+	return nil
 }
 
 func tableNames(cfg *tables.Config) []string {

@@ -13,6 +13,7 @@ import (
 func TestParseResnapshot(t *testing.T) {
 	t.Setenv("TRIBUTARY_PG_DSN", "")
 	t.Setenv("TRIBUTARY_FLEET", "")
+	t.Setenv("TRIBUTARY_CLICKHOUSE_ADDR", "")
 	base := []string{"--kafka-brokers", "k:9092", "--tables", "t.json"}
 	cases := []struct {
 		args []string
@@ -23,7 +24,14 @@ func TestParseResnapshot(t *testing.T) {
 		{[]string{"resnapshot", "--table", "docs", "--fleet", "f.json"}, "--shard is required"},
 		{[]string{"resnapshot", "--shard", "2", "--fleet", "f.json"}, "--table is required"},
 		{[]string{"resnapshot", "--shard", "2", "--table", "docs"}, "--fleet (or $TRIBUTARY_FLEET) or $TRIBUTARY_PG_DSN is required"},
+		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--where", "w = 1", "--clickhouse-addr", "c:9000"}, ""},
+		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--where", "w = 1", "--no-wait"}, ""},
+		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--sweep", "--clickhouse-addr", "c:9000"}, ""},
+		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--where", "w = 1"}, "--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required with --where or --sweep"},
+		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--sweep"}, "is required with --where or --sweep"},
+		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--sweep", "--where", "w = 1", "--clickhouse-addr", "c:9000"}, "--sweep takes none of"},
 		{[]string{"dlq", "list", "--where", "x = 1"}, "are resnapshot's"},
+		{[]string{"dlq", "list", "--sweep"}, "are resnapshot's"},
 		{[]string{"resnapshots"}, `unknown action "resnapshots"`},
 	}
 	for _, c := range cases {

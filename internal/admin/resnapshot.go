@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary/tributary/internal/progress"
 	"github.com/tributary/tributary/internal/reader"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -150,10 +151,18 @@ func RequestResnapshot(ctx context.Context, cl *kgo.Client, target ResnapshotTar
 	return req.ID, nil
 }
 
+// statusBoard is a terminal's status lines (progress.Terminal).
+type statusBoard interface {
+	Show(key, line string)
+	Finish(key, line string)
+}
+
 // WaitResnapshot follows resnapshot id on target until it ends, writing
-// progress (rows, rate, estimate, ETA) to w every interval. It fails when
-// the resnapshot failed, or when the reader did not take the request up
-// within accept (another resnapshot took its place, or no reader runs).
+// progress (rows, rate, estimate, ETA) to w every interval: a bar redrawn
+// in place when w is a progress.Terminal, a line each time otherwise. It
+// fails when the resnapshot failed, or when the reader did not take the
+// request up within accept (another resnapshot took its place, or no
+// reader runs).
 func WaitResnapshot(ctx context.Context, cl *kgo.Client, target ResnapshotTarget, id string, w io.Writer, interval, accept time.Duration) (*reader.Resnapshot, error) {
 	start := time.Now()
 	var lastRows int64
@@ -166,7 +175,11 @@ func WaitResnapshot(ctx context.Context, cl *kgo.Client, target ResnapshotTarget
 		}
 		switch {
 		case st.Last != nil && st.Last.ID == id:
-			fmt.Fprintln(w, ProgressLine(target.Shard, st.Last, rate))
+			if b, ok := w.(statusBoard); ok {
+				b.Finish(id, ProgressLine(target.Shard, st.Last, rate))
+			} else {
+				fmt.Fprintln(w, ProgressLine(target.Shard, st.Last, rate))
+			}
 			if st.Last.Phase == reader.PhaseFailed {
 				return st.Last, fmt.Errorf("resnapshot %s of %s on shard %d failed: %s", id, st.Last.Table, target.Shard, st.Last.Error)
 			}
@@ -177,7 +190,12 @@ func WaitResnapshot(ctx context.Context, cl *kgo.Client, target ResnapshotTarget
 				rate = float64(rows-lastRows) / time.Since(lastAt).Seconds()
 			}
 			lastRows, lastAt = rows, time.Now()
-			fmt.Fprintln(w, ProgressLine(target.Shard, st.Active, rate))
+			if b, ok := w.(statusBoard); ok {
+				b.Show(id, progress.Bar(progress.Status{Label: fmt.Sprintf("resnapshot shard %d %s %s", target.Shard, st.Active.Table, st.Active.Phase),
+					Done: rows, Total: st.Active.Estimate(), Rate: rate}, 30))
+			} else {
+				fmt.Fprintln(w, ProgressLine(target.Shard, st.Active, rate))
+			}
 		case time.Since(start) > accept:
 			what := "no resnapshot is running"
 			if st.Active != nil {

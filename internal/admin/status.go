@@ -32,6 +32,12 @@ type Status struct {
 			Retained float64 `json:"retained_wal_bytes"`
 			WAL      string  `json:"wal_status"`
 			Errors   float64 `json:"errors"`
+			// Resnapshot is the running resnapshot, if any.
+			Resnapshot *struct {
+				Table         string  `json:"table"`
+				Progress      float64 `json:"progress"`
+				EstimatedRows float64 `json:"estimated_rows"`
+			} `json:"resnapshot"`
 		} `json:"reader"`
 	} `json:"shards"`
 	ShardsErr string `json:"shards_error"`
@@ -122,6 +128,13 @@ func WriteStatus(w io.Writer, st *Status) error {
 			state = r.State
 			if r.State == "snapshotting" {
 				state = fmt.Sprintf("snapshotting %.0f%%", 100*r.Progress)
+			}
+			if rs := r.Resnapshot; rs != nil {
+				state += fmt.Sprintf(" (resnapshot of %s %.0f%%", rs.Table, 100*rs.Progress)
+				if rs.EstimatedRows > 0 {
+					state += fmt.Sprintf(" of ~%.0f rows", rs.EstimatedRows)
+				}
+				state += ")"
 			}
 			lag, retained, wal = bytesText(r.LagBytes), bytesText(r.Retained), r.WAL
 		}

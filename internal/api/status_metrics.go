@@ -86,7 +86,8 @@ func scrapeOne(ctx context.Context, client *http.Client, url string) (map[string
 // readerView is what one shard's reader reports.
 type readerView struct {
 	Shard int `json:"shard"`
-	// State is streaming, snapshotting (with Progress), or error.
+	// State is streaming, snapshotting (with Progress), resnapshotting
+	// (with Resnapshot), or error.
 	State          string  `json:"state"`
 	Progress       float64 `json:"snapshot_progress"` // 0..1, while snapshotting
 	LagBytes       float64 `json:"slot_lag_bytes"`
@@ -99,6 +100,34 @@ type readerView struct {
 	// (Restarts > 0): it waits to retry the shard.
 	Down     bool    `json:"down"`
 	Restarts float64 `json:"restarts"`
+	// Resnapshot is the running resnapshot (nil: none).
+	Resnapshot *resnapshotView `json:"resnapshot,omitempty"`
+
+	tables    map[string]float64 // snapshot progress by table
+	estimates map[string]float64 // estimated rows by table
+}
+
+// resnapshotView is a reader's running resnapshot: one table copied again
+// while the shard streams.
+type resnapshotView struct {
+	Table string `json:"table"`
+	// Progress is the fraction copied by the copy's row estimate (0..1);
+	// EstimatedRows the estimate (0: unknown).
+	Progress      float64 `json:"progress"`
+	EstimatedRows float64 `json:"estimated_rows"`
+}
+
+// settle computes the snapshot progress from the tables' (the initial
+// snapshot's: a table being copied again counts as its resnapshot's).
+func (rv *readerView) settle() {
+	for table, p := range rv.tables {
+		rv.SnapshotTables++
+		if r := rv.Resnapshot; r != nil && r.Table == table {
+			r.Progress, r.EstimatedRows = p, rv.estimates[table]
+			continue
+		}
+		rv.Progress = min(rv.Progress, p)
+	}
 }
 
 // partitionLag is the loader group's lag on one partition.
@@ -164,6 +193,7 @@ func readComponents(results []endpointResult) componentsView {
 		}
 	}
 	for _, rv := range v.Readers {
+		rv.settle()
 		rv.State = readerState(rv)
 	}
 	v.Stages = stageTimes(stages)
@@ -183,7 +213,7 @@ func readReaders(readers map[int]*readerView, families map[string]*dto.MetricFam
 			}
 			rv := readers[shard]
 			if rv == nil {
-				rv = &readerView{Shard: shard, State: "streaming", Progress: 1}
+				rv = &readerView{Shard: shard, State: "streaming", Progress: 1, tables: map[string]float64{}, estimates: map[string]float64{}}
 				readers[shard] = rv
 			}
 			f(rv, m)
@@ -200,14 +230,17 @@ func readReaders(readers map[int]*readerView, families map[string]*dto.MetricFam
 	})
 	each("tributary_reader_up", func(rv *readerView, m *dto.Metric) { rv.Down = value(m) == 0 })
 	each("tributary_reader_restarts_total", func(rv *readerView, m *dto.Metric) { rv.Restarts = value(m) })
-	each("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) {
-		rv.SnapshotTables++
-		rv.Progress = min(rv.Progress, value(m))
+	each("tributary_reader_snapshot_progress_ratio", func(rv *readerView, m *dto.Metric) { rv.tables[label(m, "table")] = value(m) })
+	each("tributary_reader_snapshot_estimated_rows", func(rv *readerView, m *dto.Metric) { rv.estimates[label(m, "table")] = value(m) })
+	each("tributary_reader_resnapshot_active", func(rv *readerView, m *dto.Metric) {
+		if value(m) == 1 {
+			rv.Resnapshot = &resnapshotView{Table: label(m, "table")}
+		}
 	})
 }
 
 // readerState is what the page says a reader is doing: an error first,
-// then snapshotting, else its state as read (streaming).
+// then snapshotting, resnapshotting, else its state as read (streaming).
 func readerState(rv *readerView) string {
 	switch {
 	case rv.Down && rv.Restarts > 0:
@@ -216,6 +249,8 @@ func readerState(rv *readerView) string {
 		return "error: slot lost"
 	case rv.Progress < 1:
 		return "snapshotting"
+	case rv.Resnapshot != nil:
+		return "resnapshotting"
 	}
 	return rv.State
 }

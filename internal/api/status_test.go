@@ -264,3 +264,57 @@ tributary_reader_lag_bytes{shard="5"} 0
 		t.Errorf("readers %+v %+v: want 3 down, 5 streaming", *v.Readers[3], *v.Readers[5])
 	}
 }
+
+// TestStatusShowsResnapshot: a reader whose initial snapshot is done and
+// that copies one table again shows as resnapshotting, with that table's
+// progress and estimate, on the page, in /v1/status and not as a snapshot.
+func TestStatusShowsResnapshot(t *testing.T) {
+	const fixture = `# TYPE tributary_reader_snapshot_progress_ratio gauge
+tributary_reader_snapshot_progress_ratio{shard="5",table="orders"} 0.25
+tributary_reader_snapshot_progress_ratio{shard="5",table="lines"} 1
+# TYPE tributary_reader_snapshot_estimated_rows gauge
+tributary_reader_snapshot_estimated_rows{shard="5",table="orders"} 1200
+# TYPE tributary_reader_resnapshot_active gauge
+tributary_reader_resnapshot_active{shard="5",table="orders"} 1
+tributary_reader_resnapshot_active{shard="5",table="lines"} 0
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, fixture) }))
+	t.Cleanup(srv.Close)
+	s := newStatusServer(t, nil, []string{srv.URL})
+	code, body := getStatus(t, s, "")
+	if code != http.StatusOK || !strings.Contains(body, "resnapshotting") || !strings.Contains(body, "orders 25% of ~1200 rows") {
+		t.Errorf("status %d; the page does not show the resnapshot of orders at 25%% of ~1200 rows:\n%s", code, body)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/v1/status", nil)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	var got struct {
+		Shards []struct {
+			Shard  int `json:"shard"`
+			Reader *struct {
+				State      string  `json:"state"`
+				Progress   float64 `json:"snapshot_progress"`
+				Resnapshot *struct {
+					Table         string  `json:"table"`
+					Progress      float64 `json:"progress"`
+					EstimatedRows float64 `json:"estimated_rows"`
+				} `json:"resnapshot"`
+			} `json:"reader"`
+		} `json:"shards"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("/v1/status: %v\n%s", err, rec.Body)
+	}
+	for _, sh := range got.Shards {
+		if sh.Shard != 5 {
+			continue
+		}
+		r := sh.Reader
+		if r == nil || r.State != "resnapshotting" || r.Progress != 1 || r.Resnapshot == nil ||
+			r.Resnapshot.Table != "orders" || r.Resnapshot.Progress != 0.25 || r.Resnapshot.EstimatedRows != 1200 {
+			t.Errorf("/v1/status shard 5: want resnapshotting orders at 0.25 of 1200, initial snapshot done:\n%s", rec.Body)
+		}
+		return
+	}
+	t.Errorf("/v1/status has no shard 5:\n%s", rec.Body)
+}

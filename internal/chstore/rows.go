@@ -221,6 +221,40 @@ type Stored struct {
 	Deleted bool
 }
 
+// EachLiveID calls fn with the ids of shard's live rows whose version is
+// below before, n at a time (the last call may have fewer), while it reads
+// them: memory holds one batch, whatever the table's size. fn's error ends
+// the read and is returned.
+func (s *Store) EachLiveID(ctx context.Context, t *Table, shard uint16, before uint64, n int, fn func(ids []string) error) error {
+	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE _shard = ? AND _deleted = 0 AND _version < ?",
+		t.keyText(), quote(s.db), quote(t.Name))
+	rows, err := s.conn.Query(ctx, q, shard, before)
+	if err != nil {
+		return fmt.Errorf("live ids %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	batch := make([]string, 0, n)
+	k := t.newKeyScan()
+	for rows.Next() {
+		if err := rows.Scan(k.dest()...); err != nil {
+			return fmt.Errorf("live ids %s: %w", t.Name, err)
+		}
+		if batch = append(batch, k.text()); len(batch) == n {
+			if err := fn(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("live ids %s: %w", t.Name, err)
+	}
+	if len(batch) > 0 {
+		return fn(batch)
+	}
+	return nil
+}
+
 // LiveIDs returns the ids of shard's live rows whose version is below
 // before: what a TRUNCATE at LSN before removes.
 func (s *Store) LiveIDs(ctx context.Context, t *Table, shard uint16, before uint64) ([]string, error) {

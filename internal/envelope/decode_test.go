@@ -51,9 +51,11 @@ func decoderCorpus() [][]byte {
 	epoch.Epoch = 3
 	end := &Event{Kind: KindChange, Shard: 1, Table: "t", Op: OpSnapshotEnd, CommitLSN: 0x10, Partitions: 4, Epoch: 3,
 		CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	copyDel := &Event{Kind: KindChange, Shard: 1, Table: "t", Op: OpDelete, ID: "9", Epoch: 3, CommitLSN: 0x10,
+		CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Before: map[string]*string{"id": ptr("9")}}
 	wm := &Event{Kind: KindWatermark, Shard: 3, CommitLSN: 0x16B374D848, CommitTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), Partitions: 4}
-	out := [][]byte{enc.Append(nil, e), enc.Append(nil, del), enc.Append(nil, upd), enc.Append(nil, wm), enc.Append(nil, epoch), enc.Append(nil, end)}
-	for _, ev := range []*Event{e, del, upd, wm, epoch, end} {
+	out := [][]byte{enc.Append(nil, e), enc.Append(nil, del), enc.Append(nil, upd), enc.Append(nil, wm), enc.Append(nil, epoch), enc.Append(nil, end), enc.Append(nil, copyDel)}
+	for _, ev := range []*Event{e, del, upd, wm, epoch, end, copyDel} {
 		b, _ := Encode(ev)
 		out = append(out, b)
 	}

@@ -20,11 +20,12 @@ import (
 
 // Version is the newest envelope format version this build reads and
 // writes. Readers refuse versions they do not know. Version 2 adds Epoch and
-// the snapshot-end op; version 3 the truncate of one partition (Partition).
+// the snapshot-end op; version 3 the truncate of one partition (Partition);
+// version 4 a resnapshot's delete (a delete with LSN 0, see IsCopyDelete).
 // A record without them is still written with the lowest version it needs,
 // so older consumers keep reading everything they can read correctly (a
 // version-2 consumer must not read a partition's truncate as the table's).
-const Version = 3
+const Version = 4
 
 // MaxLSN is the largest LSN a change can carry: a row's version is
 // Epoch<<48 | LSN (see RowVersion). 2^48 bytes is 256 TiB of WAL.
@@ -32,6 +33,9 @@ const MaxLSN LSN = 1<<48 - 1
 
 // version is the format version e needs.
 func (e *Event) version() int {
+	if e.IsCopyDelete() {
+		return 4
+	}
 	if e.Partition != nil {
 		return 3
 	}
@@ -50,6 +54,14 @@ func (e *Event) version() int {
 // epoch's lowest version: the cut below which rows were not copied again.
 func (e *Event) RowVersion() uint64 {
 	return uint64(e.Epoch)<<48 | uint64(e.LSN)
+}
+
+// IsCopyDelete tells a resnapshot's delete: a row the store holds from
+// before the resnapshot's epoch that the shard no longer has. It carries
+// the epoch and LSN 0, so its version is the epoch's lowest, like the
+// copied rows' (RowVersion): every change streamed in the epoch beats it.
+func (e *Event) IsCopyDelete() bool {
+	return e.Kind == KindChange && e.Op == OpDelete && e.LSN == 0 && e.Epoch > 0
 }
 
 // Kind tells a change from a control record.
@@ -239,8 +251,8 @@ func (e *Event) Validate() error {
 		if e.LSN != 0 {
 			return errors.New("envelope: snapshot end with an lsn")
 		}
-	case e.Op != OpRead && e.LSN == 0:
-		return fmt.Errorf("envelope: %s without lsn", e.Op)
+	case e.Op != OpRead && e.LSN == 0 && !e.IsCopyDelete():
+		return fmt.Errorf("envelope: %s without lsn (only a delete of a resnapshot, epoch > 0, has none)", e.Op)
 	case e.LSN > MaxLSN:
 		return fmt.Errorf("envelope: lsn %s beyond %s, the largest a row version holds", e.LSN, MaxLSN)
 	}

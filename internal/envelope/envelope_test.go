@@ -132,4 +132,18 @@ func TestRowVersionAndEpochFormat(t *testing.T) {
 	if end.Epoch = 0; end.Validate() == nil {
 		t.Fatal("snapshot end without epoch validated")
 	}
+	// A resnapshot's delete: LSN 0 in an epoch, the epoch's lowest version.
+	del := &Event{Kind: KindChange, Table: "t", Op: OpDelete, ID: "1", Epoch: 3, CommitLSN: 0x10}
+	if _, err := Encode(del); err != nil || del.V != 4 || !del.IsCopyDelete() || del.RowVersion() != 3<<48 {
+		t.Fatalf("resnapshot delete: version %d, copy delete %v, row version %x, err %v", del.V, del.IsCopyDelete(), del.RowVersion(), err)
+	}
+	if del.Epoch = 0; del.Validate() == nil {
+		t.Fatal("a delete without lsn and without epoch validated")
+	}
+	for _, op := range []Op{OpInsert, OpUpdate} {
+		e := &Event{Kind: KindChange, Table: "t", Op: op, ID: "1", Epoch: 3, After: map[string]*string{"id": ptr("1")}}
+		if e.Validate() == nil {
+			t.Fatalf("%s without lsn validated in an epoch", op)
+		}
+	}
 }

@@ -64,6 +64,7 @@ import (
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/kafkaconn"
 	"github.com/tributary/tributary/internal/pgdsn"
+	"github.com/tributary/tributary/internal/progress"
 	"github.com/tributary/tributary/internal/rowkey"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -128,6 +129,11 @@ type Config struct {
 	SnapshotMaxRowsPerSecond int
 	// SnapshotProgressInterval is how often progress is logged (default 10s).
 	SnapshotProgressInterval time.Duration
+	// ShowProgress, when set, gets the copy's progress every second while
+	// the initial snapshot or a resnapshot copies, keyed by what copies,
+	// and once more with final set when the copy stops (cdc-reader: a bar
+	// on a terminal, progress.Terminal).
+	ShowProgress func(key string, s progress.Status, final bool)
 }
 
 // Reader streams one shard.

@@ -43,7 +43,8 @@ package reader
 //     S, so no longer at the source (deleted before or during the copy,
 //     or rows ClickHouse should never have had). With a predicate there is
 //     no such record: the loader cannot tell which of its rows the
-//     predicate covers (the README says so).
+//     predicate covers, so tributaryctl sweeps after the copy instead
+//     (internal/admin, sweep.go, with the same version argument).
 //
 // Resumable: the plan and each range's last acknowledged key are stored
 // in the reader state (saved every second), as for the initial snapshot;
@@ -533,6 +534,7 @@ func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Ta
 	}()
 
 	r.m.snapshotEstimated.WithLabelValues(t.Name).Set(float64(a.Plan.Estimate))
+	r.m.snapshotProgress.WithLabelValues(t.Name).Set(progressRatio(a.Plan)) // the copy's, not the last one's
 	prog := newSnapProgress(snapshotState{Tables: []tableProgress{*a.Plan}}, func(_ int, rows int64, tp *tableProgress) {
 		r.m.snapshotRows.WithLabelValues(t.Name).Add(float64(rows))
 		r.m.snapshotChunks.WithLabelValues(t.Name).Inc()
@@ -627,11 +629,14 @@ func (r *Reader) resnapshotSaver(ctx context.Context, a *Resnapshot, prog *snapP
 	report := time.NewTicker(r.cfg.SnapshotProgressInterval)
 	defer report.Stop()
 	start, before := time.Now(), a.Rows()
+	show := r.progressShower(fmt.Sprintf("shard %d resnapshot %s", r.cfg.Shard, a.Table), prog, before, start)
+	defer show(true)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-save.C:
+			show(false)
 			r.saveResnapshotProgress(ctx, a.ID, prog)
 		case <-report.C:
 			tot := prog.totals()

@@ -628,6 +628,8 @@ func (r *Reader) copyRange(ctx, pctx context.Context, conn *pgx.Conn, enc *envel
 // snapshotSaver stores the acknowledged progress every second and logs it
 // every SnapshotProgressInterval, until ctx ends.
 func (r *Reader) snapshotSaver(ctx context.Context, st *readerState, prog *snapProgress, before snapTotals, start time.Time) {
+	show := r.progressShower(fmt.Sprintf("shard %d snapshot", r.cfg.Shard), prog, before.rows, start)
+	defer show(true)
 	save := time.NewTicker(time.Second)
 	defer save.Stop()
 	report := time.NewTicker(r.cfg.SnapshotProgressInterval)
@@ -637,6 +639,7 @@ func (r *Reader) snapshotSaver(ctx context.Context, st *readerState, prog *snapP
 		case <-ctx.Done():
 			return
 		case <-save.C:
+			show(false)
 			cur, changed := prog.state()
 			if !changed {
 				continue

@@ -3,6 +3,8 @@ package reader
 import (
 	"sync"
 	"time"
+
+	"github.com/tributary/tributary/internal/progress"
 )
 
 // snapProgress tracks which chunks Kafka has acknowledged. A range's
@@ -208,4 +210,18 @@ func eta(done, estimate int64, rate float64) (time.Duration, bool) {
 	}
 	left := max(estimate-done, 0)
 	return time.Duration(float64(left) / rate * float64(time.Second)), true
+}
+
+// progressShower returns what calls cfg.ShowProgress with prog's totals
+// under key (rows, estimate, the rate since start counting from before
+// rows); a no-op without ShowProgress.
+func (r *Reader) progressShower(key string, prog *snapProgress, before int64, start time.Time) func(final bool) {
+	if r.cfg.ShowProgress == nil {
+		return func(bool) {}
+	}
+	return func(final bool) {
+		tot := prog.totals()
+		rate := float64(tot.rows-before) / max(time.Since(start).Seconds(), 0.001)
+		r.cfg.ShowProgress(key, progress.Status{Label: key, Done: tot.rows, Total: tot.estimate, Rate: rate}, final)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,6 +30,12 @@ func NewRegistry() *prometheus.Registry {
 // Logger returns a JSON or text slog logger on stderr at the given level
 // ("debug", "info", "warn", "error").
 func Logger(format, level string) (*slog.Logger, error) {
+	return LoggerTo(os.Stderr, format, level)
+}
+
+// LoggerTo is Logger writing to w (a progress.Terminal on a terminal, so
+// that log lines scroll above progress bars).
+func LoggerTo(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: %w", level, err)
@@ -36,9 +43,9 @@ func Logger(format, level string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("log format %q: want json or text", format)
 }
