@@ -16,7 +16,8 @@
 #     at rest the loader handles watermarks only (an idle shard's round
 #     follows its heartbeat), so its CPU then is the watermark cost;
 #   - PostgreSQL: the proportional set size (PSS, /proc/PID/smaps_rollup:
-#     shared memory counted once) and process count of all the shards;
+#     shared memory counted once), process count and CPU of all the shards
+#     (the processes alive at the window's start);
 #   - the machine's load average at the start of each window.
 # "rest" starts --settle seconds (default 30) after the call; "load" runs
 # bin/loadgen --rate OPS (default 200) with the demo's mix, starting the
@@ -59,38 +60,39 @@ mapfile -t LOADER < <(pids_of "$DEMO/loader.pid")
 	echo "fleet.sh: the demo's readers and loader are not running in $DEMO (deploy/local/demo.sh starts them)" >&2
 	exit 1
 }
-# postgres_pids: every process of every shard (postmasters and children).
+# postgres_pids: every process of every shard (postmasters and children),
+# from one ps (a pgrep per postmaster reads all of /proc each time, which
+# took minutes for 128 shards on a loaded machine). The readers below use
+# bash builtins only, for the same reason: 1,024 processes at 128 shards.
 postgres_pids() {
 	local f pm
 	for f in "$PG_ROOT"/shard*/postmaster.pid; do
-		pm=$(head -1 "$f")
-		echo "$pm"
-		pgrep -P "$pm" || true
-	done
+		read -r pm <"$f" && echo "$pm"
+	done | awk 'NR == FNR {pm[$1] = 1; print; next} $2 in pm {print $1}' - <(ps -eo pid=,ppid=)
 }
 
-ticks() { # summed utime+stime of the pids
-	local p sum=0
+ticks() { # summed utime+stime of the pids (fields 14 and 15 of /proc/PID/stat)
+	local p sum=0 f
 	for p in "$@"; do
-		sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+		read -r -a f <"/proc/$p/stat" 2>/dev/null || continue
+		sum=$((sum + f[13] + f[14]))
 	done
 	echo "$sum"
 }
-status_kb() { # summed field $1 (VmRSS, VmHWM) of /proc/PID/status, kB
-	local field=$1 p sum=0
-	shift
+field_kb() { # summed field $2 (VmRSS:, Pss:) of /proc/PID/$1, kB
+	local file=$1 field=$2 p sum=0 k v
+	shift 2
 	for p in "$@"; do
-		sum=$((sum + $(awk -v f="$field:" '$1 == f {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)))
+		{
+			while read -r k v _; do
+				[[ $k == "$field" ]] && sum=$((sum + v)) && break
+			done <"/proc/$p/$file"
+		} 2>/dev/null || true
 	done
 	echo "$sum"
 }
-pss_kb() {
-	local p sum=0
-	for p in "$@"; do
-		sum=$((sum + $(awk '$1 == "Pss:" {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)))
-	done
-	echo "$sum"
-}
+status_kb() { field_kb status "$1:" "${@:2}"; }
+pss_kb() { field_kb smaps_rollup Pss: "$@"; }
 metric() { # sum of the loader's samples of metric $1 with labels matching $2
 	curl -fsS "$LOADER_METRICS" | awk -v m="$1" -v l="$2" '$1 ~ "^"m && $1 ~ l {s += $2} END {printf "%.0f", s}'
 }
@@ -98,27 +100,27 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 
 SHARDS=$(grep -c '"shard"' "$TRIBUTARY_FLEET")
 HZ=$(getconf CLK_TCK)
-mapfile -t PG < <(postgres_pids)
+PG=()
 
 # window NAME: sample for WINDOW seconds and print one line of figures.
 window() {
-	local name=$1 l r0 l0 r1 l1 w0 w1 m0 m1 rss hwm lrss pss
+	local name=$1 l r0 l0 p0 r1 l1 p1 w0 w1 m0 m1 rss hwm lrss pss
 	l=$(load1)
-	r0=$(ticks "${READERS[@]}") l0=$(ticks "${LOADER[@]}")
+	mapfile -t PG < <(postgres_pids)
+	r0=$(ticks "${READERS[@]}") l0=$(ticks "${LOADER[@]}") p0=$(ticks "${PG[@]}")
 	w0=$(metric tributary_loader_records_total 'kind="watermark"') m0=$(metric go_memstats_mallocs_total '')
 	sleep "$WINDOW"
-	r1=$(ticks "${READERS[@]}") l1=$(ticks "${LOADER[@]}")
+	r1=$(ticks "${READERS[@]}") l1=$(ticks "${LOADER[@]}") p1=$(ticks "${PG[@]}")
 	w1=$(metric tributary_loader_records_total 'kind="watermark"') m1=$(metric go_memstats_mallocs_total '')
 	rss=$(status_kb VmRSS "${READERS[@]}") hwm=$(status_kb VmHWM "${READERS[@]}") lrss=$(status_kb VmRSS "${LOADER[@]}")
-	mapfile -t PG < <(postgres_pids)
 	pss=$(pss_kb "${PG[@]}")
 	awk -v n="$name" -v s="$SHARDS" -v procs="${#READERS[@]}" -v l="$l" -v w="$WINDOW" -v hz="$HZ" \
-		-v rt=$((r1 - r0)) -v lt=$((l1 - l0)) -v wm=$((w1 - w0)) -v ma=$((m1 - m0)) \
+		-v rt=$((r1 - r0)) -v lt=$((l1 - l0)) -v pt=$((p1 - p0)) -v wm=$((w1 - w0)) -v ma=$((m1 - m0)) \
 		-v rss="$rss" -v hwm="$hwm" -v lrss="$lrss" -v pss="$pss" -v pgn="${#PG[@]}" 'BEGIN {
 		printf "%s: shards %d, load %s | readers (%d proc): RSS %.1f MB (%.2f MB/shard), peak %.1f MB, CPU %.1f %% | ", n, s, l, procs, rss/1024, rss/1024/s, hwm/1024, 100*rt/hz/w
 		printf "loader: RSS %.1f MB, CPU %.1f %%, watermarks %.0f/s", lrss/1024, 100*lt/hz/w, wm/w
 		if (wm > 0) printf " (%.3f CPU-ms, %.0f allocs each)", 1000*lt/hz/wm, ma/wm
-		printf " | postgres: %d processes, PSS %.0f MB (%.1f MB/shard)\n", pgn, pss/1024, pss/1024/s
+		printf " | postgres: %d processes, PSS %.0f MB (%.1f MB/shard), CPU %.1f %%\n", pgn, pss/1024, pss/1024/s, 100*pt/hz/w
 	}'
 }
 
