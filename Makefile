@@ -7,7 +7,7 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.stack
 STACK := deploy/local/stack.sh
 GO ?= go
 
-.PHONY: help install up down purge status build demo demo-down test test-kafka-cluster test-chdb test-chart chaos test-cluster cluster-down unit vet verify loadgen bench-loader
+.PHONY: help install up down purge status build demo demo-down test test-kafka-cluster test-chdb test-chart chaos test-cluster cluster-down fleet-verify fleet-down unit vet verify loadgen bench-loader
 
 help:
 	@echo "make demo    - install, start the stack + readers/loader/api, run traffic, print a tour"
@@ -18,6 +18,7 @@ help:
 	@echo "make test-cluster - the ClickHouse cluster suite on its own stack (3 ClickHouse servers + ZooKeeper; make cluster-down stops it)"
 	@echo "make unit    - unit tests only (no services)"
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
+	@echo "make fleet-verify - a 32-shard fleet (FLEET_SHARDS=N) on its own stack: demo traffic, then make verify, timed (make fleet-down stops it)"
 	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth; FLEET=file: another fleet file)"
 	@echo "make loadgen ARGS=...  - more demo traffic (ARGS=\"--rows-per-op 100 --rate 50\": bulk, 5,000 rows/s)"
 	@echo "make bench-loader - Kafka -> ClickHouse loader throughput (prints numbers)"
@@ -120,16 +121,40 @@ test-cluster: install
 cluster-down:
 	TRIBUTARY_HOME=$(CLUSTER_HOME) $(STACK) down
 
+# A fleet of many shards on one machine, checked end to end (docs/deploy.md,
+# "A fleet on one machine"): its own stack (FLEET_HOME, ports at
+# FLEET_PORT_OFFSET) of FLEET_SHARDS PostgreSQL shards on Apache Kafka, the
+# demo's processes (one cdc-reader process serving every shard, a loader,
+# the API) and its traffic, then make verify; prints the time from the
+# start. The stack stays up for a look (make fleet-down stops it).
+FLEET_SHARDS ?= 32
+FLEET_HOME ?= $(CURDIR)/.stack-fleet
+FLEET_PORT_OFFSET ?= 200
+fleet-verify: install build
+	@start=$$(date +%s); \
+	TRIBUTARY_HOME=$(FLEET_HOME) TRIBUTARY_PORT_OFFSET=$(FLEET_PORT_OFFSET) TRIBUTARY_SHARDS=$(FLEET_SHARDS) TRIBUTARY_KAFKA=real $(STACK) up && \
+	TRIBUTARY_HOME=$(FLEET_HOME) TRIBUTARY_DEMO_READERS=one deploy/local/demo.sh && \
+	$(MAKE) --no-print-directory verify TRIBUTARY_HOME=$(FLEET_HOME) && \
+	echo "fleet-verify: $(FLEET_SHARDS) shards: stack, demo traffic and make verify passed in $$(($$(date +%s) - start)) s"
+
+fleet-down:
+	TRIBUTARY_HOME=$(FLEET_HOME) deploy/local/demo.sh stop
+	TRIBUTARY_HOME=$(FLEET_HOME) $(STACK) down
+
 # Ground truth: scatter-gather over the shards compared with the API. Run
 # after traffic stopped (make demo ends its traffic before the tour). Every
 # live row up to 100,000 per table and shard, 1,000 of them through the API
 # one by one and the rest read from ClickHouse in bulk
 # (TRIBUTARY_VERIFY_SAMPLE, TRIBUTARY_VERIFY_API_SAMPLE; cmd/verify --help).
 # The shards are the fleet file's ($$TRIBUTARY_FLEET from stack.env: the
-# stack's fleet.json; FLEET=file checks another fleet). A TRIBUTARY_SECURE=1
-# demo leaves the API's https URL, CA and token in demo/api.env.
+# stack's fleet.json; FLEET=file checks another fleet). The API's URL is
+# the one the demo left in demo/api.env (a TRIBUTARY_SECURE=1 demo adds its
+# CA and token), else port 8080 plus the stack's TRIBUTARY_PORT_OFFSET; a
+# TRIBUTARY_API_URL given wins over both.
 verify:
+	api_url=$${TRIBUTARY_API_URL:-}; \
 	set -a; . $(TRIBUTARY_HOME)/stack.env; [ ! -f $(TRIBUTARY_HOME)/demo/api.env ] || . $(TRIBUTARY_HOME)/demo/api.env; set +a; \
+		export TRIBUTARY_API_URL=$${api_url:-$${TRIBUTARY_API_URL:-http://127.0.0.1:$$((8080 + $${TRIBUTARY_PORT_OFFSET:-0}))}}; \
 		export TRIBUTARY_FLEET=$${FLEET:-$$TRIBUTARY_FLEET}; \
 		TRIBUTARY_TABLES=deploy/local/tables.json TRIBUTARY_RING_MAP=$$(deploy/local/demo.sh ring-map) \
 		$(GO) run ./cmd/verify

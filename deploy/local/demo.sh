@@ -29,6 +29,7 @@
 # rows:read:invoices); the tour's curl commands carry --cacert and a token, and
 # $TRIBUTARY_HOME/demo/api.env gives make verify the URL, CA and token, and
 # the TLS settings it reaches ClickHouse and the shards with.
+# Without it, api.env still gives the API's URL (its port follows the offset).
 #
 # Ports: the API on 8080, the loader's metrics on 9101 and reader i's on
 # 9110+i (the one reader process's: 9110), each plus $TRIBUTARY_PORT_OFFSET (stack.env carries the stack's),
@@ -201,7 +202,8 @@ CURL=(curl)
 TOUR_CURL="curl -s"
 api_secure=()
 TOKEN_LINE=
-rm -f "$DEMO/api.env"
+# make verify reads the API's URL from api.env (the port follows the offset).
+echo "TRIBUTARY_API_URL=$API_URL" >"$DEMO/api.env"
 if [[ ${TRIBUTARY_SECURE:-0} == 1 ]]; then
 	tokens=$DEMO/tokens
 	if [[ ! -s $tokens ]]; then

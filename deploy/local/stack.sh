@@ -44,10 +44,19 @@ SECURE=${TRIBUTARY_SECURE:-}
 # offset (OFFSET_FILE), so a later `up` of the same home keeps its ports.
 # Multiples of 200 are required: no port of one stack then equals a port of
 # another (the embedded broker is 100 above the real one, for instance).
+# Each family of ports (the shards', ClickHouse's, Kafka's, ...) has a
+# window of 200 at its base plus the offset. The shards' family is the one
+# that grows, shard i at PG_PORT_BASE+i: MAX_SHARDS (200) fills its window,
+# and MAX_PORT_OFFSET keeps the highest shard port of every stack
+# (55432+2400+199 = 58031) below the lowest port of any other family
+# (ClickHouse http at 58123), so that no shard of one stack takes a port
+# of another stack, whatever their offsets.
+MAX_SHARDS=200
+MAX_PORT_OFFSET=2400
 OFFSET_FILE=$TRIBUTARY_HOME/port-offset
 PORT_OFFSET=${TRIBUTARY_PORT_OFFSET:-$(cat "$OFFSET_FILE" 2>/dev/null || echo 0)}
-[[ $PORT_OFFSET =~ ^[0-9]+$ ]] && ((PORT_OFFSET < 5000 && PORT_OFFSET % 200 == 0)) || {
-	echo "stack.sh: TRIBUTARY_PORT_OFFSET must be a multiple of 200 below 5000 (so two stacks share no port), got '$PORT_OFFSET'" >&2
+[[ $PORT_OFFSET =~ ^[0-9]+$ ]] && ((PORT_OFFSET <= MAX_PORT_OFFSET && PORT_OFFSET % 200 == 0)) || {
+	echo "stack.sh: TRIBUTARY_PORT_OFFSET must be a multiple of 200 in 0..$MAX_PORT_OFFSET (so two stacks share no port), got '$PORT_OFFSET'" >&2
 	exit 2
 }
 PG_PORT_BASE=${TRIBUTARY_PG_PORT:-$((55432 + PORT_OFFSET))} # shard i listens on PG_PORT_BASE+i
@@ -101,7 +110,8 @@ Commands:
 
 Environment:
   TRIBUTARY_HOME          all state and logs (default <repo>/.stack; now $TRIBUTARY_HOME)
-  TRIBUTARY_SHARDS        PostgreSQL shards, 1..32 (default: as created, else 4)
+  TRIBUTARY_SHARDS        PostgreSQL shards, 1..$MAX_SHARDS (default: as created, else 4); above
+                          $PG_SMALL_ABOVE, each shard gets smaller memory settings (stack.d/postgres.sh)
   TRIBUTARY_KAFKA         real|embedded|both, like --kafka (default both)
   TRIBUTARY_KAFKA_BROKERS_COUNT
                           Apache Kafka nodes, 1..5 (default: as created, else 1); 3 is a
@@ -111,7 +121,7 @@ Environment:
                           and 2, replicas; shard 2: node 3) and one ZooKeeper $ZOOKEEPER_VERSION
   TRIBUTARY_WAIT_TIMEOUT  seconds to wait for each service to be ready (default 90)
   TRIBUTARY_PG_PORT       port of shard 0; shard i uses it+i (default 55432)
-  TRIBUTARY_PORT_OFFSET   added to every port, a multiple of 200, for several stacks on one
+  TRIBUTARY_PORT_OFFSET   added to every port, a multiple of 200 up to $MAX_PORT_OFFSET, for several stacks on one
                           machine (default: the offset this home was started with, else 0)
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
   TRIBUTARY_SECURE        1: Apache Kafka also listens with SASL_SSL (the stack's CA, user
@@ -172,8 +182,8 @@ save_state() {
 # tributary.shard_config (and so every id it issued) depends on it.
 resolve_shards() {
 	local n=${SHARDS_REQUESTED:-${STATE_SHARDS:-4}}
-	if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 1 || n > 32)); then
-		die "TRIBUTARY_SHARDS must be 1..32, got '$n'"
+	if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 1 || n > MAX_SHARDS)); then
+		die "TRIBUTARY_SHARDS must be 1..$MAX_SHARDS (shard i listens on the shards' port base + i, in a window of 200 ports per stack), got '$n'"
 	fi
 	if [[ -n $STATE_SHARDS && $STATE_SHARDS != "$n" ]]; then
 		die "the stack in $TRIBUTARY_HOME was created with $STATE_SHARDS shards, not $n; run 'deploy/local/stack.sh down --purge' first, or use TRIBUTARY_SHARDS=$STATE_SHARDS"

@@ -62,16 +62,43 @@ func newProducer(brokers []string, kafkaOpts []kgo.Opt, maxBuffered, maxBuffered
 // default) and returns the partition count of each.
 func ensureTopics(ctx context.Context, cl *kgo.Client, topics []string, partitions int32, rf int16) (map[string]int32, error) {
 	adm := kadm.NewClient(cl)
-	res, err := adm.CreateTopics(ctx, partitions, brokerReplicas(rf), nil, topics...)
+	missing, err := missingTopics(ctx, adm, topics)
 	if err != nil {
-		return nil, fmt.Errorf("create topics: %w", err)
+		return nil, err
 	}
-	for _, r := range res.Sorted() {
-		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			return nil, fmt.Errorf("create topic %s: %w", r.Topic, r.Err)
+	if len(missing) > 0 {
+		res, err := adm.CreateTopics(ctx, partitions, brokerReplicas(rf), nil, missing...)
+		if err != nil {
+			return nil, fmt.Errorf("create topics: %w", err)
+		}
+		for _, r := range res.Sorted() {
+			if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+				return nil, fmt.Errorf("create topic %s: %w", r.Topic, r.Err)
+			}
 		}
 	}
 	return waitPartitions(ctx, adm, topics, 30*time.Second)
+}
+
+// missingTopics returns the topics that the metadata does not show, so
+// that only those are created. The metadata is any broker's to answer;
+// CreateTopics, even for topics that exist, queues on the controller,
+// which takes them one at a time: a process starting many shards, each
+// asking for every topic, timed out there and retried for minutes
+// (docs/deploy.md, "A fleet on one machine"). Two shards that both find a
+// topic missing both create it; the second gets TopicAlreadyExists.
+func missingTopics(ctx context.Context, adm *kadm.Client, topics []string) ([]string, error) {
+	md, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("describe topics: %w", err)
+	}
+	var out []string
+	for _, t := range topics {
+		if d, ok := md[t]; !ok || d.Err != nil || len(d.Partitions) == 0 {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // brokerReplicas is the replication factor CreateTopics sends for rf:

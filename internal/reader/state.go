@@ -143,13 +143,19 @@ type stateStore struct {
 
 func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string, rf int16) error {
 	adm := kadm.NewClient(cl)
-	res, err := adm.CreateTopics(ctx, 1, brokerReplicas(rf), map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic)
+	missing, err := missingTopics(ctx, adm, []string{topic})
 	if err != nil {
-		return fmt.Errorf("create state topic: %w", err)
+		return fmt.Errorf("state topic: %w", err)
 	}
-	for _, r := range res.Sorted() {
-		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create state topic %s: %w", topic, r.Err)
+	if len(missing) > 0 {
+		res, err := adm.CreateTopics(ctx, 1, brokerReplicas(rf), map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic)
+		if err != nil {
+			return fmt.Errorf("create state topic: %w", err)
+		}
+		for _, r := range res.Sorted() {
+			if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+				return fmt.Errorf("create state topic %s: %w", topic, r.Err)
+			}
 		}
 	}
 	// Reading the state right after creation must not mistake a topic the

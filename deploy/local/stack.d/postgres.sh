@@ -69,6 +69,30 @@ pg_purge_outside() {
 	rm -rf -- "$(pg_outside_dir sock /tmp)"
 }
 
+# PG_SMALL_ABOVE: a stack of more shards than this gives each shard small
+# memory settings (pg_sizing), so that a fleet of many shards on one machine
+# is bounded by what it touches, not by 128 MB of shared buffers each.
+PG_SMALL_ABOVE=32
+
+# pg_sizing prints the memory and connection settings of a shard of a stack
+# of $SHARDS shards. Up to PG_SMALL_ABOVE, PostgreSQL's defaults and room
+# for the tests' own slots (each test makes and drops its own). Above, what
+# the demo needs and little more: a reader takes one walsender and one
+# slot per shard and a few connections (its SQL connection, snapshot
+# workers), loadgen and verify one each, so 8 walsenders, 8 slots and 32
+# connections leave room for a second reader and tributaryctl; 16 MB of
+# shared buffers bound each shard's shared memory to about 20 MB, where
+# 128 MB each would let 128 shards grow to 16 GB under load.
+pg_sizing() {
+	if ((SHARDS <= PG_SMALL_ABOVE)); then
+		printf '%s\n' 'max_replication_slots = 20' 'max_wal_senders = 20'
+		return
+	fi
+	printf '%s\n' 'max_replication_slots = 8' 'max_wal_senders = 8' 'max_connections = 32' \
+		'shared_buffers = 16MB' 'work_mem = 2MB' 'maintenance_work_mem = 16MB' \
+		'autovacuum_max_workers = 1'
+}
+
 # pg_write_config writes the shard's settings and access rules; postgresql.conf
 # includes tributary.conf, so initdb's defaults stay visible beside ours.
 pg_write_config() {
@@ -86,8 +110,7 @@ listen_addresses = '$HOST'
 port = $(pg_port "$i")
 unix_socket_directories = '$PG_SOCKETS'
 wal_level = logical
-max_replication_slots = 20
-max_wal_senders = 20
+$(pg_sizing)
 # on: a commit reaches the walsender at once (with off, up to wal_writer_delay later).
 synchronous_commit = on
 password_encryption = 'scram-sha-256'
