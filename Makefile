@@ -111,7 +111,7 @@ chaos: install build
 # killed). `make test` itself never needs the cluster.
 CLUSTER_HOME ?= $(CURDIR)/.stack-cluster
 CLUSTER_PORT_OFFSET ?= 400
-CLUSTER_TESTS := TestCluster|TestEndToEndTwoShards$$|TestVerify$$|TestAPIReadYourWrites$$|TestAPISearchAndDuplicates$$|TestRevenueEndToEnd$$|TestRevenuePreaggregateNeverStale$$|TestMoveIndex$$|TestLoaderCompacts$$|TestDuplicateIDs$$|TestClickHouseKilledMidLoad$$
+CLUSTER_TESTS := TestCluster|TestEndToEndTwoShards$$|TestVerify$$|TestAPIReadYourWrites$$|TestAPISearchAndDuplicates$$|TestRevenueEndToEnd$$|TestRevenuePreaggregateNeverStale$$|TestMoveIndex$$|TestLoaderCompacts$$|TestDuplicateIDs$$|TestClickHouseKilledMidLoad$$|TestAdminTeardown$$
 test-cluster: install
 	TRIBUTARY_HOME=$(CLUSTER_HOME) TRIBUTARY_PORT_OFFSET=$(CLUSTER_PORT_OFFSET) TRIBUTARY_KAFKA=real TRIBUTARY_CLICKHOUSE=cluster $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(CLUSTER_HOME)/stack.env \

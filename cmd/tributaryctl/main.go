@@ -81,8 +81,10 @@ It refuses while anything runs: a reader's slot in use, a loader in the
 consumer group. Stop the readers, loaders and APIs first. It needs the
 fleet file (shards' DSNs: a role that may drop slots and publications),
 the same --slot/--publication/--state-topic/--group names the components
-run with, and a ClickHouse user that may drop the database. Run twice, the
-second finds nothing to remove.
+run with, and a ClickHouse user that may drop the database. With
+--clickhouse-cluster the database is looked for and dropped on every node
+of the cluster, and a node that does not answer stops the teardown before
+anything is removed. Run twice, the second finds nothing to remove.
 
 Example:
   set -a; . .stack/stack.env; set +a
@@ -127,6 +129,8 @@ type Config struct {
 	Group       string
 	ClickHouse  chstore.DialOptions
 	Database    string
+	// Cluster is the loaders' ClickHouse cluster ("" for one server).
+	Cluster string
 }
 
 func parse(args []string) (*Config, error) {
@@ -163,6 +167,8 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "teardown, resnapshot: the readers' state topic")
 	fs.String(&c.Group, "group", "TRIBUTARY_LOADER_GROUP", "tributary-loader", "teardown: the loaders' consumer group")
 	fs.String(&c.ClickHouse.Addr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "teardown, pause, resume: ClickHouse native protocol host:port")
+	fs.String(&c.Cluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "",
+		"teardown: the loaders' ClickHouse cluster (their --clickhouse-cluster): the database is dropped on every node of it, each of which must answer (empty: one server)")
 	fs.String(&c.Database, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "teardown: the ClickHouse database to drop; pause, resume: the loaders' database")
 	fs.String(&c.ClickHouse.Username, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "teardown: a ClickHouse user that may drop the database; pause, resume: one that may insert into it")
 	fs.Secret(&c.ClickHouse.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")
@@ -331,6 +337,12 @@ func teardown(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client
 	d := &admin.Deployment{Shards: shards, Slot: c.Slot, Publication: c.Publication,
 		Topics: append(cfg.Topics(), c.StateTopic, c.DLQTopic), Group: c.Group,
 		Kafka: cl, ClickHouse: ch, Database: c.Database}
+	if c.Cluster != "" {
+		if d.ClickHouseNodes, err = chstore.DialNodes(ctx, c.ClickHouse, c.Cluster); err != nil {
+			return err
+		}
+		defer chstore.CloseNodes(d.ClickHouseNodes)
+	}
 	plan, err := admin.PlanTeardown(ctx, d)
 	if err != nil {
 		return err
