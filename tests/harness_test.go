@@ -134,8 +134,10 @@ func setupPipelineOn(t *testing.T, st *Stack, shards []int, brokers []string, ex
 	}
 	runCtx, runCancel := context.WithCancel(context.Background())
 	p.cancel = runCancel
+	// As cmd/api with --clickhouse-cluster: /readyz checks every node.
+	q := query.New(p.store.Conn(), p.chDB).WithCluster(st.ClickHouseCluster, chstore.DialOptions{})
 	p.api = httptest.NewServer(api.New(api.Config{Tables: cfg, DocumentsTable: table, QueryTimeout: 10 * time.Second, Shards: p.shards},
-		query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
+		q, p.log, prometheus.NewRegistry()))
 	if !external {
 		for _, s := range shards {
 			p.startReader(runCtx, s)

@@ -86,6 +86,8 @@ type Config struct {
 	// ClickHousePassFile names a file holding the password instead.
 	ClickHousePassFile string
 	ClickHouseTLS      chstore.TLSOptions
+	// ClickHouseCluster is the loaders' cluster: /readyz checks its nodes.
+	ClickHouseCluster string
 	// TLS serves HTTPS when set (servertls); TLSReload is how often its
 	// files are checked for a change (0: only on SIGHUP).
 	TLS          servertls.Options
@@ -125,6 +127,8 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.DocumentsTable, "documents-table", "TRIBUTARY_DOCUMENTS_TABLE", "documents", "table served by /v1/documents/{id} and searched by /v1/documents")
 	fs.String(&c.ClickHouseAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native protocol host:port (required); several, comma-separated, are tried in order, so that with a ClickHouse cluster (whose Distributed tables every node serves) reads go on while one node is down")
+	fs.String(&c.ClickHouseCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "",
+		"the ClickHouse cluster the loaders spread the tables over (their --clickhouse-cluster): /readyz then pings every node of it and says degraded, naming it, while one does not answer (empty: one server)")
 	fs.String(&c.ClickHouseDB, "clickhouse-db", "TRIBUTARY_CLICKHOUSE_DB", "tributary", "ClickHouse database")
 	fs.String(&c.ClickHouseUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user")
 	fs.Secret(&c.ClickHousePass, "TRIBUTARY_CLICKHOUSE_PASSWORD")
@@ -272,6 +276,7 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	defer q.Close()
+	q.WithCluster(cfg.ClickHouseCluster, chstore.DialOptions{Username: cfg.ClickHouseUser, Password: cfg.ClickHousePass, TLS: cfg.ClickHouseTLS})
 	metrics, _ := cfg.componentMetrics() // checked by Validate
 	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens,
 		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL, Shards: shards, RateLimit: cfg.RateLimit}, q, log, reg)
