@@ -104,17 +104,18 @@ chaos: install build
 	bin/chaos --home $(TRIBUTARY_HOME) --duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 # The ClickHouse cluster suite: its own stack (CLUSTER_HOME, ports at
 # CLUSTER_PORT_OFFSET) with TRIBUTARY_CLICKHOUSE=cluster, 3 ClickHouse
-# servers (2 shards, shard 1 with 2 replicas) and ZooKeeper; every pipeline
-# of the harness then runs in cluster mode. The tests named here are the
-# pipeline, verifier, API by-id, revenue (live and pre-aggregated), move
-# index, compaction and duplicate tests of `make test`, plus
-# tests/cluster_test.go (layout, bad configuration, a node and ZooKeeper
-# killed). `make test` itself never needs the cluster.
+# servers (2 shards, shard 1 with 2 replicas), ZooKeeper and 3 Kafka
+# brokers; every pipeline of the harness then runs in cluster mode. The
+# tests named here are the pipeline, verifier, API by-id, revenue (live and
+# pre-aggregated), move index, compaction, duplicate and teardown tests of
+# `make test`, plus tests/cluster_test.go (layout, bad configuration, and
+# under writes a replica, a Kafka broker and ZooKeeper killed). `make test`
+# itself never needs the cluster; make cluster-down stops it.
 CLUSTER_HOME ?= $(CURDIR)/.stack-cluster
 CLUSTER_PORT_OFFSET ?= 400
-CLUSTER_TESTS := TestCluster|TestEndToEndTwoShards$$|TestVerify$$|TestAPIReadYourWrites$$|TestAPISearchAndDuplicates$$|TestRevenueEndToEnd$$|TestRevenuePreaggregateNeverStale$$|TestMoveIndex$$|TestLoaderCompacts$$|TestDuplicateIDs$$|TestClickHouseKilledMidLoad$$
+CLUSTER_TESTS := TestCluster|TestEndToEndTwoShards$$|TestVerify$$|TestAPIReadYourWrites$$|TestAPISearchAndDuplicates$$|TestRevenueEndToEnd$$|TestRevenuePreaggregateNeverStale$$|TestMoveIndex$$|TestLoaderCompacts$$|TestDuplicateIDs$$|TestClickHouseKilledMidLoad$$|TestAdminTeardown$$
 test-cluster: install
-	TRIBUTARY_HOME=$(CLUSTER_HOME) TRIBUTARY_PORT_OFFSET=$(CLUSTER_PORT_OFFSET) TRIBUTARY_KAFKA=real TRIBUTARY_CLICKHOUSE=cluster $(STACK) up
+	TRIBUTARY_HOME=$(CLUSTER_HOME) TRIBUTARY_PORT_OFFSET=$(CLUSTER_PORT_OFFSET) TRIBUTARY_KAFKA=real TRIBUTARY_KAFKA_BROKERS_COUNT=3 TRIBUTARY_CLICKHOUSE=cluster $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(CLUSTER_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 20m -v -run '$(CLUSTER_TESTS)' ./tests
 

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/tributary/tributary/internal/admin"
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/fleet"
 )
 
@@ -21,7 +23,8 @@ import (
 // its readers and loader run, teardown refuses (each slot in use, the
 // group's member) and removes nothing; once they stop it removes both
 // slots and publications, the topics, the consumer group and the
-// ClickHouse database; a second teardown finds nothing.
+// ClickHouse database (in ClickHouse cluster mode on every node); a second
+// teardown finds nothing.
 func TestAdminTeardown(t *testing.T) {
 	p := setupPipeline(t, []int{0, 1}, nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -48,6 +51,14 @@ func TestAdminTeardown(t *testing.T) {
 	d := &admin.Deployment{Shards: shards, Slot: name + "_{shard}", Publication: name,
 		Topics: append(p.tables.Topics(), name+".state", name+".dlq"), Group: name,
 		Kafka: cl, ClickHouse: p.store.Conn(), Database: p.chDB}
+	// In ClickHouse cluster mode (make test-cluster), every node has the
+	// database: the teardown must find and drop it on each.
+	if cluster := p.stack.ClickHouseCluster; cluster != "" {
+		if d.ClickHouseNodes, err = chstore.DialNodes(ctx, chstore.DialOptions{Addr: p.stack.ClickHouseAddr}, cluster); err != nil {
+			t.Fatal(err)
+		}
+		defer chstore.CloseNodes(d.ClickHouseNodes)
+	}
 
 	// Running: refused, with a reason per running component.
 	plan, err := admin.PlanTeardown(ctx, d)
@@ -86,6 +97,9 @@ func TestAdminTeardown(t *testing.T) {
 	if last.Group != name || last.Database != p.chDB {
 		t.Errorf("plan's group %q, database %q; want %q, %q", last.Group, last.Database, name, p.chDB)
 	}
+	if len(last.DatabaseOn) != len(d.ClickHouseNodes) {
+		t.Errorf("plan's database is on %q, want every node of %d", last.DatabaseOn, len(d.ClickHouseNodes))
+	}
 	if err := admin.Teardown(ctx, d, last, p.log); err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +118,15 @@ func TestAdminTeardown(t *testing.T) {
 			t.Errorf("topic %s still exists", td.Topic)
 		}
 	}
-	var dbs uint64
-	if err := p.store.Conn().QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", p.chDB).Scan(&dbs); err != nil || dbs != 0 {
-		t.Errorf("database %s: %d left, %v", p.chDB, dbs, err)
+	servers := map[string]driver.Conn{"clickhouse": p.store.Conn()}
+	for _, n := range p.store.Nodes() {
+		servers[n.String()] = n.Conn()
+	}
+	for name, conn := range servers {
+		var dbs uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", p.chDB).Scan(&dbs); err != nil || dbs != 0 {
+			t.Errorf("%s: database %s: %d left, %v", name, p.chDB, dbs, err)
+		}
 	}
 	again, err := admin.PlanTeardown(ctx, d)
 	if err != nil || !again.Empty() {

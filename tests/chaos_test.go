@@ -415,6 +415,12 @@ func editAndMove(ctx context.Context, from, to *pgx.Conn, q string, id int64, ed
 // churn writes random inserts, updates and deletes (some in multi-row
 // transactions, some with TOASTed bodies) until ctx ends.
 func churn(ctx context.Context, dsn, tbl string, shard int) error {
+	return churnPaced(ctx, dsn, tbl, shard, 0)
+}
+
+// churnPaced is churn with a pause after each operation, for tests whose
+// verification time grows with what was written (0: none).
+func churnPaced(ctx context.Context, dsn, tbl string, shard int, pause time.Duration) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
@@ -441,6 +447,12 @@ func churn(ctx context.Context, dsn, tbl string, shard int) error {
 		}
 		if err != nil && ctx.Err() == nil {
 			return err
+		}
+		if pause > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
 		}
 	}
 	return nil

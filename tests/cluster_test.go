@@ -2,8 +2,10 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/verify"
@@ -277,66 +281,139 @@ func killPidFile(t *testing.T, file, what string) {
 	t.Logf("%s (pid %d) killed", what, pid)
 }
 
-// stackUp starts what is down with the stack script.
+// stackUp starts what is down with the stack script. It waits up to 5
+// minutes for each service (TRIBUTARY_WAIT_TIMEOUT, unless set): a
+// SIGKILLed Kafka broker took over 90 s to rejoin at load average 40-60.
 func stackUp(ctx context.Context, t *testing.T, st *Stack) {
 	t.Helper()
 	up := exec.CommandContext(ctx, "../deploy/local/stack.sh", "up")
 	up.Env = append(os.Environ(), "TRIBUTARY_HOME="+st.Env["TRIBUTARY_HOME"], "TRIBUTARY_KAFKA="+st.Env["TRIBUTARY_KAFKA_KIND"],
 		"TRIBUTARY_SHARDS="+st.Env["TRIBUTARY_SHARDS"])
+	if os.Getenv("TRIBUTARY_WAIT_TIMEOUT") == "" {
+		up.Env = append(up.Env, "TRIBUTARY_WAIT_TIMEOUT=300")
+	}
 	if out, err := up.CombinedOutput(); err != nil {
 		t.Fatalf("stack.sh up: %v\n%s", err, out)
 	}
 }
 
-// TestClusterFaultsUnderWrites: under writes on two shards, ClickHouse
-// node 2 (a replica of shard 1, not the node the loader and the API talk
-// to) is SIGKILLed, then ZooKeeper, each for a while, and brought back by
-// the stack script. While the replica is down the API answers by id from
-// the surviving replica; while ZooKeeper is down inserts fail and are
-// retried with the offsets uncommitted. Afterwards ClickHouse equals the
-// shards, the verifier passes, the DLQ is empty and the replicas of shard 1
-// hold the same rows.
+// TestClusterFaultsUnderWrites: under writes on two shards, one fault
+// after another, each SIGKILLed, held a while and brought back by the
+// stack script:
+//
+//   - ClickHouse node 2, a replica of shard 1 (not the node the loader and
+//     the API talk to): the API answers by id from the surviving replica,
+//     ids of shard 1 included, and /readyz says degraded (200), naming the
+//     replica, until it is back;
+//   - a Kafka broker, the leader of the table topic's partition 0 (topics
+//     at replication factor 3, min.insync.replicas 2): readers and the
+//     loader go on through the other two;
+//   - ZooKeeper: the replicated tables are read-only, so inserts fail
+//     loudly (counted, retried with the offsets uncommitted) and nothing
+//     is written meanwhile; reads go on.
+//
+// Afterwards ClickHouse equals the shards, the verifier passes, the DLQ is
+// empty and the replicas of shard 1 hold the same rows.
 func TestClusterFaultsUnderWrites(t *testing.T) {
 	st := clusterStack(t)
-	p := newPipeline(t, []int{0, 1}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	p := setupPipeline(t, []int{0, 1}, nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 13*time.Minute)
 	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	t.Cleanup(func() { stop(); p.wg.Wait() })
+	for _, s := range p.shards {
+		p.startReader(runCtx, s)
+	}
+	reg := p.startMeteredLoader(runCtx, "l1")
 	tbl := p.table()
 	home := st.Env["TRIBUTARY_HOME"]
-	known := p.insert(ctx, 0, 1, "before the faults", "x")
-	p.waitDoc(ctx, known, "a row written before the faults", func(status int, _ docAnswer) bool { return status == 200 })
+	// Rows of workspace 999 (churn never writes it) are kept from churn's
+	// random deletes, so that each is found by id throughout.
+	var known []int64
+	for _, s := range p.shards {
+		p.exec(ctx, s, fmt.Sprintf("CREATE RULE keep_known AS ON DELETE TO %s WHERE OLD.workspace_id = 999 DO INSTEAD NOTHING",
+			pgx.Identifier{tbl}.Sanitize()))
+	}
+	for i := 0; i < 20; i++ {
+		known = append(known, p.insert(ctx, i%2, 999, "before the faults", "x"))
+	}
+	for _, id := range known {
+		p.waitDoc(ctx, id, "a row written before the faults", func(status int, _ docAnswer) bool { return status == 200 })
+	}
+	// The known ids on ClickHouse shard 1, whose replica is killed first:
+	// read through the replica that survives.
+	onShard1 := idsOnNode(ctx, t, p, p.store.Nodes()[0], known)
+	if len(onShard1) == 0 {
+		t.Fatalf("none of %d ids landed on ClickHouse shard 1", len(known))
+	}
+	if r := p.ready(ctx); r.Status != "ready" || len(r.Replicas) != 3 {
+		t.Fatalf("/readyz before the faults: %+v, want ready with 3 replicas", r)
+	}
+	adm := kadm.NewClient(p.kafka())
+	checkReplication(ctx, t, adm, 3, "2", p.topic())
 
 	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
 	errs := make(chan error, 2)
 	for _, s := range p.shards {
 		go func(shard int) {
-			err := churn(wctx, st.ShardDSNs[shard], tbl, shard)
+			// Paced: unpaced, the faults' minutes wrote 150,000 rows at
+			// load 40, and verifying them took 6 of the test's 13 minutes.
+			err := churnPaced(wctx, st.ShardDSNs[shard], tbl, shard, 25*time.Millisecond)
 			if wctx.Err() != nil {
 				err = nil
 			}
 			errs <- err
 		}(s)
 	}
-
 	time.Sleep(3 * time.Second)
+
+	// 1. A ClickHouse replica.
 	killPidFile(t, filepath.Join(home, "clickhouse", "node-2", "clickhouse-server.pid"), "ClickHouse node 2")
+	r := p.waitReady(ctx, "degraded, naming node 2", func(r readyAnswer) bool { return r.Status == "degraded" })
+	if !strings.Contains(r.Message, "shard 1 replica 2 ("+p.store.Nodes()[1].Addr+")") || !strings.Contains(r.Message, "other replicas") {
+		t.Errorf("/readyz with node 2 down: message %q, want it to name shard 1 replica 2 and reads going on", r.Message)
+	}
 	for i := 0; i < 5; i++ {
-		if status, _ := p.getDoc(ctx, known); status != 200 {
-			t.Errorf("with replica 2 of shard 1 down, GET by id answered %d", status)
+		for _, id := range onShard1 {
+			if status, a := p.getDoc(ctx, id); status != 200 || len(a.Copies) != 1 {
+				t.Errorf("with replica 2 of shard 1 down, GET %d answered %d %+v", id, status, a)
+			}
 		}
 		time.Sleep(time.Second)
 	}
 	stackUp(ctx, t, st)
+	p.waitReady(ctx, "ready once node 2 is back", func(r readyAnswer) bool { return r.Status == "ready" })
 	t.Log("ClickHouse node 2 back")
 
-	time.Sleep(3 * time.Second)
+	// 2. A Kafka broker.
+	victim := partitionLeader(ctx, t, adm, p.topic(), 0)
+	killPidFile(t, filepath.Join(home, "kafka", fmt.Sprintf("node-%d", victim), "kafka.pid"), fmt.Sprintf("Kafka node %d (leader of %s/0)", victim, p.topic()))
+	time.Sleep(10 * time.Second) // writes go on through the other two brokers
+	stackUp(ctx, t, st)
+	p.waitFor(ctx, 3*time.Minute, fmt.Sprintf("Kafka node %d back in every in-sync replica set", victim), func() bool {
+		return inAllISRs(ctx, adm, int32(victim), p.topic())
+	})
+	t.Logf("Kafka node %d back", victim)
+
+	// 3. ZooKeeper.
 	killPidFile(t, filepath.Join(home, "zookeeper", "zookeeper.pid"), "ZooKeeper")
-	time.Sleep(10 * time.Second) // inserts into the replicated tables fail meanwhile
-	if status, _ := p.getDoc(ctx, known); status != 200 {
+	zkDown := time.Now()
+	failedBefore := insertErrors(t, reg)
+	time.Sleep(2 * time.Second) // an insert under way when ZooKeeper died fails too
+	rowsAtLoss := p.chRowCount(ctx, tbl)
+	time.Sleep(10 * time.Second)
+	if status, _ := p.getDoc(ctx, known[0]); status != 200 {
 		t.Errorf("with ZooKeeper down, GET by id answered %d (reads need no ZooKeeper)", status)
 	}
+	if n := p.chRowCount(ctx, tbl); n != rowsAtLoss {
+		t.Errorf("with ZooKeeper down, ClickHouse went from %d to %d rows: inserts must stall", rowsAtLoss, n)
+	}
+	if failed := insertErrors(t, reg); failed <= failedBefore {
+		t.Errorf("with ZooKeeper down, the loader counted %v failed writes, as many as before (%v): they must fail loudly", failed, failedBefore)
+	}
 	stackUp(ctx, t, st)
-	t.Log("ZooKeeper back")
+	t.Logf("ZooKeeper back after %s", time.Since(zkDown).Round(time.Second))
 	time.Sleep(3 * time.Second)
 	wcancel()
 	for range p.shards {
@@ -345,7 +422,8 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 		}
 	}
 
-	deadline := time.Now().Add(3 * time.Minute)
+	converge := time.Now()
+	deadline := converge.Add(3 * time.Minute)
 	diff := "not compared"
 	for time.Now().Before(deadline) {
 		if err := p.failed(); err != nil {
@@ -359,6 +437,7 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	if diff != "" {
 		t.Fatalf("ClickHouse never converged to the shards after the faults: %s", diff)
 	}
+	t.Logf("ClickHouse equal to the shards %s after the writes stopped", time.Since(converge).Round(time.Second))
 	// Every id is checked in ClickHouse, 500 per shard also through the
 	// API: every id one by one took longer than the test's budget at load
 	// average 45-80 (twice, after the comparison above had passed).
@@ -385,5 +464,96 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	}
 	if len(counts) != 2 || counts[0] != counts[1] {
 		t.Errorf("replicas of shard 1 hold %v (rows/sum of versions), want the same", counts)
+	}
+}
+
+// idsOnNode are those of ids with rows in the pipeline table's local
+// table on node n.
+func idsOnNode(ctx context.Context, t *testing.T, p *pipeline, n chstore.Node, ids []int64) []int64 {
+	t.Helper()
+	var on []int64
+	rows, err := n.Conn().Query(ctx, fmt.Sprintf("SELECT DISTINCT id FROM `%s`.`%s` WHERE has(?, id)", p.chDB, p.store.LocalTable(p.table())), ids)
+	if err != nil {
+		t.Fatalf("%s: %v", n, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		on = append(on, id)
+	}
+	return on
+}
+
+// chRowCount counts the rows (every version) of table in ClickHouse.
+func (p *pipeline) chRowCount(ctx context.Context, table string) uint64 {
+	p.t.Helper()
+	var n uint64
+	if err := p.store.Conn().QueryRow(ctx, fmt.Sprintf("SELECT count() FROM `%s`.`%s`", p.chDB, table)).Scan(&n); err != nil {
+		p.t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+// insertErrors is the loader's count of failed ClickHouse writes, every op.
+func insertErrors(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "tributary_loader_insert_errors_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// readyAnswer is the API's /readyz.
+type readyAnswer struct {
+	Status, Clickhouse, Message string
+	Replicas                    []struct {
+		Shard, Replica int
+		Addr, State    string
+	}
+}
+
+// ready reads the pipeline API's /readyz, which must answer 200.
+func (p *pipeline) ready(ctx context.Context) readyAnswer {
+	p.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", p.api.URL+"/readyz", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("/readyz: %v", err)
+	}
+	defer resp.Body.Close()
+	var r readyAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusOK {
+		p.t.Fatalf("/readyz: %d (%v), want 200 (degraded is not down)", resp.StatusCode, err)
+	}
+	return r
+}
+
+// waitReady polls /readyz until cond holds (a minute at most) and
+// returns the answer that held.
+func (p *pipeline) waitReady(ctx context.Context, what string, cond func(readyAnswer) bool) readyAnswer {
+	p.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := p.ready(ctx)
+		if cond(r) {
+			p.t.Logf("/readyz %s: %s %s", what, r.Status, r.Message)
+			return r
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			p.t.Fatalf("/readyz never %s: last %+v", what, r)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

@@ -140,8 +140,10 @@ func setupPipelineOn(t *testing.T, st *Stack, shards []int, brokers []string, ex
 	}
 	runCtx, runCancel := context.WithCancel(context.Background())
 	p.cancel = runCancel
+	// As cmd/api with --clickhouse-cluster: /readyz checks every node.
+	q := query.New(p.store.Conn(), p.chDB).WithCluster(st.ClickHouseCluster, chstore.DialOptions{})
 	p.api = httptest.NewServer(api.New(api.Config{Tables: cfg, DocumentsTable: table, QueryTimeout: 10 * time.Second, Shards: p.shards},
-		query.New(p.store.Conn(), p.chDB), p.log, prometheus.NewRegistry()))
+		q, p.log, prometheus.NewRegistry()))
 	if !external {
 		for _, s := range shards {
 			p.startReader(runCtx, s)
@@ -286,13 +288,34 @@ func (p *pipeline) cleanup() {
 		conn.Close(ctx)
 	}
 	if p.store != nil {
-		p.store.DropDatabase(ctx) //nolint:errcheck // best effort
+		p.dropDatabase()
 		p.store.Close()
 	}
 	if cl, err := kgo.NewClient(kgo.SeedBrokers(p.brokers...)); err == nil {
 		topics := append(p.tables.Topics(), "e2e_"+p.suffix+".dlq", "e2e_"+p.suffix+".state")
 		kadm.NewClient(cl).DeleteTopics(ctx, topics...) //nolint:errcheck
 		cl.Close()
+	}
+}
+
+// dropDatabase drops the pipeline's ClickHouse database, on every node in
+// cluster mode, with a context of its own (the slots' cleanup may have used
+// up the other). A pooled connection to a node that a test restarted fails
+// once, so each try is repeated; in cluster mode a database left on a node
+// fails the test (it would be left there for good: DROP DATABASE is not
+// replicated).
+func (p *pipeline) dropDatabase() {
+	var err error
+	for try := 0; try < 3; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err = p.store.DropDatabase(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	if p.store.Cluster() != "" {
+		p.t.Errorf("cleanup: %v", err)
 	}
 }
 

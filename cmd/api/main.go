@@ -80,6 +80,8 @@ type Config struct {
 	TablesFile     string
 	DocumentsTable string
 	ClickHouse     chstore.Conn
+	// ClickHouseCluster is the loaders' cluster: /readyz checks its nodes.
+	ClickHouseCluster string
 	// TLS serves HTTPS when set (servertls); TLSReload is how often its
 	// files are checked for a change (0: only on SIGHUP).
 	TLS          servertls.Options
@@ -119,6 +121,8 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
 	fs.String(&c.DocumentsTable, "documents-table", "TRIBUTARY_DOCUMENTS_TABLE", "documents", "table served by /v1/documents/{id} and searched by /v1/documents")
 	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Addr: chstore.ReplicasUsage})
+	fs.String(&c.ClickHouseCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "",
+		"the ClickHouse cluster the loaders spread the tables over (their --clickhouse-cluster): /readyz then pings every node of it and says degraded, naming it, while one does not answer (empty: one server)")
 	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
 	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")
 	fs.Secret(&c.Tokens, "TRIBUTARY_API_TOKENS")
@@ -254,6 +258,7 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	defer q.Close()
+	q.WithCluster(cfg.ClickHouseCluster, chstore.DialOptions{Username: cfg.ClickHouse.User, Password: cfg.ClickHouse.Password, TLS: cfg.ClickHouse.TLS})
 	metrics, _ := cfg.componentMetrics() // checked by Validate
 	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens,
 		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL, Shards: shards, RateLimit: cfg.RateLimit}, q, log, reg)

@@ -132,8 +132,10 @@ It refuses while anything runs: a reader's slot in use, a loader in the
 consumer group. Stop the readers, loaders and APIs first. It needs the
 fleet file (shards' DSNs: a role that may drop slots and publications),
 the same --slot/--publication/--state-topic/--group names the components
-run with, and a ClickHouse user that may drop the database. Run twice, the
-second finds nothing to remove.`, teardownFlags},
+run with, and a ClickHouse user that may drop the database. With
+--clickhouse-cluster the database is looked for and dropped on every node
+of the cluster, and a node that does not answer stops the teardown before
+anything is removed. Run twice, the second finds nothing to remove.`, teardownFlags},
 }
 
 // Config is tributaryctl's whole configuration; each action sets only
@@ -172,6 +174,8 @@ type Config struct {
 	// ClickHouse is the loaders' database (pause, resume) or the one
 	// teardown drops.
 	ClickHouse chstore.Conn
+	// Cluster is the loaders' ClickHouse cluster ("" for one server).
+	Cluster string
 }
 
 // The flag groups the actions share.
@@ -243,6 +247,8 @@ func teardownFlags(fs *flagenv.Set, c *Config) {
 	fs.BoolVar(&c.Yes, "yes", false, "remove without asking")
 	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Database: "the ClickHouse database to drop",
 		User: "a ClickHouse user that may drop the database"})
+	fs.String(&c.Cluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "",
+		"the loaders' ClickHouse cluster (their --clickhouse-cluster): the database is dropped on every node of it, each of which must answer (empty: one server)")
 }
 
 // errNoAction is the answer to a command line without an action.
@@ -487,6 +493,12 @@ func teardown(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Client
 	d := &admin.Deployment{Shards: shards, Slot: c.Slot, Publication: c.Publication,
 		Topics: append(cfg.Topics(), c.StateTopic, c.DLQTopic), Group: c.Group,
 		Kafka: cl, ClickHouse: ch, Database: c.ClickHouse.Database}
+	if c.Cluster != "" {
+		if d.ClickHouseNodes, err = chstore.DialNodes(ctx, c.ClickHouse.DialOptions(), c.Cluster); err != nil {
+			return err
+		}
+		defer chstore.CloseNodes(d.ClickHouseNodes)
+	}
 	plan, err := admin.PlanTeardown(ctx, d)
 	if err != nil {
 		return err

@@ -48,6 +48,10 @@ type Deployment struct {
 	// ClickHouse and Database: the analytics store to drop.
 	ClickHouse driver.Conn
 	Database   string
+	// ClickHouseNodes, in ClickHouse cluster mode (chstore.DialNodes), are
+	// every node of the cluster: the loaders created the database on each,
+	// so it is looked for and dropped on each, and ClickHouse is not used.
+	ClickHouseNodes []chstore.Node
 }
 
 // SlotName is the slot of shard n: the configured name (its "{shard}" the
@@ -68,7 +72,9 @@ type Plan struct {
 	Topics       []string
 	// Group is the consumer group if it exists ("" if not).
 	Group    string
-	Database string // "" if the database does not exist
+	Database string // "" if the database does not exist (on any node)
+	// DatabaseOn, in cluster mode, are the nodes that have it.
+	DatabaseOn []string
 	// Busy says what is still running; a plan with Busy is refused.
 	Busy []string
 }
@@ -114,14 +120,47 @@ func PlanTeardown(ctx context.Context, d *Deployment) (*Plan, error) {
 			p.Busy = append(p.Busy, fmt.Sprintf("consumer group %s has %d member(s) (%s): stop the loaders first", d.Group, n, g.State))
 		}
 	}
-	var n uint64
-	if err := d.ClickHouse.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", d.Database).Scan(&n); err != nil {
-		return nil, fmt.Errorf("clickhouse: %w", err)
-	}
-	if n > 0 {
-		p.Database = d.Database
+	for _, ch := range d.clickhouse() {
+		var n uint64
+		if err := ch.conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", d.Database).Scan(&n); err != nil {
+			return nil, fmt.Errorf("%s: %w", ch, err)
+		}
+		if n > 0 {
+			p.Database = d.Database
+			if ch.node != "" {
+				p.DatabaseOn = append(p.DatabaseOn, ch.node)
+			}
+		}
 	}
 	return p, nil
+}
+
+// chServer is a ClickHouse server of the deployment: node names it in a
+// cluster, "" for the one server.
+type chServer struct {
+	node string
+	conn driver.Conn
+}
+
+// String names the server in errors.
+func (c chServer) String() string {
+	if c.node == "" {
+		return "clickhouse"
+	}
+	return "clickhouse " + c.node
+}
+
+// clickhouse are the servers holding the database: every node of the
+// cluster, or the one server.
+func (d *Deployment) clickhouse() []chServer {
+	if len(d.ClickHouseNodes) == 0 {
+		return []chServer{{conn: d.ClickHouse}}
+	}
+	out := make([]chServer, len(d.ClickHouseNodes))
+	for i, n := range d.ClickHouseNodes {
+		out[i] = chServer{node: n.String(), conn: n.Conn()}
+	}
+	return out
 }
 
 func planShard(ctx context.Context, d *Deployment, s fleet.Endpoint, p *Plan) error {
@@ -187,6 +226,9 @@ func WritePlan(w io.Writer, p *Plan) {
 	}
 	if p.Database != "" {
 		fmt.Fprintf(w, "  clickhouse: database %s (every table in it)\n", p.Database)
+		for _, n := range p.DatabaseOn {
+			fmt.Fprintf(w, "    on %s\n", n)
+		}
 	}
 	for _, b := range p.Busy {
 		fmt.Fprintf(w, "refused: %s\n", b)
@@ -258,10 +300,14 @@ func Teardown(ctx context.Context, d *Deployment, p *Plan, log *slog.Logger) err
 		}
 	}
 	if p.Database != "" {
-		if err := d.ClickHouse.Exec(ctx, "DROP DATABASE IF EXISTS "+chstore.Quote(p.Database)); err != nil {
-			return fmt.Errorf("clickhouse: drop database %s: %w", p.Database, err)
+		// Every node, not only those of the plan: IF EXISTS makes it
+		// harmless, and a loader may have created it on one meanwhile.
+		for _, ch := range d.clickhouse() {
+			if err := ch.conn.Exec(ctx, "DROP DATABASE IF EXISTS "+chstore.Quote(p.Database)); err != nil {
+				return fmt.Errorf("%s: drop database %s: %w", ch, p.Database, err)
+			}
+			log.Info("dropped clickhouse database", slog.String("database", p.Database), slog.String("server", ch.String()))
 		}
-		log.Info("dropped clickhouse database", slog.String("database", p.Database))
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -97,6 +98,9 @@ type Server struct {
 	// reached says whether it ever answered since the start.
 	ping    func(context.Context) error
 	reached atomic.Bool
+	// replicas lists the ClickHouse cluster's nodes, each pinged, for
+	// /readyz (q.Replicas: nil on one server; a fake in tests).
+	replicas func(context.Context) ([]query.Replica, error)
 }
 
 // tableLayout is a table's configured id layout, or why it did not resolve.
@@ -109,7 +113,7 @@ type tableLayout struct {
 func New(cfg Config, q *query.Queries, log *slog.Logger, reg prometheus.Registerer) *Server {
 	s := &Server{cfg: cfg, q: q, log: log, mux: http.NewServeMux(), watch: &watermarkWatch{fetch: q.Freshness, timeout: max(cfg.QueryTimeout, time.Second)},
 		stopped: &stoppedWatch{fetch: q.StoppedTables, timeout: max(cfg.QueryTimeout, time.Second)},
-		layouts: map[string]tableLayout{}, ping: q.Ping}
+		layouts: map[string]tableLayout{}, ping: q.Ping, replicas: q.Replicas}
 	s.limiter = newRateLimiter(cfg.RateLimit, reg)
 	for _, t := range cfg.Tables.Tables {
 		l, err := ids.Lookup(t.IDLayout)
@@ -436,12 +440,14 @@ func (s *Server) shards(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"shards": fresh, "stopped_tables": statuses})
 }
 
-// ready is GET /readyz. Ready: ClickHouse answers. Not ready (503): it
-// has not answered since this process started, so nothing says the
-// configuration is right (a rollout should wait). Degraded (200): it
-// answered before and does not now. The API still answers then — 4xx for
-// bad input, /healthz, /metrics, the OpenAPI document, and every data
-// route with 503 backend_unavailable and Retry-After — and every replica
+// ready is GET /readyz. Ready: ClickHouse answers (in a cluster, every
+// node of it). Not ready (503): it has not answered since this process
+// started, so nothing says the configuration is right (a rollout should
+// wait). Degraded (200): it answered before and does not now, or a node
+// of the cluster does not (replicaHealth). The API still answers then —
+// 4xx for bad input, /healthz, /metrics, the OpenAPI document, and every
+// data route, exactly through the replicas left or with 503
+// backend_unavailable and Retry-After — and every replica of the API
 // shares the same ClickHouse, so taking them all out of a load balancer
 // would only turn those answers into refused connections.
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
@@ -453,10 +459,65 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 		if !s.reached.Load() {
 			return &Error{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: "ClickHouse is not reachable: " + err.Error()}
 		}
-		return writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "auth": auth,
+		return writeJSON(w, http.StatusOK, map[string]any{"status": "degraded", "auth": auth,
 			"clickhouse": "unreachable: " + err.Error(),
 			"message":    "ClickHouse does not answer: data routes answer 503 backend_unavailable with Retry-After until it does"})
 	}
 	s.reached.Store(true)
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "auth": auth, "clickhouse": "ok"})
+	out := map[string]any{"status": "ready", "auth": auth, "clickhouse": "ok"}
+	replicas, err := s.replicas(r.Context())
+	if err != nil {
+		out["status"], out["message"] = "degraded", "the ClickHouse cluster's nodes are not known: "+err.Error()
+		return writeJSON(w, http.StatusOK, out)
+	}
+	if replicas != nil {
+		states, message := replicaHealth(replicas)
+		out["replicas"] = states
+		if message != "" {
+			out["status"], out["message"] = "degraded", message
+		}
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// replicaState is one node of the ClickHouse cluster in /readyz.
+type replicaState struct {
+	query.Replica
+	State string `json:"state"` // ok, or unreachable: <error>
+}
+
+// replicaHealth is each node's state, and what the API does while some do
+// not answer ("" when all do): a ClickHouse shard with a replica left is
+// read from it, exactly; one with none fails every read that needs it.
+func replicaHealth(replicas []query.Replica) ([]replicaState, string) {
+	states := make([]replicaState, len(replicas))
+	alive := map[int]bool{}
+	var down []string
+	for i, n := range replicas {
+		states[i] = replicaState{Replica: n, State: "ok"}
+		if n.Err != nil {
+			states[i].State = "unreachable: " + n.Err.Error()
+			down = append(down, fmt.Sprintf("shard %d replica %d (%s)", n.Shard, n.Replica, n.Addr))
+			continue
+		}
+		alive[n.Shard] = true
+	}
+	if len(down) == 0 {
+		return states, ""
+	}
+	var lost []string
+	for _, n := range replicas {
+		if !alive[n.Shard] && !slices.Contains(lost, strconv.Itoa(n.Shard)) {
+			lost = append(lost, strconv.Itoa(n.Shard))
+		}
+	}
+	message := "ClickHouse " + strings.Join(down, ", ") + " does not answer: "
+	if len(down) > 1 {
+		message = "ClickHouse " + strings.Join(down, ", ") + " do not answer: "
+	}
+	if len(lost) == 0 {
+		return states, message + "reads go on, exact, through the other replicas of its shard"
+	}
+	return states, message + "ClickHouse shard(s) " + strings.Join(lost, ", ") +
+		" have no replica left, so data routes that read them answer 503 backend_unavailable with Retry-After"
 }

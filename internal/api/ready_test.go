@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,6 +127,80 @@ func TestReadyDegradedWhenClickHouseLost(t *testing.T) {
 		}
 		if code, _ := get("/healthz"); code != http.StatusOK {
 			t.Errorf("%s: /healthz = %d, want 200", st.what, code)
+		}
+	}
+}
+
+// TestReadyDegradedWhileReplicaLost: in a ClickHouse cluster, /readyz
+// checks every node. All answering: ready, each listed ok. One replica of
+// a shard that has another gone: degraded (200), naming it, reads go on.
+// A shard with no replica left: degraded, naming the shard. The cluster's
+// nodes unknown: degraded, saying why. One server (no cluster): no
+// replicas in the answer.
+func TestReadyDegradedWhileReplicaLost(t *testing.T) {
+	cfg, err := tables.Parse([]byte(`{"tables":[{"name":"documents","id_column":"id","id_layout":"seed000"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Tables: cfg, DocumentsTable: "documents", QueryTimeout: time.Second}, query.New(nil, "tributary"),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	s.ping = func(context.Context) error { return nil }
+	down := errors.New("dial tcp 127.0.0.1:9001: connection refused")
+	cluster := func(errs ...error) func(context.Context) ([]query.Replica, error) {
+		return func(context.Context) ([]query.Replica, error) {
+			return []query.Replica{{Shard: 1, Replica: 1, Addr: "127.0.0.1:9000", Err: errs[0]},
+				{Shard: 1, Replica: 2, Addr: "127.0.0.1:9001", Err: errs[1]},
+				{Shard: 2, Replica: 1, Addr: "127.0.0.1:9002", Err: errs[2]}}, nil
+		}
+	}
+	steps := []struct {
+		what     string
+		replicas func(context.Context) ([]query.Replica, error)
+		status   string
+		states   []string // each replica's state, "" for none listed
+		message  []string // what the message must name
+	}{
+		{"one server", func(context.Context) ([]query.Replica, error) { return nil, nil }, "ready", nil, nil},
+		{"every node answers", cluster(nil, nil, nil), "ready", []string{"ok", "ok", "ok"}, nil},
+		{"a replica of shard 1 lost", cluster(nil, down, nil), "degraded",
+			[]string{"ok", "unreachable: " + down.Error(), "ok"}, []string{"shard 1 replica 2 (127.0.0.1:9001)", "other replicas"}},
+		{"shard 2's only replica lost", cluster(nil, nil, down), "degraded",
+			[]string{"ok", "ok", "unreachable: " + down.Error()}, []string{"shard 2 replica 1 (127.0.0.1:9002)", "shard(s) 2 have no replica", "503"}},
+		{"the cluster's nodes unknown", func(context.Context) ([]query.Replica, error) {
+			return nil, errors.New(`unknown clickhouse cluster "c"`)
+		}, "degraded", nil, []string{`unknown clickhouse cluster "c"`}},
+	}
+	for _, st := range steps {
+		s.replicas = st.replicas
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		var body struct {
+			Status, Clickhouse, Message string
+			Replicas                    []struct {
+				Shard, Replica int
+				Addr, State    string
+			}
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || rec.Code != http.StatusOK {
+			t.Fatalf("%s: /readyz = %d %s (%v), want 200 JSON", st.what, rec.Code, rec.Body, err)
+		}
+		if body.Status != st.status || body.Clickhouse != "ok" {
+			t.Errorf("%s: /readyz status %q, clickhouse %q; want %s, ok (%s)", st.what, body.Status, body.Clickhouse, st.status, rec.Body)
+		}
+		var states []string
+		for _, r := range body.Replicas {
+			states = append(states, r.State)
+		}
+		if fmt.Sprint(states) != fmt.Sprint(st.states) {
+			t.Errorf("%s: replica states %q, want %q", st.what, states, st.states)
+		}
+		for _, m := range st.message {
+			if !strings.Contains(body.Message, m) {
+				t.Errorf("%s: message %q does not name %q", st.what, body.Message, m)
+			}
+		}
+		if st.message == nil && body.Message != "" {
+			t.Errorf("%s: message %q, want none", st.what, body.Message)
 		}
 	}
 }

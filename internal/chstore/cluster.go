@@ -175,10 +175,25 @@ func ping(ctx context.Context, conn driver.Conn, cluster string, n *Node) error 
 
 // clusterNodes reads the cluster from system.clusters of the seed server.
 func (s *Store) clusterNodes(ctx context.Context, o Options) ([]Node, error) {
-	rows, err := s.conn.Query(ctx, `SELECT toUInt64(shard_num), toUInt64(replica_num), host_address, toUInt64(port)
-		FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num`, o.Cluster)
+	nodes, err := ClusterNodes(ctx, s.conn, o.Cluster)
 	if err != nil {
-		return nil, fmt.Errorf("read cluster %s from system.clusters on %s: %w", o.Cluster, o.Addr, err)
+		return nil, fmt.Errorf("%s: %w", o.Addr, err)
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("%w %q: %s defines only %s (remote_servers in its configuration)",
+			ErrUnknownCluster, o.Cluster, o.Addr, knownClusters(ctx, s.conn))
+	}
+	return nodes, nil
+}
+
+// ClusterNodes reads the servers of cluster from system.clusters of the
+// server conn reaches, in shard and replica order, unconnected (none: no
+// cluster of that name there).
+func ClusterNodes(ctx context.Context, conn driver.Conn, cluster string) ([]Node, error) {
+	rows, err := conn.Query(ctx, `SELECT toUInt64(shard_num), toUInt64(replica_num), host_address, toUInt64(port)
+		FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num`, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("read cluster %s from system.clusters: %w", cluster, err)
 	}
 	defer rows.Close()
 	var nodes []Node
@@ -186,7 +201,7 @@ func (s *Store) clusterNodes(ctx context.Context, o Options) ([]Node, error) {
 		var shard, replica, port uint64
 		var host string
 		if err := rows.Scan(&shard, &replica, &host, &port); err != nil {
-			return nil, fmt.Errorf("read cluster %s: %w", o.Cluster, err)
+			return nil, fmt.Errorf("read cluster %s: %w", cluster, err)
 		}
 		addr := host + ":" + fmt.Sprint(port)
 		if strings.Contains(host, ":") {
@@ -195,19 +210,15 @@ func (s *Store) clusterNodes(ctx context.Context, o Options) ([]Node, error) {
 		nodes = append(nodes, Node{Shard: int(shard), Replica: int(replica), Addr: addr})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read cluster %s: %w", o.Cluster, err)
-	}
-	if len(nodes) == 0 {
-		return nil, fmt.Errorf("%w %q: %s defines only %s (remote_servers in its configuration)",
-			ErrUnknownCluster, o.Cluster, o.Addr, s.knownClusters(ctx))
+		return nil, fmt.Errorf("read cluster %s: %w", cluster, err)
 	}
 	return nodes, nil
 }
 
 // knownClusters lists the clusters the server defines, for an error.
-func (s *Store) knownClusters(ctx context.Context) string {
+func knownClusters(ctx context.Context, conn driver.Conn) string {
 	var known []string
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT cluster FROM system.clusters ORDER BY cluster")
+	rows, err := conn.Query(ctx, "SELECT DISTINCT cluster FROM system.clusters ORDER BY cluster")
 	if err != nil {
 		return "(system.clusters unreadable: " + err.Error() + ")"
 	}
@@ -223,6 +234,39 @@ func (s *Store) knownClusters(ctx context.Context) string {
 	}
 	return strings.Join(known, ", ")
 }
+
+// DialNodes connects to every node of cluster, as read from
+// system.clusters of the server o.Addr reaches, each with o's user,
+// password and TLS (tributaryctl teardown, which drops the database on
+// each). A node that does not answer is an ErrNodeDown naming it; close
+// the nodes with CloseNodes.
+func DialNodes(ctx context.Context, o DialOptions, cluster string) ([]Node, error) {
+	seed, err := Dial(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer seed.Close()
+	nodes, err := ClusterNodes(ctx, seed, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Addr, err)
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("%w %q: %s defines only %s (remote_servers in its configuration)",
+			ErrUnknownCluster, cluster, o.Addr, knownClusters(ctx, seed))
+	}
+	for i := range nodes {
+		no := o
+		no.Addr = nodes[i].Addr
+		if nodes[i].conn, err = Dial(ctx, no); err != nil {
+			CloseNodes(nodes)
+			return nil, fmt.Errorf("%w: cluster %s: %s: %w", ErrNodeDown, cluster, nodes[i], err)
+		}
+	}
+	return nodes, nil
+}
+
+// CloseNodes closes the nodes' connections.
+func CloseNodes(nodes []Node) { closeNodes(nodes) }
 
 func closeNodes(nodes []Node) {
 	for _, n := range nodes {
@@ -316,9 +360,20 @@ func (s *Store) addColumn(ctx context.Context, name, column, def string) error {
 }
 
 // DropDatabase drops the store's database on the server, or on every
-// node (tests and teardown).
+// node (tests and teardown). A node that refuses does not keep the others
+// from dropping theirs; the error names each that refused.
 func (s *Store) DropDatabase(ctx context.Context) error {
-	return s.ExecDDL(ctx, "DROP DATABASE IF EXISTS "+quote(s.db))
+	q := "DROP DATABASE IF EXISTS " + quote(s.db)
+	if s.cluster == "" {
+		return s.conn.Exec(ctx, q)
+	}
+	var errs []error
+	for _, n := range s.nodes {
+		if err := n.conn.Exec(ctx, q); err != nil {
+			errs = append(errs, fmt.Errorf("cluster %s: %s: drop database %s: %w", s.cluster, n, s.db, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // clusterSettings are the settings of a store's own connection in a

@@ -44,6 +44,9 @@ type Queries struct {
 	// keyTypeCache: per table and key, its key columns' ClickHouse types
 	// (keyrow.go).
 	keyTypeCache sync.Map
+	// replicas, when set (WithCluster), checks every node of the cluster
+	// for Replicas (replicas.go).
+	replicas *replicaCheck
 }
 
 // New returns Queries over db.

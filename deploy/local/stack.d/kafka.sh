@@ -306,25 +306,31 @@ kafka_up() {
 	fi
 	# The nodes that are down are started (a cluster that lost one gets it
 	# back); a cluster answers once a majority of its voters runs.
+	local started=()
 	for ((n = 1; n <= KAFKA_NODES; n++)); do
 		kafka_node_pid "$n" >/dev/null && continue
 		kafka_write_config "$n"
 		kafka_format "$n"
 		kafka_node_start "$n"
+		started+=("$n")
 	done
 	if ! wait_ready "$what" "$logs" kafka_started kafka_ready_real; then
-		kafka_down
+		# Only the nodes started here: stopping the others would turn a
+		# cluster that lost one node into one that lost all.
+		kafka_down "${started[@]}"
 		die "$WAIT_ERROR"
 	fi
 	log "kafka: started (pids $(kafka_pid | xargs)) on $(kafka_bootstrap)"
 	((SECURE == 0)) || kafka_scram_user
 }
 
-# kafka_down stops every node at once: one by one, the last ones would wait
-# for a quorum that the first ones took away.
+# kafka_down stops every node at once (or the nodes named: kafka_down 1 3):
+# one by one, the last ones would wait for a quorum that the first ones
+# took away.
 kafka_down() {
-	local n pid
-	for ((n = 1; n <= KAFKA_NODES; n++)); do
+	local n pid nodes=("$@")
+	((${#nodes[@]})) || mapfile -t nodes < <(seq 1 "$KAFKA_NODES")
+	for n in "${nodes[@]}"; do
 		if pid=$(kafka_node_pid "$n"); then
 			(stop_pid "kafka node $n" "$pid" 60 && log "kafka node $n: stopped") &
 		fi
