@@ -32,7 +32,7 @@
 //	schema_changes_total{table}        tables created / columns added
 //	table_stopped{table}               1 while a table is stopped
 //	watermark_lsn{shard}               newest watermark written, by shard
-//	consumer_lag_records{topic,partition} records not yet committed by the group
+//	consumer_lag_records{topic,partition} records in Kafka one sample ago not yet committed by the group (lag.go)
 //	commit_errors_total                failed offset commits (the batch is replayed)
 //	stage_seconds_total{stage}         wall time per stage of the loop: where the time goes
 //	toast_bases_total{source}          unchanged-TOAST bases by source (batch, cache, clickhouse)
@@ -81,6 +81,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tributary/tributary/internal/chstore"
@@ -393,7 +394,7 @@ func (l *Loader) Run(ctx context.Context) error {
 	go func() { defer monitors.Done(); l.watchPauses(mctx) }()
 	go func() { defer monitors.Done(); l.watchAnomalies(mctx) }() //nolint:errcheck // logs its own errors
 	go func() { defer monitors.Done(); watchStopped(mctx, l.stops, l.store, chstore.StopRenew, l.log) }()
-	go func() { defer monitors.Done(); l.watchLag(mctx, cl) }()
+	go func() { defer monitors.Done(); l.watchLag(mctx, kadm.NewClient(cl)) }()
 	go func() { defer monitors.Done(); l.watchMisplaced(mctx) }()
 	if l.keeper != nil {
 		monitors.Add(1)
