@@ -137,7 +137,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Verdict, error) {
 	vctx, vcancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer vcancel()
 	logf("converged in %s; running the verifier", v.Converged.Round(time.Millisecond))
-	if v.VerifyPassed, v.VerifyTail, err = runVerify(vctx, st, out); err != nil {
+	if v.VerifyPassed, v.VerifyTail, err = runVerify(vctx, st, out, cfg.VerifyAPISample); err != nil {
 		v.Problems = append(v.Problems, err.Error())
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 2*time.Minute)
