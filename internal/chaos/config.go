@@ -4,12 +4,14 @@
 // convergence, the verifier and one verdict. cmd/chaos runs it; `make
 // chaos` (30 minutes) and `.ci/run` (5 minutes) call that.
 //
-// Faults come one at a time: inject, recover (the supervisor restarts a
-// killed process; deploy/local/stack.sh up restarts a killed service, as
-// an operator would), wait until every shard's watermark passes the
-// shard's WAL position taken after recovery (the time to fresh), pause a
-// little, next. The seed of the schedule is printed, so a run can be
-// repeated.
+// Faults come on a schedule, one every ~36 s for the default count: inject,
+// recover (the supervisor restarts a killed process; deploy/local/stack.sh
+// up restarts a killed service, as an operator would), then wait until
+// every shard's watermark passes the shard's WAL position taken after
+// recovery (the time to fresh). Recoveries and the waits for fresh run
+// beside the schedule, so a slow restart does not thin it out; a
+// component still recovering gets no second fault (another is drawn). The
+// seed of the schedule is printed, so a run can be repeated.
 package chaos
 
 import (

@@ -80,15 +80,18 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Verdict, error) {
 	watchers.Go(func() { mem.run(watchCtx, st, fl) })
 
 	// The schedule: minFaults faults spread over the duration, each gap
-	// drawn at ±40 % of the mean; a fault whose recovery (a stack.sh up)
-	// takes longer than the gap delays the next one. Freshness after each
-	// fault is awaited beside the next faults, so one slow recovery does
-	// not thin the schedule out: a later fault may lengthen an earlier
-	// one's time to fresh, as it would in production.
+	// drawn at ±40 % of the mean. A fault's recovery (a stack.sh up: a
+	// minute or more on a loaded machine) runs beside the schedule, so a
+	// slow one does not thin it out; only its own component waits for it
+	// (draw takes another). Freshness after each fault is awaited beside
+	// the next faults too: a later fault may lengthen an earlier one's
+	// time to fresh, as it would in production.
 	in := &injector{st: st, fleet: fl, rng: rand.New(rand.NewPCG(uint64(seed), 0)), log: stackLog}
 	mean := cfg.Duration / time.Duration(cfg.minFaults()+1)
 	var faults []*fault
 	var pending sync.WaitGroup
+	var busyMu sync.Mutex
+	busy := map[string]bool{} // components recovering
 	end := time.Now().Add(cfg.Duration)
 	next := time.Now().Add(mean)
 	for next.Before(end) && ctx.Err() == nil {
@@ -99,16 +102,29 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Verdict, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		f := in.inject(ctx)
 		next = time.Now().Add(time.Duration(float64(mean) * (0.6 + 0.8*in.rng.Float64())))
-		faults = append(faults, f)
-		n := len(faults)
-		if f.err != nil {
-			logf("fault %d: %s %s FAILED after %s: %v", n, f.kind, f.target, f.recovered.Round(time.Millisecond), f.err)
+		busyMu.Lock()
+		f := in.draw(func(c string) bool { return busy[c] })
+		if f != nil {
+			busy[f.component()] = true
+		}
+		busyMu.Unlock()
+		if f == nil {
+			logf("every component drawn is still recovering; no fault this time")
 			continue
 		}
-		logf("fault %d: %s %s, back after %s", n, f.kind, f.target, f.recovered.Round(time.Millisecond))
+		faults = append(faults, f)
+		n := len(faults)
 		pending.Go(func() {
+			in.inject(ctx, f)
+			busyMu.Lock()
+			delete(busy, f.component())
+			busyMu.Unlock()
+			if f.err != nil {
+				logf("fault %d: %s %s FAILED after %s: %v", n, f.kind, f.target, f.recovered.Round(time.Millisecond), f.err)
+				return
+			}
+			logf("fault %d: %s %s, back after %s", n, f.kind, f.target, f.recovered.Round(time.Millisecond))
 			if err := fresh(ctx, st, cfg.Converge); err != nil {
 				f.err = fmt.Errorf("not fresh within %s: %w", cfg.Converge, err)
 				logf("fault %d: %s %s never fresh: %v", n, f.kind, f.target, err)
