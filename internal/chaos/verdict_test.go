@@ -87,3 +87,28 @@ func TestDrawSkipsRecovering(t *testing.T) {
 		t.Errorf("drew %s %s with every component recovering", f.kind, f.target)
 	}
 }
+
+// TestGapsHoldTheFaults: the schedule has exactly the faults the verdict
+// wants, within the duration, none bunched closer than about a third of
+// the mean gap.
+func TestGapsHoldTheFaults(t *testing.T) {
+	for _, n := range []int{10, 50, 200} {
+		rng := rand.New(rand.NewPCG(uint64(n), 9))
+		total := 30 * time.Minute
+		g := gaps(rng, n, total)
+		if len(g) != n+1 {
+			t.Fatalf("n=%d: %d gaps, want %d", n, len(g), n+1)
+		}
+		var sum time.Duration
+		mean := total / time.Duration(n+1)
+		for i, d := range g {
+			sum += d
+			if d < mean/3 || d > 3*mean {
+				t.Errorf("n=%d: gap %d is %s, mean %s", n, i, d, mean)
+			}
+		}
+		if sum != total {
+			t.Errorf("n=%d: gaps add up to %s, want %s", n, sum, total)
+		}
+	}
+}
