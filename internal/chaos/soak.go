@@ -79,10 +79,10 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Verdict, error) {
 	watchers.Go(func() { pr.run(watchCtx, st.apiAddr(), docID) })
 	watchers.Go(func() { mem.run(watchCtx, st, fl) })
 
-	// The schedule: minFaults faults spread over the duration (gaps). A fault's recovery (a stack.sh up: a
-	// minute or more on a loaded machine) runs beside the schedule, so a
-	// slow one does not thin it out; only its own component waits for it
-	// (draw takes another). Freshness after each fault is awaited beside
+	// The schedule: minFaults faults spread over the duration (gaps). A
+	// fault's recovery (a stack.sh up: a minute or more on a loaded
+	// machine) runs beside the schedule, so a slow one does not thin it
+	// out; only its own component waits for it (draw takes another). Freshness after each fault is awaited beside
 	// the next faults too: a later fault may lengthen an earlier one's
 	// time to fresh, as it would in production.
 	in := &injector{st: st, fleet: fl, rng: rand.New(rand.NewPCG(uint64(seed), 0)), log: stackLog}
