@@ -46,6 +46,7 @@ func parse(args []string) (chaos.Config, error) {
 	fs.Int(&c.BulkRate, "bulk-rate", "TRIBUTARY_CHAOS_BULK_RATE", chaos.DefaultBulkRate, "bulk transactions/s (0: none)")
 	fs.Int(&c.BulkRows, "bulk-rows", "TRIBUTARY_CHAOS_BULK_ROWS", chaos.DefaultBulkRows, "rows per bulk transaction")
 	fs.Duration(&c.Converge, "converge", "TRIBUTARY_CHAOS_CONVERGE", chaos.DefaultConverge, "longest wait to be fresh after a fault and at the end")
+	fs.Int(&c.VerifyAPISample, "verify-api-sample", "TRIBUTARY_CHAOS_VERIFY_API_SAMPLE", chaos.DefaultVerifyAPISample, "ids per table and shard the verifier looks up through the API one by one (its --api-sample, 0: every id; all of them are checked in ClickHouse either way)")
 	fs.String(&c.Out, "out", "TRIBUTARY_CHAOS_OUT", "", "log directory (default <home>/chaos)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -29,6 +29,8 @@ CH_MODE=single # resolve_ch_mode (stack.d/clickhouse.sh) sets it
 SCHEMA_DIR=${TRIBUTARY_SCHEMA_DIR:-$REPO/schema/postgres}
 WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
 KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
+# Unset: C1 only (stack.d/kafka.sh, "start-up"); set, even empty, it replaces that.
+KAFKA_JIT=${TRIBUTARY_KAFKA_JIT--XX:TieredStopAtLevel=1}
 # TRIBUTARY_SECURE=1 gives Apache Kafka a SASL_SSL listener beside the
 # plaintext one (stack.d/kafka.sh); 0 leaves the stack as it always was.
 # Unset, it is what this home's last `up` had (load_state), else 0: a test
@@ -124,6 +126,8 @@ Environment:
   TRIBUTARY_PORT_OFFSET   added to every port, a multiple of 200 up to $MAX_PORT_OFFSET, for several stacks on one
                           machine (default: the offset this home was started with, else 0)
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
+  TRIBUTARY_KAFKA_JIT     JIT flags of the Kafka broker (default "-XX:TieredStopAtLevel=1", C1
+                          only, for a fast start; empty: the JVM's tiered default)
   TRIBUTARY_SECURE        1: Apache Kafka also listens with SASL_SSL (the stack's CA, user
                           $KAFKA_SASL_USER, SCRAM-SHA-512); stack.env then names its brokers,
                           user and password file (TRIBUTARY_KAFKA_SASL_SSL_*). Default: as

@@ -132,14 +132,14 @@ func slotWAL(ctx context.Context, st *stack) (map[string]int64, error) {
 
 // runVerify runs the verifier as `make verify` does, its output into the
 // soak's log directory; it reports whether it passed and its last lines.
-func runVerify(ctx context.Context, st *stack, out string) (bool, string, error) {
+func runVerify(ctx context.Context, st *stack, out string, apiSample int) (bool, string, error) {
 	logPath := filepath.Join(out, "verify.log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return false, "", err
 	}
 	defer f.Close()
-	cmd := exec.CommandContext(ctx, filepath.Join(st.repo, "bin", "verify"))
+	cmd := exec.CommandContext(ctx, filepath.Join(st.repo, "bin", "verify"), "--api-sample", strconv.Itoa(apiSample))
 	cmd.Env = append(append(os.Environ(), st.environ()...), "TRIBUTARY_RING_MAP="+st.ringMap, "TRIBUTARY_API_URL=http://"+st.apiAddr())
 	var tail tailWriter
 	cmd.Stdout, cmd.Stderr = multi{f, &tail}, multi{f, &tail}

@@ -31,14 +31,29 @@ var Kinds = []string{KillReader, KillLoader, KillAPI, KillKafka, KillClickHouse,
 // recovering from it took.
 type fault struct {
 	kind, target string
+	hold         time.Duration // a hang's length (SIGSTOP to SIGCONT)
 	at           time.Time     // injected
 	recovered    time.Duration // from at until the component ran again (restart returned, SIGCONT sent)
 	fresh        time.Duration // from at until every shard's watermark passed its WAL position after recovery; 0: never
 	err          error         // recovery failed
 }
 
+// component is what the fault takes down. One fault at a time per
+// component: the next fault of a component still recovering is drawn
+// again, for another.
+func (f *fault) component() string {
+	switch f.kind {
+	case KillReader:
+		return "reader " + f.target
+	case CrashPostgres:
+		return "postgres " + f.target
+	}
+	return f.target
+}
+
 // injector injects faults into the fleet and the stack and recovers from
-// them.
+// them. Its random source is used by draw only (one goroutine); inject
+// runs on many at once, for faults of different components.
 type injector struct {
 	st    *stack
 	fleet *fleetProcs
@@ -46,40 +61,60 @@ type injector struct {
 	log   *os.File // stack.sh output
 }
 
-// inject draws a fault, injects it and recovers from it, returning once
-// the component runs again.
-func (in *injector) inject(ctx context.Context) *fault {
-	f := &fault{kind: Kinds[in.rng.IntN(len(Kinds))], at: time.Now()}
+// draw picks the next fault, of a component that busy does not name; nil
+// when every one it tried is busy.
+func (in *injector) draw(busy func(component string) bool) *fault {
+	for range 64 {
+		f := &fault{kind: Kinds[in.rng.IntN(len(Kinds))]}
+		switch f.kind {
+		case KillReader, CrashPostgres:
+			f.target = "shard " + strconv.Itoa(in.st.shards[in.rng.IntN(len(in.st.shards))].Number)
+		case KillLoader:
+			f.target = "loader"
+		case KillAPI:
+			f.target = "api"
+		case KillKafka, HangKafka:
+			f.target = "kafka"
+		case KillClickHouse, HangClickHouse:
+			f.target = "clickhouse"
+		}
+		if f.kind == HangKafka || f.kind == HangClickHouse {
+			f.hold = time.Duration(3000+in.rng.IntN(9000)) * time.Millisecond
+		}
+		if !busy(f.component()) {
+			return f
+		}
+	}
+	return nil
+}
+
+// inject injects f and recovers from it, returning once the component
+// runs again (f.recovered, f.err).
+func (in *injector) inject(ctx context.Context, f *fault) {
+	f.at = time.Now()
+	shard := func() int {
+		n, _ := strconv.Atoi(strings.TrimPrefix(f.target, "shard "))
+		return n
+	}
 	switch f.kind {
 	case KillReader:
-		sh := in.st.shards[in.rng.IntN(len(in.st.shards))].Number
-		f.target = "shard " + strconv.Itoa(sh)
-		in.fleet.readers[sh].kill()
+		in.fleet.readers[shard()].kill()
 	case KillLoader:
-		f.target = "loader"
 		in.fleet.loader.kill()
 	case KillAPI:
-		f.target = "api"
 		in.fleet.api.kill()
 	case KillKafka:
-		f.target = "kafka"
 		f.err = in.killService(ctx, in.st.kafkaPidFile())
 	case KillClickHouse:
-		f.target = "clickhouse"
 		f.err = in.killService(ctx, in.st.clickhousePidFile())
 	case CrashPostgres:
-		sh := in.st.shards[in.rng.IntN(len(in.st.shards))].Number
-		f.target = "shard " + strconv.Itoa(sh)
-		f.err = in.crashPostgres(ctx, sh)
+		f.err = in.crashPostgres(ctx, shard())
 	case HangKafka:
-		f.target = "kafka"
-		f.err = in.hang(ctx, in.st.kafkaPidFile())
+		f.err = in.hang(ctx, in.st.kafkaPidFile(), f.hold)
 	case HangClickHouse:
-		f.target = "clickhouse"
-		f.err = in.hang(ctx, in.st.clickhousePidFile())
+		f.err = in.hang(ctx, in.st.clickhousePidFile(), f.hold)
 	}
 	f.recovered = time.Since(f.at)
-	return f
 }
 
 // killService SIGKILLs the service of a pid file and brings it back with
@@ -100,7 +135,11 @@ func (in *injector) killService(ctx context.Context, pidFile string) error {
 	return in.stackUp(ctx)
 }
 
-// waitGone waits until pid has exited (gone, or a zombie).
+// waitGone waits until pid has exited: gone, or a zombie none of whose
+// threads still runs. A multi-threaded process's leader turns zombie
+// while its other threads are still exiting, and its sockets close only
+// with the last of them: a JVM killed under load kept its port for
+// seconds after, and stack.sh up then refused the port as taken.
 func waitGone(ctx context.Context, pid int) error {
 	for {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -109,7 +148,9 @@ func waitGone(ctx context.Context, pid int) error {
 		}
 		s := string(b)
 		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] == "Z" {
-			return nil
+			if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid)); err != nil || len(tasks) <= 1 {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -130,8 +171,8 @@ func (in *injector) crashPostgres(ctx context.Context, shard int) error {
 	return in.stackUp(ctx)
 }
 
-// hang SIGSTOPs a service for 3-12 s, then SIGCONTs it.
-func (in *injector) hang(ctx context.Context, pidFile string) error {
+// hang SIGSTOPs a service for hold (3-12 s), then SIGCONTs it.
+func (in *injector) hang(ctx context.Context, pidFile string, hold time.Duration) error {
 	pid, err := readPid(pidFile)
 	if err != nil {
 		return err
@@ -141,7 +182,7 @@ func (in *injector) hang(ctx context.Context, pidFile string) error {
 	}
 	select {
 	case <-ctx.Done():
-	case <-time.After(time.Duration(3000+in.rng.IntN(9000)) * time.Millisecond):
+	case <-time.After(hold):
 	}
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		return fmt.Errorf("continue %d: %w", pid, err)

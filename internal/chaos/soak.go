@@ -79,19 +79,20 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Verdict, error) {
 	watchers.Go(func() { pr.run(watchCtx, st.apiAddr(), docID) })
 	watchers.Go(func() { mem.run(watchCtx, st, fl) })
 
-	// The schedule: minFaults faults spread over the duration, each gap
-	// drawn at ±40 % of the mean; a fault whose recovery (a stack.sh up)
-	// takes longer than the gap delays the next one. Freshness after each
-	// fault is awaited beside the next faults, so one slow recovery does
-	// not thin the schedule out: a later fault may lengthen an earlier
-	// one's time to fresh, as it would in production.
+	// The schedule: minFaults faults spread over the duration (gaps). A
+	// fault's recovery (a stack.sh up: a minute or more on a loaded
+	// machine) runs beside the schedule, so a slow one does not thin it
+	// out; only its own component waits for it (draw takes another). Freshness after each fault is awaited beside
+	// the next faults too: a later fault may lengthen an earlier one's
+	// time to fresh, as it would in production.
 	in := &injector{st: st, fleet: fl, rng: rand.New(rand.NewPCG(uint64(seed), 0)), log: stackLog}
-	mean := cfg.Duration / time.Duration(cfg.minFaults()+1)
+	schedule := gaps(in.rng, cfg.minFaults(), cfg.Duration)
 	var faults []*fault
 	var pending sync.WaitGroup
-	end := time.Now().Add(cfg.Duration)
-	next := time.Now().Add(mean)
-	for next.Before(end) && ctx.Err() == nil {
+	var busyMu sync.Mutex
+	busy := map[string]bool{} // components recovering
+	next := time.Now().Add(schedule[0])
+	for i := 1; i < len(schedule) && ctx.Err() == nil; i++ {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Until(next)):
@@ -99,16 +100,29 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Verdict, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		f := in.inject(ctx)
-		next = time.Now().Add(time.Duration(float64(mean) * (0.6 + 0.8*in.rng.Float64())))
-		faults = append(faults, f)
-		n := len(faults)
-		if f.err != nil {
-			logf("fault %d: %s %s FAILED after %s: %v", n, f.kind, f.target, f.recovered.Round(time.Millisecond), f.err)
+		next = next.Add(schedule[i])
+		busyMu.Lock()
+		f := in.draw(func(c string) bool { return busy[c] })
+		if f != nil {
+			busy[f.component()] = true
+		}
+		busyMu.Unlock()
+		if f == nil {
+			logf("every component drawn is still recovering; no fault this time")
 			continue
 		}
-		logf("fault %d: %s %s, back after %s", n, f.kind, f.target, f.recovered.Round(time.Millisecond))
+		faults = append(faults, f)
+		n := len(faults)
 		pending.Go(func() {
+			in.inject(ctx, f)
+			busyMu.Lock()
+			delete(busy, f.component())
+			busyMu.Unlock()
+			if f.err != nil {
+				logf("fault %d: %s %s FAILED after %s: %v", n, f.kind, f.target, f.recovered.Round(time.Millisecond), f.err)
+				return
+			}
+			logf("fault %d: %s %s, back after %s", n, f.kind, f.target, f.recovered.Round(time.Millisecond))
 			if err := fresh(ctx, st, cfg.Converge); err != nil {
 				f.err = fmt.Errorf("not fresh within %s: %w", cfg.Converge, err)
 				logf("fault %d: %s %s never fresh: %v", n, f.kind, f.target, err)
@@ -137,7 +151,7 @@ func Run(ctx context.Context, cfg Config, w io.Writer) (*Verdict, error) {
 	vctx, vcancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer vcancel()
 	logf("converged in %s; running the verifier", v.Converged.Round(time.Millisecond))
-	if v.VerifyPassed, v.VerifyTail, err = runVerify(vctx, st, out); err != nil {
+	if v.VerifyPassed, v.VerifyTail, err = runVerify(vctx, st, out, cfg.VerifyAPISample); err != nil {
 		v.Problems = append(v.Problems, err.Error())
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -188,4 +202,25 @@ func sampleIDs(ctx context.Context, st *stack) []string {
 		}
 	}
 	return ids
+}
+
+// gaps is the schedule of n faults over total: n+1 gaps, each drawn at
+// ±40 % of the mean and all scaled to add up to total, so a soak has
+// exactly the faults its verdict asks for (gaps drawn freely gave a
+// 30-minute soak 49 of its 50).
+func gaps(rng *rand.Rand, n int, total time.Duration) []time.Duration {
+	w := make([]float64, n+1)
+	var sum float64
+	for i := range w {
+		w[i] = 0.6 + 0.8*rng.Float64()
+		sum += w[i]
+	}
+	out := make([]time.Duration, n+1)
+	var used time.Duration
+	for i := range w[:n] {
+		out[i] = time.Duration(float64(total) * w[i] / sum)
+		used += out[i]
+	}
+	out[n] = total - used
+	return out
 }

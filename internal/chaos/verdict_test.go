@@ -2,9 +2,12 @@ package chaos
 
 import (
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tributary/tributary/internal/fleet"
 )
 
 // TestVerdict: a 5xx or refused answer counts against the verdict only
@@ -50,5 +53,62 @@ func TestVerdict(t *testing.T) {
 				t.Errorf("failures %q, want one with %q", fails, c.want)
 			}
 		})
+	}
+}
+
+// TestDrawSkipsRecovering: while a component recovers (a stack.sh up that
+// may take a minute), the schedule goes on with faults of the others, and
+// none of them hits the recovering one; with every component busy there
+// is no fault to draw.
+func TestDrawSkipsRecovering(t *testing.T) {
+	st := &stack{shards: []fleet.Endpoint{{Number: 0}, {Number: 7}}}
+	in := &injector{st: st, rng: rand.New(rand.NewPCG(1, 2))}
+	recovering := map[string]bool{"kafka": true, "clickhouse": true, "reader shard 7": true}
+	kinds := map[string]int{}
+	for range 500 {
+		f := in.draw(func(c string) bool { return recovering[c] })
+		if f == nil {
+			t.Fatal("no fault drawn while most components are up")
+		}
+		if recovering[f.component()] {
+			t.Fatalf("drew %s %s, whose component %q is recovering", f.kind, f.target, f.component())
+		}
+		if (f.kind == HangKafka || f.kind == HangClickHouse) != (f.hold > 0) {
+			t.Errorf("%s with hold %s", f.kind, f.hold)
+		}
+		kinds[f.kind]++
+	}
+	for _, k := range []string{KillReader, KillLoader, KillAPI, CrashPostgres} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s drawn in 500 faults", k)
+		}
+	}
+	if f := in.draw(func(string) bool { return true }); f != nil {
+		t.Errorf("drew %s %s with every component recovering", f.kind, f.target)
+	}
+}
+
+// TestGapsHoldTheFaults: the schedule has exactly the faults the verdict
+// wants, within the duration, none bunched closer than about a third of
+// the mean gap.
+func TestGapsHoldTheFaults(t *testing.T) {
+	for _, n := range []int{10, 50, 200} {
+		rng := rand.New(rand.NewPCG(uint64(n), 9))
+		total := 30 * time.Minute
+		g := gaps(rng, n, total)
+		if len(g) != n+1 {
+			t.Fatalf("n=%d: %d gaps, want %d", n, len(g), n+1)
+		}
+		var sum time.Duration
+		mean := total / time.Duration(n+1)
+		for i, d := range g {
+			sum += d
+			if d < mean/3 || d > 3*mean {
+				t.Errorf("n=%d: gap %d is %s, mean %s", n, i, d, mean)
+			}
+		}
+		if sum != total {
+			t.Errorf("n=%d: gaps add up to %s, want %s", n, sum, total)
+		}
 	}
 }

@@ -34,7 +34,7 @@
 //	schema_changes_total{table}        tables created / columns added
 //	table_stopped{table}               1 while a table is stopped
 //	watermark_lsn{shard}               newest watermark written, by shard
-//	consumer_lag_records{topic,partition} records not yet committed by the group
+//	consumer_lag_records{topic,partition} records in Kafka one sample ago not yet committed by the group (lag.go)
 //	commit_errors_total                failed offset commits (the batch is replayed)
 //	stage_seconds_total{stage}         wall time per stage of the loop: where the time goes
 //	freshness_seconds{stage}           a watermark record's way from its commit to ClickHouse, per stage
@@ -196,6 +196,9 @@ type Loader struct {
 	pauses atomic.Pointer[map[string]chstore.Pause]
 	resume resumes
 	images *dedupe.Images
+	// lagPrev is the partitions' offsets at the last lag sample (lag.go;
+	// only the lag monitor uses it).
+	lagPrev listedRange
 	// imageBudget is the cache's budget (<= 0: off); toastCols, by table,
 	// the columns seen unchanged, which images keep; evictedSeen, the
 	// evictions already counted in metrics.

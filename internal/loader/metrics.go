@@ -120,7 +120,7 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 			Name: "tributary_loader_commit_errors_total", Help: "Failed offset commits; the batch is replayed (harmless, but repeated failures mean no progress).",
 		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "tributary_loader_consumer_lag_records", Help: "Records in Kafka not yet committed by the group (end offset minus committed offset), by topic and partition.",
+			Name: "tributary_loader_consumer_lag_records", Help: "Records in Kafka at the previous sample not yet committed by the group (end offset then minus committed offset now), by topic and partition.",
 		}, []string{"topic", "partition"}),
 	}
 	m.addDataMetrics()

@@ -150,6 +150,15 @@ offsets.topic.num.partitions=$KAFKA_PARTITIONS
 transaction.state.log.num.partitions=$KAFKA_PARTITIONS
 # Tests start groups all the time; do not wait 3 s for more members.
 group.initial.rebalance.delay.ms=0
+# A node killed with -9 comes back in seconds: its controller, starting
+# again, gives the dead incarnation's registration a whole session before
+# fencing it, and refuses the new one until then
+# (DUPLICATE_BROKER_REGISTRATION, retried every heartbeat interval). With
+# the defaults (9 s, 2 s) that was 8-10 s of every restart; the broker
+# heartbeats its controller every 500 ms, so 3 s of silence (six missed
+# heartbeats) still means a stalled broker, not a slow one.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
 EOF
 	# Kafka 4 logs through log4j2; SLF4J is bound to it by the jar set.
 	cat >"$dir/log4j2.properties" <<EOF
@@ -232,13 +241,61 @@ kafka_ready_real() {
 	done
 }
 
+# The broker's start-up is mostly the JVM loading, verifying and compiling
+# some 7,000 classes: ~11 CPU-seconds to ready, which on a loaded 2-core
+# machine was 1-2 minutes of wall time after every kill -9. Two things cut
+# it to ~2.7 CPU-seconds (measured, deploy/local/README.md):
+#   - a class-data sharing archive of Kafka's classes (KAFKA_CDS, in the jar
+#     cache, made once per cache by kafka_cds_make from the classes the first
+#     broker loaded); a JVM that cannot use it (another Java, other jars)
+#     ignores it and starts as before;
+#   - KAFKA_JIT, C1 only by default (TRIBUTARY_KAFKA_JIT: other flags, or
+#     empty for the JVM's tiered default): C2 compiles cost most of the
+#     start-up's CPU, and the stack's broker is a test and demo broker.
+KAFKA_CDS_DIR=$KAFKA_JARS/.cds
+KAFKA_CDS=$KAFKA_CDS_DIR/kafka-$KAFKA_VERSION.jsa
+
+# kafka_cds_flags prints the JVM flags of a start: use the archive, or,
+# without one, record the classes this broker loads for kafka_cds_make.
+kafka_cds_flags() {
+	if [[ -s $KAFKA_CDS ]]; then
+		echo "-XX:SharedArchiveFile=$KAFKA_CDS"
+	elif mkdir -p "$KAFKA_CDS_DIR" 2>/dev/null; then
+		echo "-XX:DumpLoadedClassList=$KAFKA_CDS_DIR/classes.$$.$1"
+	fi
+}
+
+# kafka_cds_make makes the archive from a class list that a broker which
+# reached ready wrote, in the background (about 15 CPU-seconds, once per
+# jar cache). Stacks share the cache: one maker at a time (flock), and the
+# archive appears whole (mv) or not at all.
+kafka_cds_make() {
+	local list
+	[[ -s $KAFKA_CDS ]] && return
+	list=$(ls -t "$KAFKA_CDS_DIR"/classes.* 2>/dev/null | head -n1)
+	[[ -s $list ]] || return 0
+	(
+		flock -n 8 || exit 0
+		[[ -s $KAFKA_CDS ]] && exit 0
+		tmp=$KAFKA_CDS.$$.tmp
+		if java -Xshare:dump -XX:SharedClassListFile="$list" -XX:SharedArchiveFile="$tmp" \
+			-cp "$KAFKA_JARS/*" >"$KAFKA_CDS_DIR/dump.log" 2>&1 && [[ -s $tmp ]]; then
+			mv -f "$tmp" "$KAFKA_CDS"
+			rm -f "$KAFKA_CDS_DIR"/classes.*
+		else
+			rm -f "$tmp"
+		fi
+	) 8>>"$KAFKA_CDS_DIR/.lock" 9>&- </dev/null >/dev/null 2>&1 &
+	disown
+}
+
 # kafka_node_start launches node $1 on its formatted storage.
 kafka_node_start() {
 	local n=$1 dir
 	dir=$(kafka_node_dir "$n")
 	# setsid: the broker must not die with the terminal or the make that ran us.
-	# shellcheck disable=SC2086 # KAFKA_HEAP is a list of JVM flags
-	setsid java $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
+	# shellcheck disable=SC2086,SC2046 # KAFKA_HEAP, KAFKA_JIT and the CDS flags are lists of JVM flags
+	setsid java $KAFKA_HEAP $KAFKA_JIT $(kafka_cds_flags "$n") -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError \
 		-Djava.awt.headless=true -Dlog4j2.configurationFile="$dir/log4j2.properties" \
 		-cp "$KAFKA_JARS/*" kafka.Kafka "$dir/server.properties" \
 		>"$dir/logs/stdout.log" 2>&1 </dev/null 9>&- &
@@ -321,6 +378,7 @@ kafka_up() {
 		die "$WAIT_ERROR"
 	fi
 	log "kafka: started (pids $(kafka_pid | xargs)) on $(kafka_bootstrap)"
+	kafka_cds_make
 	((SECURE == 0)) || kafka_scram_user
 }
 

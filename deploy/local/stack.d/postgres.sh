@@ -6,11 +6,16 @@ pg_dir() { printf '%s/shard%s' "$PG_ROOT" "$1"; }
 pg_port() { printf '%s' $((PG_PORT_BASE + $1)); }
 as_postgres() { runuser -u postgres -- "$@"; }
 
-# pg_running tells whether shard i's postmaster runs (pg_ctl reads its pid file).
+# pg_running tells whether shard i's postmaster runs: the pid its pid file
+# names is a postgres of that data directory. What pg_ctl status checks,
+# without a runuser and a pg_ctl per shard (seconds each on a loaded
+# machine, and every `up` asks each shard twice).
 pg_running() {
-	local dir
+	local dir pid
 	dir=$(pg_dir "$1")
-	[[ -f $dir/postmaster.pid ]] && as_postgres "$PG_BIN/pg_ctl" -D "$dir" status >/dev/null 2>&1
+	[[ -s $dir/postmaster.pid ]] || return 1
+	pid=$(head -n1 "$dir/postmaster.pid")
+	pid_matches "$pid" "postgres -D $dir "
 }
 
 # psql_super runs SQL from stdin as the superuser on shard i, database db.
