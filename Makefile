@@ -69,7 +69,7 @@ unit:
 test: install vet
 	TRIBUTARY_SECURE=1 TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
-		$(GO) test -count=1 -timeout 30m ./...
+		$(GO) test -count=1 -timeout 60m ./...
 
 # Two tests of `make test`, alone. The Kafka cluster test starts its own
 # three KRaft nodes from the jar cache (tests/kafka_cluster_test.go); the
