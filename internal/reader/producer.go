@@ -87,8 +87,13 @@ func ensureTopics(ctx context.Context, cl *kgo.Client, topics []string, partitio
 // asking for every topic, timed out there and retried for minutes
 // (docs/deploy.md, "A fleet on one machine"). Two shards that both find a
 // topic missing both create it; the second gets TopicAlreadyExists.
+//
+// The metadata asked is every topic's, not the named ones': a metadata
+// request naming a topic that does not exist is retried by the client
+// until it appears, which cost every new deployment's first start about
+// 11 s (TestEndToEndTwoShards: 1.0 s before, 12.2 s with named topics).
 func missingTopics(ctx context.Context, adm *kadm.Client, topics []string) ([]string, error) {
-	md, err := adm.ListTopics(ctx, topics...)
+	md, err := adm.ListTopics(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("describe topics: %w", err)
 	}
