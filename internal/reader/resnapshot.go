@@ -506,9 +506,49 @@ func resnapshotPlan(ctx context.Context, conn *pgx.Conn, t tables.Table, where s
 // copyResnapshot copies the ranges of a's plan not yet done, storing the
 // acknowledged progress every second, until every chunk is acknowledged.
 func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Table, a *Resnapshot) error {
-	tab, err := r.snapTable(ctx, conn, t)
+	tab, err := r.resnapshotTable(ctx, conn, t, a)
 	if err != nil {
 		return err
+	}
+	copyCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if !r.registerResnapshotCancel(a, cancel) {
+		return errResnapshotRestart
+	}
+	defer r.registerResnapshotCancel(nil, nil)
+
+	r.m.snapshotEstimated.WithLabelValues(t.Name).Set(float64(a.Plan.Estimate))
+	r.m.snapshotProgress.WithLabelValues(t.Name).Set(progressRatio(a.Plan)) // the copy's, not the last one's
+	prog := newSnapProgress(snapshotState{Tables: []tableProgress{*a.Plan}}, func(_ int, rows int64, tp *tableProgress) {
+		r.m.snapshotRows.WithLabelValues(t.Name).Add(float64(rows))
+		r.m.snapshotChunks.WithLabelValues(t.Name).Inc()
+		r.m.snapshotProgress.WithLabelValues(t.Name).Set(progressRatio(tp))
+	})
+	saverCtx, stopSaver := context.WithCancel(ctx)
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		r.resnapshotSaver(saverCtx, a, prog)
+	}()
+	err = r.copyResnapshotRanges(copyCtx, ctx, &tab, a, prog)
+	if err == nil {
+		err = waitAcked(ctx, prog)
+	}
+	stopSaver()
+	<-saved
+	r.saveResnapshotProgress(ctx, a.ID, prog) // what was acknowledged, also after a failure
+	if err != nil && copyCtx.Err() != nil && ctx.Err() == nil {
+		return errResnapshotRestart // cancelled by resnapshotTruncated
+	}
+	return err
+}
+
+// resnapshotTable is t as resnapshot a copies it: in a's epoch, and
+// restricted to a's predicate (beside the table's own row filter).
+func (r *Reader) resnapshotTable(ctx context.Context, conn *pgx.Conn, t tables.Table, a *Resnapshot) (snapTable, error) {
+	tab, err := r.snapTable(ctx, conn, t)
+	if err != nil {
+		return tab, err
 	}
 	tab.epoch = a.Epoch
 	if a.Where != "" {
@@ -518,28 +558,33 @@ func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Ta
 		}
 		tab.sel.filter = w
 	}
-	copyCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	return tab, nil
+}
+
+// registerResnapshotCancel makes cancel the way to stop a's copy (a
+// truncate of the table restarts it), if a is still the running
+// resnapshot and copying; false if it is not. With a nil a it forgets
+// the cancel again.
+func (r *Reader) registerResnapshotCancel(a *Resnapshot, cancel context.CancelFunc) bool {
 	r.resnap.mu.Lock()
+	defer r.resnap.mu.Unlock()
+	if a == nil {
+		r.resnap.cancel = nil
+		return true
+	}
 	if r.resnap.active == nil || r.resnap.active.ID != a.ID || r.resnap.active.Phase != PhaseCopying {
-		r.resnap.mu.Unlock()
-		return errResnapshotRestart
+		return false
 	}
 	r.resnap.cancel = cancel
-	r.resnap.mu.Unlock()
-	defer func() {
-		r.resnap.mu.Lock()
-		r.resnap.cancel = nil
-		r.resnap.mu.Unlock()
-	}()
+	return true
+}
 
-	r.m.snapshotEstimated.WithLabelValues(t.Name).Set(float64(a.Plan.Estimate))
-	r.m.snapshotProgress.WithLabelValues(t.Name).Set(progressRatio(a.Plan)) // the copy's, not the last one's
-	prog := newSnapProgress(snapshotState{Tables: []tableProgress{*a.Plan}}, func(_ int, rows int64, tp *tableProgress) {
-		r.m.snapshotRows.WithLabelValues(t.Name).Add(float64(rows))
-		r.m.snapshotChunks.WithLabelValues(t.Name).Inc()
-		r.m.snapshotProgress.WithLabelValues(t.Name).Set(progressRatio(tp))
-	})
+// copyResnapshotRanges copies the ranges of a's plan not yet done, with
+// up to SnapshotWorkers connections, each read-only: the predicate came
+// from the WAL, and whatever it calls, the copy writes nothing.
+// Cancelling copyCtx stops the copy; ctx is the reader's, for
+// acknowledgements.
+func (r *Reader) copyResnapshotRanges(copyCtx, ctx context.Context, tab *snapTable, a *Resnapshot, prog *snapProgress) error {
 	var queue []int
 	for ri, rg := range a.Plan.Ranges {
 		if !rg.Done {
@@ -557,12 +602,6 @@ func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Ta
 		queue = queue[1:]
 		return ri, true
 	}
-	saverCtx, stopSaver := context.WithCancel(ctx)
-	saved := make(chan struct{})
-	go func() {
-		defer close(saved)
-		r.resnapshotSaver(saverCtx, a, prog)
-	}()
 	pace := newPacer(r.cfg.SnapshotMaxRowsPerSecond)
 	g, gctx := errgroup.WithContext(copyCtx)
 	for w := 0; w < min(r.cfg.SnapshotWorkers, len(queue)); w++ {
@@ -572,8 +611,6 @@ func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Ta
 				return fmt.Errorf("resnapshot connection: %w", err)
 			}
 			defer wc.Close(context.WithoutCancel(gctx))
-			// The predicate came from the WAL: whatever it calls, the copy
-			// writes nothing.
 			if _, err := wc.Exec(gctx, "SET default_transaction_read_only = on"); err != nil {
 				return fmt.Errorf("resnapshot connection: %w", err)
 			}
@@ -583,23 +620,13 @@ func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Ta
 				if !ok {
 					return nil
 				}
-				if err := r.copyRange(gctx, ctx, wc, &enc, pace, prog, &tab, 0, ri, a.Plan.Ranges[ri], a.SwitchAt); err != nil {
+				if err := r.copyRange(gctx, ctx, wc, &enc, pace, prog, tab, 0, ri, a.Plan.Ranges[ri], a.SwitchAt); err != nil {
 					return err
 				}
 			}
 		})
 	}
-	err = g.Wait()
-	if err == nil {
-		err = waitAcked(ctx, prog)
-	}
-	stopSaver()
-	<-saved
-	r.saveResnapshotProgress(ctx, a.ID, prog) // what was acknowledged, also after a failure
-	if err != nil && copyCtx.Err() != nil && ctx.Err() == nil {
-		return errResnapshotRestart // cancelled by resnapshotTruncated
-	}
-	return err
+	return g.Wait()
 }
 
 // waitAcked waits until Kafka acknowledged every chunk of prog (the
