@@ -119,23 +119,6 @@ func newKeeper(cfg Config, nodes []Node, db string, log *slog.Logger, reg promet
 	return k
 }
 
-// Run looks at the tables every Interval until ctx is done. A failed round
-// is logged and counted; the next one tries again.
-func (k *Keeper) Run(ctx context.Context) {
-	t := time.NewTicker(k.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := k.Round(ctx); err != nil && ctx.Err() == nil {
-			k.log.Warn("compaction round failed; the next round tries again", slog.Any("err", err))
-		}
-	}
-}
-
 // Outcome is what a round did with one table (on one node).
 type Outcome struct {
 	Table  string

@@ -366,8 +366,8 @@ func (l *Loader) newClient() (*kgo.Client, error) {
 		kgo.ConsumeTopics(l.cfg.Tables.Topics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
-		// Snapshots are produced in Kafka transactions: never apply the
-		// records of one that did not commit.
+		// Nothing of ours produces in Kafka transactions; read-committed
+		// keeps records of an aborted one (another producer's) out.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.BlockRebalanceOnPoll(),
 		// A fetch is at most a batch's bytes, so the first poll of a batch
