@@ -515,7 +515,11 @@ func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Ta
 	if !r.registerResnapshotCancel(a, cancel) {
 		return errResnapshotRestart
 	}
-	defer r.registerResnapshotCancel(nil, nil)
+	defer func() {
+		r.resnap.mu.Lock()
+		r.resnap.cancel = nil
+		r.resnap.mu.Unlock()
+	}()
 
 	r.m.snapshotEstimated.WithLabelValues(t.Name).Set(float64(a.Plan.Estimate))
 	r.m.snapshotProgress.WithLabelValues(t.Name).Set(progressRatio(a.Plan)) // the copy's, not the last one's
@@ -563,15 +567,10 @@ func (r *Reader) resnapshotTable(ctx context.Context, conn *pgx.Conn, t tables.T
 
 // registerResnapshotCancel makes cancel the way to stop a's copy (a
 // truncate of the table restarts it), if a is still the running
-// resnapshot and copying; false if it is not. With a nil a it forgets
-// the cancel again.
+// resnapshot and copying; false if it is not.
 func (r *Reader) registerResnapshotCancel(a *Resnapshot, cancel context.CancelFunc) bool {
 	r.resnap.mu.Lock()
 	defer r.resnap.mu.Unlock()
-	if a == nil {
-		r.resnap.cancel = nil
-		return true
-	}
 	if r.resnap.active == nil || r.resnap.active.ID != a.ID || r.resnap.active.Phase != PhaseCopying {
 		return false
 	}
