@@ -25,6 +25,7 @@ import (
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/preagg"
 	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/revenueblocks"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -496,7 +497,7 @@ func TestCurrentClickHouseAnswersAlike(t *testing.T) {
 	// The shapes that must be among the reads (a product change that drops
 	// one from this test's calls fails here, not silently).
 	for what, marker := range map[string]string{
-		"pre-aggregated revenue": "`" + query.PreaggBlocksTable("t") + "`", "live revenue": "__revenue_kept",
+		"pre-aggregated revenue": "`" + revenueblocks.BlocksTable("t") + "`", "live revenue": "__revenue_kept",
 		"search": "__search_time", "ownership": "_ownership", "watermarks": "_watermarks",
 		"by composite key": "PREWHERE `tenant_id` = ", "misplaced by composite key": "id_text1",
 	} {

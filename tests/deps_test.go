@@ -45,9 +45,11 @@ func deps(t *testing.T, pattern string) map[string]bool {
 }
 
 // TestImportRules enforces the import rules of docs/architecture.md: the
-// API links nothing of the reader side nor the loader; the reader side
-// and the loader side share only the change envelope and the leaves it
-// needs; no package imports a command.
+// API links nothing of the reader side nor the loader; the write side (the
+// reader, the loader and the pre-aggregator it runs) links nothing of the
+// read side (query, api); the reader side and the loader side share only
+// the change envelope and the leaves it needs; no package imports a
+// command.
 func TestImportRules(t *testing.T) {
 	api := deps(t, "../cmd/api")
 	for _, p := range []string{"internal/reader", "internal/decode", "internal/identity", "internal/pgdsn", "internal/loader"} {
@@ -58,6 +60,13 @@ func TestImportRules(t *testing.T) {
 	shared := map[string]bool{"internal/envelope": true, "internal/rowkey": true, "internal/tables": true, "internal/ids": true,
 		"internal/configjson": true, "internal/kafkaconn": true, "internal/flagenv": true}
 	reader, loader := deps(t, "../internal/reader"), deps(t, "../internal/loader")
+	for side, d := range map[string]map[string]bool{"internal/reader": reader, "internal/loader": loader, "internal/preagg": deps(t, "../internal/preagg")} {
+		for _, p := range []string{"internal/query", "internal/api"} {
+			if d[p] {
+				t.Errorf("%s depends on %s: the write side imports nothing of the read side (names both need live in a leaf)", side, p)
+			}
+		}
+	}
 	if !reader["internal/envelope"] || !loader["internal/envelope"] {
 		t.Fatal("the reader or the loader does not depend on internal/envelope: go list's output is not what this test expects")
 	}

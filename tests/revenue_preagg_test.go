@@ -101,9 +101,9 @@ func TestRevenuePreaggregateNeverStale(t *testing.T) {
 			if err != nil || st == nil {
 				t.Fatalf("pre-aggregate state: %+v, %v", st, err)
 			}
-			for _, f := range st.Freshness {
-				if f.LSN() >= pos[f.Shard] {
-					t.Fatalf("the aggregator is not behind on shard %d (%s >= %s): the test would prove nothing", f.Shard, f.LSN(), pos[f.Shard])
+			for _, f := range st.Shards {
+				if f.LSN >= pos[f.Shard] {
+					t.Fatalf("the aggregator is not behind on shard %d (%s >= %s): the test would prove nothing", f.Shard, f.LSN, pos[f.Shard])
 				}
 			}
 			before := p.revenueOracle(ctx, cfg, revFrom, revTo, []string{"day", "currency"}, nil, nil, nil)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/revenueblocks"
 )
 
 // maxDirtyBlocks bounds the live delta: with more blocks changed since
@@ -29,13 +30,13 @@ type preaggCache struct {
 	mu    sync.Mutex
 	at    time.Time
 	table string
-	st    *query.PreaggState
+	st    *revenueblocks.State
 	ring  int64
 }
 
 // get returns the state and the ring version in force, read at most
 // preaggTTL ago.
-func (c *preaggCache) get(ctx context.Context, q *query.Queries, table string) (*query.PreaggState, int64, error) {
+func (c *preaggCache) get(ctx context.Context, q *query.Queries, table string) (*revenueblocks.State, int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.table == table && time.Since(c.at) < preaggTTL {
@@ -74,7 +75,7 @@ func (s *Server) preaggRead(r *http.Request, table, idColumn string, req query.R
 		return nil // none yet, computed under other ownership (a cutover not caught up with), or an unknown layout
 	}
 	byShard := map[int]bool{}
-	for _, f := range st.Freshness {
+	for _, f := range st.Shards {
 		byShard[f.Shard] = true
 	}
 	for _, f := range live {

@@ -3,7 +3,12 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/tributary/tributary/internal/envelope"
 )
 
 // Watermark says: in Kafka partition Partition of Topic, every change of
@@ -118,4 +123,81 @@ func (s *Store) WriteStopped(ctx context.Context, ts []StoppedTable) error {
 		return fmt.Errorf("insert stopped tables: %w", err)
 	}
 	return nil
+}
+
+// ShardWatermark is one shard's position over a set of topics: every
+// change of Shard committed at or before LSN is in ClickHouse. Complete is
+// false until every partition of every topic has reported the shard; until
+// then the position is a lower bound of nothing and must not be trusted.
+type ShardWatermark struct {
+	Shard    int
+	LSN      envelope.LSN
+	CommitTS time.Time
+	Complete bool
+}
+
+// ShardWatermarks computes per-shard watermarks in database db: the
+// minimum, over every partition of every given topic, of the newest
+// watermark a loader wrote there. The API's freshness and the revenue
+// aggregator's rounds both read them.
+func ShardWatermarks(ctx context.Context, conn driver.Conn, db string, topics []string) ([]ShardWatermark, error) {
+	sql := fmt.Sprintf(`SELECT shard, topic, partition, max(partitions), max(commit_lsn), argMax(commit_ts, commit_lsn)
+		FROM %s.%s GROUP BY shard, topic, partition`, quote(db), watermarksTable)
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("read watermarks: %w", err)
+	}
+	defer rows.Close()
+	type acc struct {
+		min      envelope.LSN
+		minTS    time.Time
+		seen     map[string]map[uint32]bool
+		expected map[string]uint32
+	}
+	byShard := map[int]*acc{}
+	want := map[string]bool{}
+	for _, t := range topics {
+		want[t] = true
+	}
+	for rows.Next() {
+		var shard uint16
+		var topic string
+		var part, parts uint32
+		var lsn uint64
+		var ts time.Time
+		if err := rows.Scan(&shard, &topic, &part, &parts, &lsn, &ts); err != nil {
+			return nil, fmt.Errorf("scan watermarks: %w", err)
+		}
+		if !want[topic] {
+			continue
+		}
+		a := byShard[int(shard)]
+		if a == nil {
+			a = &acc{min: envelope.LSN(lsn), minTS: ts, seen: map[string]map[uint32]bool{}, expected: map[string]uint32{}}
+			byShard[int(shard)] = a
+		}
+		if envelope.LSN(lsn) < a.min {
+			a.min, a.minTS = envelope.LSN(lsn), ts
+		}
+		if a.seen[topic] == nil {
+			a.seen[topic] = map[uint32]bool{}
+		}
+		a.seen[topic][part] = true
+		a.expected[topic] = max(a.expected[topic], parts)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]ShardWatermark, 0, len(byShard))
+	for shard, a := range byShard {
+		complete := true
+		for t := range want {
+			if a.expected[t] == 0 || uint32(len(a.seen[t])) < a.expected[t] {
+				complete = false
+			}
+		}
+		out = append(out, ShardWatermark{Shard: shard, LSN: a.min, CommitTS: a.minTS.UTC(), Complete: complete})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
+	return out, nil
 }

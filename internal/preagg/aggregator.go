@@ -15,7 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/tributary/tributary/internal/chstore"
-	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/revenueblocks"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -42,13 +42,12 @@ type Aggregator struct {
 	st   Store
 	conn driver.Conn
 	db   string
-	q    *query.Queries
 	log  *slog.Logger
 
 	// Owned by the goroutine in Run. kind is the id kind, found on the
 	// first round the table exists; blocksReady: the blocks table exists
 	// (created once, on the first round with data).
-	kind        query.PreaggIDKind
+	kind        revenueblocks.IDKind
 	blocksReady bool
 
 	rounds     *prometheus.CounterVec
@@ -69,7 +68,7 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) *Agg
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
-	a := &Aggregator{cfg: cfg, st: st, conn: conn, db: db, q: query.New(conn, db), log: log,
+	a := &Aggregator{cfg: cfg, st: st, conn: conn, db: db, log: log,
 		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_preagg_rounds_total",
 			Help: "Revenue pre-aggregate rounds by outcome: incremental, full (first round, ring map or block layout change, truncate), idle (nothing new), waiting (no table or no complete watermark yet), refused (an id type without blocks: once, then the aggregator stops), error."},
 			[]string{"outcome"}),
@@ -107,7 +106,7 @@ func (a *Aggregator) Run(ctx context.Context) {
 		if ready {
 			outcome, err = a.Round(ctx)
 		}
-		if errors.Is(err, query.ErrPreaggUnsupportedID) {
+		if errors.Is(err, revenueblocks.ErrUnsupportedID) {
 			a.rounds.WithLabelValues("refused").Inc()
 			a.log.Warn("revenue pre-aggregates off: the id column cannot be cut into blocks; GET /v1/revenue answers from the live query",
 				slog.String("table", a.cfg.Revenue.Table), slog.String("id_column", a.cfg.IDColumn), slog.Any("err", err))
@@ -141,7 +140,7 @@ func (a *Aggregator) Round(ctx context.Context) (string, error) {
 		}
 		a.kind = kind
 	}
-	fresh, err := a.q.Freshness(ctx, []string{a.cfg.Topic})
+	fresh, err := chstore.ShardWatermarks(ctx, a.conn, a.db, []string{a.cfg.Topic})
 	if err != nil {
 		return "error", err
 	}
@@ -150,12 +149,12 @@ func (a *Aggregator) Round(ctx context.Context) (string, error) {
 		if !f.Complete {
 			return "waiting", nil
 		}
-		w[uint16(f.Shard)] = shardPos{uint64(f.LSN()), f.CommitTS}
+		w[uint16(f.Shard)] = shardPos{uint64(f.LSN), f.CommitTS}
 	}
 	if len(w) == 0 {
 		return "waiting", nil
 	}
-	st, err := a.q.ReadPreaggState(ctx, table)
+	st, err := revenueblocks.ReadState(ctx, a.conn, a.db, table)
 	if err != nil {
 		return "error", err
 	}
@@ -166,8 +165,8 @@ func (a *Aggregator) Round(ctx context.Context) (string, error) {
 	prev := map[uint16]uint64{}
 	full := needsFull(st, ring, a.kind, a.cfg.BlockBits)
 	if st != nil {
-		for _, f := range st.Freshness {
-			prev[uint16(f.Shard)] = uint64(f.LSN())
+		for _, f := range st.Shards {
+			prev[uint16(f.Shard)] = uint64(f.LSN)
 		}
 	}
 	var dirty []int64
@@ -201,9 +200,9 @@ func (a *Aggregator) Round(ctx context.Context) (string, error) {
 }
 
 // idKind reads the id column's type; ok is false while the table does not
-// exist yet, and the error wraps query.ErrPreaggUnsupportedID for a type
+// exist yet, and the error wraps revenueblocks.ErrUnsupportedID for a type
 // without blocks.
-func (a *Aggregator) idKind(ctx context.Context) (kind query.PreaggIDKind, ok bool, err error) {
+func (a *Aggregator) idKind(ctx context.Context) (kind revenueblocks.IDKind, ok bool, err error) {
 	rows, err := a.conn.Query(ctx, "SELECT type FROM system.columns WHERE database = ? AND table = ? AND name = ?",
 		a.db, a.cfg.Revenue.Table, a.cfg.IDColumn)
 	if err != nil {
@@ -217,7 +216,7 @@ func (a *Aggregator) idKind(ctx context.Context) (kind query.PreaggIDKind, ok bo
 	if err := rows.Scan(&typ); err != nil {
 		return "", false, fmt.Errorf("id column type of %s: %w", a.cfg.Revenue.Table, err)
 	}
-	kind, err = query.PreaggIDKindOf(typ)
+	kind, err = revenueblocks.KindOf(typ)
 	if err != nil {
 		return "", false, fmt.Errorf("%s.%s: %w", a.cfg.Revenue.Table, a.cfg.IDColumn, err)
 	}
@@ -227,7 +226,7 @@ func (a *Aggregator) idKind(ctx context.Context) (kind query.PreaggIDKind, ok bo
 // needsFull says whether a round must recompute every block: nothing was
 // computed yet (st nil), or the blocks were computed under another ring
 // map version or another block layout (id kind, bits).
-func needsFull(st *query.PreaggState, ring int64, kind query.PreaggIDKind, bits int) bool {
+func needsFull(st *revenueblocks.State, ring int64, kind revenueblocks.IDKind, bits int) bool {
 	return st == nil || st.RingVersion != ring || st.Kind != kind || st.Bits != bits
 }
 
@@ -241,7 +240,7 @@ func advanced(prev map[uint16]uint64, w map[uint16]shardPos) bool {
 	return false
 }
 
-func lagOf(fresh []query.ShardFreshness, w map[uint16]shardPos) float64 {
+func lagOf(fresh []chstore.ShardWatermark, w map[uint16]shardPos) float64 {
 	var lag float64
 	for _, f := range fresh {
 		lag = max(lag, f.CommitTS.Sub(w[uint16(f.Shard)].ts).Seconds())
@@ -257,7 +256,7 @@ func (a *Aggregator) dirtyBlocks(ctx context.Context, prev map[uint16]uint64, w 
 		return nil, nil
 	}
 	return a.blocks(ctx, "read marks", fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ? AND (%s) ORDER BY block",
-		chstore.Quote(a.db), query.PreaggMarksTable, conds), append([]any{a.cfg.Revenue.Table}, args...)...)
+		chstore.Quote(a.db), revenueblocks.MarksTable, conds), append([]any{a.cfg.Revenue.Table}, args...)...)
 }
 
 // blocks runs q, which selects blocks (what: the error's context).
@@ -361,7 +360,7 @@ func (b *blockSums) add(day time.Time, shard uint16, cur string, kept, refunds d
 // block found and each of also (emptied blocks get empty arrays).
 func (a *Aggregator) recomputeBlocks(ctx context.Context, blocks, also []int64) error {
 	computed := uint64(time.Now().UnixNano()) // before the read: a later round's write wins
-	sql, args := query.PreaggRecompute(a.db, a.cfg.Revenue, a.kind, a.cfg.IDColumn, a.cfg.ShardKey, a.cfg.BlockBits, blocks)
+	sql, args := revenueblocks.Recompute(a.db, a.cfg.Revenue, a.kind, a.cfg.IDColumn, a.cfg.ShardKey, a.cfg.BlockBits, blocks)
 	rows, err := a.conn.Query(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("recompute revenue blocks: %w", err)
@@ -394,7 +393,7 @@ func (a *Aggregator) recomputeBlocks(ctx context.Context, blocks, also []int64) 
 	}
 	batch, err := a.conn.PrepareBatch(ctx, fmt.Sprintf(`INSERT INTO %s.%s (source_table, block, computed,
 		day, currency, kept, refunds, invoices, s_day, s_shard, s_currency, s_kept, s_refunds, s_invoices)`,
-		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table))))
+		chstore.Quote(a.db), chstore.Quote(revenueblocks.BlocksTable(a.cfg.Revenue.Table))))
 	if err != nil {
 		return fmt.Errorf("prepare revenue blocks: %w", err)
 	}
@@ -431,12 +430,12 @@ func (a *Aggregator) ensureBlocks(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("amount column type of %s: %w", a.cfg.Revenue.Table, err)
 	}
-	scale, ok := query.DecimalScale(typ)
+	scale, ok := revenueblocks.DecimalScale(typ)
 	if !ok {
-		return fmt.Errorf("%w: %s.%s is %s", query.ErrInexactAmount, a.cfg.Revenue.Table, a.cfg.Revenue.AmountColumn, typ)
+		return fmt.Errorf("%w: %s.%s is %s", revenueblocks.ErrInexactAmount, a.cfg.Revenue.Table, a.cfg.Revenue.AmountColumn, typ)
 	}
 	dec := fmt.Sprintf("Array(Decimal(38, %d))", scale)
-	blocks := query.PreaggBlocksTable(a.cfg.Revenue.Table)
+	blocks := revenueblocks.BlocksTable(a.cfg.Revenue.Table)
 	err = a.st.ExecDDL(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, block Int64, computed UInt64,
 		day Array(Date), currency Array(String), kept %[3]s, refunds %[3]s, invoices Array(UInt64),
 		s_day Array(Date), s_shard Array(UInt16), s_currency Array(String), s_kept %[3]s, s_refunds %[3]s, s_invoices Array(UInt64))
@@ -449,13 +448,13 @@ func (a *Aggregator) ensureBlocks(ctx context.Context) error {
 // storedBlocks lists the blocks that have a row.
 func (a *Aggregator) storedBlocks(ctx context.Context) ([]int64, error) {
 	return a.blocks(ctx, "stored revenue blocks", fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ?",
-		chstore.Quote(a.db), chstore.Quote(query.PreaggBlocksTable(a.cfg.Revenue.Table))), a.cfg.Revenue.Table)
+		chstore.Quote(a.db), chstore.Quote(revenueblocks.BlocksTable(a.cfg.Revenue.Table))), a.cfg.Revenue.Table)
 }
 
 // writeState records w as the pre-aggregates' freshness.
 func (a *Aggregator) writeState(ctx context.Context, w map[uint16]shardPos, ring int64) error {
 	b, err := a.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (source_table, shard, lsn, commit_ts, ring_version, computed, id_kind, block_bits)",
-		chstore.Quote(a.db), query.PreaggStateTable))
+		chstore.Quote(a.db), revenueblocks.StateTable))
 	if err != nil {
 		return fmt.Errorf("prepare pre-aggregate state: %w", err)
 	}

@@ -8,32 +8,33 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/revenueblocks"
 )
 
 // TestNeedsFull: a round recomputes every block when nothing was computed
 // yet, or the blocks were computed under another ring map or layout.
 func TestNeedsFull(t *testing.T) {
-	cur := &query.PreaggState{RingVersion: 3, Kind: query.PreaggInteger, Bits: 49}
-	with := func(f func(*query.PreaggState)) *query.PreaggState {
+	cur := &revenueblocks.State{RingVersion: 3, Kind: revenueblocks.Integer, Bits: 49}
+	with := func(f func(*revenueblocks.State)) *revenueblocks.State {
 		st := *cur
 		f(&st)
 		return &st
 	}
 	tests := []struct {
 		name string
-		st   *query.PreaggState
+		st   *revenueblocks.State
 		want bool
 	}{
 		{"nothing computed yet", nil, true},
 		{"the same ring and layout", cur, false},
-		{"another ring map version", with(func(st *query.PreaggState) { st.RingVersion = 4 }), true},
-		{"another id kind", with(func(st *query.PreaggState) { st.Kind = query.PreaggUUID }), true},
-		{"another block size", with(func(st *query.PreaggState) { st.Bits = 30 }), true},
-		{"a state written before the layout was recorded", with(func(st *query.PreaggState) { st.Kind, st.Bits = "", 0 }), true},
+		{"another ring map version", with(func(st *revenueblocks.State) { st.RingVersion = 4 }), true},
+		{"another id kind", with(func(st *revenueblocks.State) { st.Kind = revenueblocks.UUID }), true},
+		{"another block size", with(func(st *revenueblocks.State) { st.Bits = 30 }), true},
+		{"a state written before the layout was recorded", with(func(st *revenueblocks.State) { st.Kind, st.Bits = "", 0 }), true},
 	}
 	for _, tt := range tests {
-		if got := needsFull(tt.st, 3, query.PreaggInteger, 49); got != tt.want {
+		if got := needsFull(tt.st, 3, revenueblocks.Integer, 49); got != tt.want {
 			t.Errorf("%s: needsFull = %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -101,7 +102,7 @@ func TestAdvanced(t *testing.T) {
 // between the table's freshness and the positions the round computed at.
 func TestLagOf(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	fresh := []query.ShardFreshness{{Shard: 1, CommitTS: t0.Add(10 * time.Second)}, {Shard: 2, CommitTS: t0.Add(4 * time.Second)}}
+	fresh := []chstore.ShardWatermark{{Shard: 1, CommitTS: t0.Add(10 * time.Second)}, {Shard: 2, CommitTS: t0.Add(4 * time.Second)}}
 	tests := []struct {
 		name string
 		w    map[uint16]shardPos

@@ -22,7 +22,7 @@
 // watermarks are read from the table, the others from their rows here, so
 // an answer is as fresh as the table whatever the aggregator's lag.
 //
-// Ids map to blocks by their kind (query.PreaggIDKind): integers by their
+// Ids map to blocks by their kind (revenueblocks.IDKind): integers by their
 // value, uuids by their first 64 bits (for UUIDv7, creation time). Any
 // other id column type is refused once, at start: no pre-aggregates, and
 // the API answers from the live query.
@@ -52,7 +52,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/tributary/tributary/internal/chstore"
-	"github.com/tributary/tributary/internal/query"
+	"github.com/tributary/tributary/internal/revenueblocks"
 )
 
 // AllBlocks is the block of a mark that dirties every block.
@@ -80,12 +80,12 @@ func EnsureMarks(ctx context.Context, st Store) error {
 	db := st.Database()
 	for _, ddl := range []string{
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, shard UInt16, commit_lsn UInt64, block Int64)
-			ENGINE = %s ORDER BY (source_table, shard, commit_lsn)`, chstore.Quote(db), query.PreaggMarksTable,
-			st.ClusterReplicated(query.PreaggMarksTable, "MergeTree")),
+			ENGINE = %s ORDER BY (source_table, shard, commit_lsn)`, chstore.Quote(db), revenueblocks.MarksTable,
+			st.ClusterReplicated(revenueblocks.MarksTable, "MergeTree")),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, shard UInt16, lsn UInt64,
 			commit_ts DateTime('UTC'), ring_version Int64, computed UInt64, id_kind String, block_bits UInt8)
-			ENGINE = %s ORDER BY (source_table, shard)`, chstore.Quote(db), query.PreaggStateTable,
-			st.ClusterReplicated(query.PreaggStateTable, "ReplacingMergeTree(computed)")),
+			ENGINE = %s ORDER BY (source_table, shard)`, chstore.Quote(db), revenueblocks.StateTable,
+			st.ClusterReplicated(revenueblocks.StateTable, "ReplacingMergeTree(computed)")),
 	} {
 		if err := st.ExecDDL(ctx, ddl); err != nil {
 			return fmt.Errorf("create pre-aggregate tables: %w", err)
@@ -104,13 +104,13 @@ func addStateLayout(ctx context.Context, st Store) error {
 		name, _, _ := strings.Cut(col, " ")
 		var n uint64
 		if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
-			db, query.PreaggStateTable, name).Scan(&n); err != nil {
+			db, revenueblocks.StateTable, name).Scan(&n); err != nil {
 			return fmt.Errorf("pre-aggregate state columns: %w", err)
 		}
 		if n > 0 {
 			continue
 		}
-		err := st.ExecDDL(ctx, fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s", chstore.Quote(db), query.PreaggStateTable, col))
+		err := st.ExecDDL(ctx, fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s", chstore.Quote(db), revenueblocks.StateTable, col))
 		if err != nil && !strings.Contains(err.Error(), "already exists") { // another loader added it meanwhile
 			return fmt.Errorf("add pre-aggregate state column %s: %w", name, err)
 		}
@@ -120,7 +120,7 @@ func addStateLayout(ctx context.Context, st Store) error {
 
 // BlockOf is the block of an id in its text form: a decimal integer by its
 // value, a uuid by its first 64 bits, shifted right by bits (the same
-// function as query.PreaggBlockExpr in ClickHouse). ok is false for an id
+// function as revenueblocks.BlockExpr in ClickHouse). ok is false for an id
 // of neither kind.
 func BlockOf(id string, bits int) (block int64, ok bool) {
 	if n, err := strconv.ParseInt(id, 10, 64); err == nil {
@@ -200,7 +200,7 @@ func (m *Marks) Write(ctx context.Context, st Store) error {
 		m.ready = true
 	}
 	b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (source_table, shard, commit_lsn, block)",
-		chstore.Quote(db), query.PreaggMarksTable))
+		chstore.Quote(db), revenueblocks.MarksTable))
 	if err != nil {
 		return fmt.Errorf("prepare marks: %w", err)
 	}

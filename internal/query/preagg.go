@@ -28,7 +28,6 @@ package query
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,89 +36,15 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/tributary/tributary/internal/chstore"
-	"github.com/tributary/tributary/internal/envelope"
+	"github.com/tributary/tributary/internal/revenueblocks"
 	"github.com/tributary/tributary/internal/tables"
 )
-
-// Pre-aggregate tables (the blocks table is per revenue table, since its
-// arrays have the amount's Decimal scale).
-const (
-	PreaggMarksTable = "_revenue_marks"
-	PreaggStateTable = "_revenue_state"
-)
-
-// PreaggBlocksTable is the blocks table of a revenue table.
-func PreaggBlocksTable(table string) string { return "_revenue_" + table }
-
-// PreaggIDKind is how the ids of a revenue table map to blocks.
-type PreaggIDKind string
-
-// The id kinds the pre-aggregates handle.
-const (
-	// PreaggInteger: a block is the id shifted right by the block bits.
-	PreaggInteger PreaggIDKind = "integer"
-	// PreaggUUID: a block is the uuid's first 64 bits (for UUIDv7, its
-	// creation time) shifted right by the block bits.
-	PreaggUUID PreaggIDKind = "uuid"
-)
-
-// ErrPreaggUnsupportedID: the id column's type has no block function.
-var ErrPreaggUnsupportedID = errors.New("id column type has no pre-aggregate blocks")
-
-// PreaggIDKindOf returns the kind of ids of the ClickHouse type typ.
-func PreaggIDKindOf(typ string) (PreaggIDKind, error) {
-	switch typ {
-	case "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64":
-		return PreaggInteger, nil
-	case "UUID":
-		return PreaggUUID, nil
-	}
-	return "", fmt.Errorf("%w: %s (integers and UUID have; composite identities are not supported yet)", ErrPreaggUnsupportedID, typ)
-}
-
-// PreaggBlockExpr is the block of the id column col in SQL: the same
-// function as preagg.BlockOf in Go. For a uuid, its text's first 16 hex
-// digits, read as a big-endian UInt64 (18.16 and current ClickHouse give
-// the same text; their UUID ordering is not the text's, so uuid blocks are
-// selected by this expression, not by id ranges).
-func PreaggBlockExpr(kind PreaggIDKind, col string, bits int) string {
-	id := quote(col)
-	if kind == PreaggUUID {
-		s := "toString(" + id + ")"
-		return fmt.Sprintf("toInt64(bitShiftRight(reinterpretAsUInt64(reverse(unhex(concat(substring(%[1]s, 1, 8), substring(%[1]s, 10, 4), substring(%[1]s, 15, 4))))), %[2]d))", s, bits)
-	}
-	return fmt.Sprintf("toInt64(bitShiftRight(%s, %d))", id, bits)
-}
-
-// preaggBlocksWhere restricts the revenue table to the given blocks
-// (sorted): integer ids by id ranges (a primary-key range read), uuids by
-// the block expression.
-func preaggBlocksWhere(kind PreaggIDKind, col string, bits int, blocks []int64) (string, []any) {
-	if kind == PreaggUUID {
-		set := clickhouse.GroupSet{Value: make([]any, len(blocks))}
-		for i, b := range blocks {
-			set.Value[i] = b
-		}
-		return PreaggBlockExpr(kind, col, bits) + " IN ?", []any{set}
-	}
-	id := quote(col)
-	var ranges []string
-	for i := 0; i < len(blocks); {
-		j := i
-		for j+1 < len(blocks) && blocks[j+1] == blocks[j]+1 {
-			j++
-		}
-		ranges = append(ranges, fmt.Sprintf("(%s >= %d AND %s < %d)", id, blocks[i]<<bits, id, (blocks[j]+1)<<bits))
-		i = j + 1
-	}
-	return "(" + strings.Join(ranges, " OR ") + ")", nil
-}
 
 // PreaggRead is how a revenue request reads the pre-aggregates: the block
 // layout the state was computed under and the blocks to read live.
 type PreaggRead struct {
 	IDColumn string
-	Kind     PreaggIDKind
+	Kind     revenueblocks.IDKind
 	Bits     int
 	// Dirty are the blocks marked after the state's watermarks, sorted.
 	Dirty []int64
@@ -132,77 +57,29 @@ func PreaggEligible(req RevenueRequest) bool {
 		midnight(req.From) && midnight(req.To)
 }
 
-// PreaggState is the pre-aggregates' freshness: per shard, the watermark
-// the last round recomputed up to.
-type PreaggState struct {
-	Freshness   []ShardFreshness
-	RingVersion int64
-	Computed    time.Time
-	// Kind and Bits are the block layout of the stored blocks ("" and 0:
-	// unknown, written before the layout was recorded).
-	Kind PreaggIDKind
-	Bits int
-}
-
 // ReadPreaggState reads the state of table's pre-aggregates; nil when none
 // was computed (or the tables do not exist).
-func (q *Queries) ReadPreaggState(ctx context.Context, table string) (*PreaggState, error) {
-	rows, err := q.conn.Query(ctx, fmt.Sprintf(`SELECT shard, argMax(lsn, computed), argMax(commit_ts, computed),
-		argMax(ring_version, computed), max(computed), argMax(id_kind, computed), argMax(block_bits, computed)
-		FROM %s.%s WHERE source_table = ? GROUP BY shard ORDER BY shard`,
-		quote(q.db), PreaggStateTable), table)
-	if err != nil {
-		if isUnknownTable(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read pre-aggregate state: %w", err)
-	}
-	defer rows.Close()
-	var st *PreaggState
-	for rows.Next() {
-		var shard uint16
-		var lsn, computed uint64
-		var ts time.Time
-		var ring int64
-		var kind string
-		var bits uint8
-		if err := rows.Scan(&shard, &lsn, &ts, &ring, &computed, &kind, &bits); err != nil {
-			return nil, fmt.Errorf("read pre-aggregate state: %w", err)
-		}
-		if st == nil {
-			st = &PreaggState{}
-		}
-		st.Freshness = append(st.Freshness, FreshnessAt(int(shard), envelope.LSN(lsn), ts, true))
-		st.RingVersion = ring
-		if len(st.Freshness) == 1 {
-			st.Kind, st.Bits = PreaggIDKind(kind), int(bits)
-		} else if st.Kind != PreaggIDKind(kind) || st.Bits != int(bits) {
-			st.Kind, st.Bits = "", 0 // shards written under different layouts: mid-change
-		}
-		if c := time.Unix(0, int64(computed)).UTC(); c.After(st.Computed) {
-			st.Computed = c
-		}
-	}
-	return st, rows.Err()
+func (q *Queries) ReadPreaggState(ctx context.Context, table string) (*revenueblocks.State, error) {
+	return revenueblocks.ReadState(ctx, q.conn, q.db, table)
 }
 
 // PreaggDirty returns the blocks of table marked after st's watermarks
 // (sorted), on the shards st has and on any it lacks; all is true when an
 // all-blocks mark (a TRUNCATE, a snapshot end) is among them, or when
 // there are more than limit: the caller then answers from the live query.
-func (q *Queries) PreaggDirty(ctx context.Context, table string, st *PreaggState, limit int) (blocks []int64, all bool, err error) {
-	conds := make([]string, 0, len(st.Freshness)+1)
+func (q *Queries) PreaggDirty(ctx context.Context, table string, st *revenueblocks.State, limit int) (blocks []int64, all bool, err error) {
+	conds := make([]string, 0, len(st.Shards)+1)
 	args := []any{table}
 	known := clickhouse.GroupSet{}
-	for _, f := range st.Freshness {
+	for _, f := range st.Shards {
 		conds = append(conds, "(shard = ? AND commit_lsn > ?)")
-		args = append(args, uint16(f.Shard), uint64(f.LSN()))
+		args = append(args, uint16(f.Shard), uint64(f.LSN))
 		known.Value = append(known.Value, uint16(f.Shard))
 	}
 	conds = append(conds, "shard NOT IN ?")
 	args = append(args, known)
 	rows, err := q.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT block FROM %s.%s WHERE source_table = ? AND (%s) ORDER BY block LIMIT %d",
-		quote(q.db), PreaggMarksTable, strings.Join(conds, " OR "), limit+1), args...)
+		quote(q.db), revenueblocks.MarksTable, strings.Join(conds, " OR "), limit+1), args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("read revenue marks: %w", err)
 	}
@@ -281,7 +158,7 @@ func planPreagg(db string, cfg *tables.Revenue, req RevenueRequest, exclude []in
 	args := []any{cfg.Table, req.From.UTC().Format(time.DateOnly), req.To.UTC().Format(time.DateOnly)}
 	if len(req.Currencies) > 0 && cfg.CurrencyColumn != "" {
 		where = append(where, "c IN ?")
-		args = append(args, groupSet(req.Currencies))
+		args = append(args, revenueblocks.GroupSet(req.Currencies))
 	}
 	if len(exclude) > 0 {
 		set := clickhouse.GroupSet{Value: make([]any, len(exclude))}
@@ -292,42 +169,7 @@ func planPreagg(db string, cfg *tables.Revenue, req RevenueRequest, exclude []in
 		args = append(args, set)
 	}
 	p.finish(fmt.Sprintf("SELECT %s FROM %s.%s FINAL ARRAY JOIN %s WHERE %s", strings.Join(sel, ", "),
-		quote(db), quote(PreaggBlocksTable(cfg.Table)), join, strings.Join(where, " AND ")), req.MaxRows)
+		quote(db), quote(revenueblocks.BlocksTable(cfg.Table)), join, strings.Join(where, " AND ")), req.MaxRows)
 	p.args = args
 	return p
 }
-
-// PreaggRecompute is the query that recomputes blocks of the revenue table
-// (all of them when blocks is nil): per block, day, shard and currency, the
-// kept and refunds sums and the row count of the live, owned rows, exactly
-// as the live query counts them. Its columns: block, day, shard, currency,
-// kept, refunds, count.
-func PreaggRecompute(db string, cfg *tables.Revenue, kind PreaggIDKind, idColumn, shardKey string, bits int, blocks []int64) (string, []any) {
-	tcol := quote(cfg.TimeColumn)
-	cur := "''"
-	if cfg.CurrencyColumn != "" {
-		cur = "ifNull(upper(" + quote(cfg.CurrencyColumn) + "), '')"
-	}
-	var count, refund []string
-	if cfg.StatusColumn != "" {
-		count, refund = cfg.CountStatuses, cfg.RefundStatuses
-	}
-	sums, selArgs, where, whereArgs := revenueSums(cfg, count, refund)
-	where = append([]string{"_deleted = 0", tcol + " IS NOT NULL"}, where...)
-	if shardKey != "" {
-		where = append(where, chstore.OwnedWhere(db, shardKey))
-		whereArgs = append(whereArgs, chstore.PlacementArgs(cfg.Table, 2)...)
-	}
-	if blocks != nil {
-		w, a := preaggBlocksWhere(kind, idColumn, bits, blocks)
-		where = append(where, w)
-		whereArgs = append(whereArgs, a...)
-	}
-	sql := fmt.Sprintf(`SELECT %s AS __b, toDate(toDateTime(assumeNotNull(%s), 'UTC')) AS __d, _shard, %s AS __c, %s
-		FROM %s.%s FINAL WHERE %s GROUP BY __b, __d, _shard, __c`,
-		PreaggBlockExpr(kind, idColumn, bits), tcol, cur, strings.Join(sums, ", "), quote(db), quote(cfg.Table), strings.Join(where, " AND "))
-	return sql, append(selArgs, whereArgs...)
-}
-
-// DecimalScale returns the scale of a ClickHouse Decimal type name.
-func DecimalScale(typ string) (int32, bool) { return decimalScale(typ) }

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,70 +235,17 @@ func (f ShardFreshness) LSN() envelope.LSN { return f.lsn }
 
 // Freshness computes per-shard watermarks: the minimum, over every
 // partition of every given topic, of the newest watermark the loader wrote
-// there.
+// there (chstore.ShardWatermarks).
 func (q *Queries) Freshness(ctx context.Context, topics []string) ([]ShardFreshness, error) {
-	sql := fmt.Sprintf(`SELECT shard, topic, partition, max(partitions), max(commit_lsn), argMax(commit_ts, commit_lsn)
-		FROM %s._watermarks GROUP BY shard, topic, partition`, quote(q.db))
-	rows, err := q.conn.Query(ctx, sql)
+	ws, err := chstore.ShardWatermarks(ctx, q.conn, q.db, topics)
 	if err != nil {
-		return nil, fmt.Errorf("read watermarks: %w", err)
-	}
-	defer rows.Close()
-	type acc struct {
-		min      envelope.LSN
-		minTS    time.Time
-		seen     map[string]map[uint32]bool
-		expected map[string]uint32
-	}
-	byShard := map[int]*acc{}
-	want := map[string]bool{}
-	for _, t := range topics {
-		want[t] = true
-	}
-	for rows.Next() {
-		var shard uint16
-		var topic string
-		var part, parts uint32
-		var lsn uint64
-		var ts time.Time
-		if err := rows.Scan(&shard, &topic, &part, &parts, &lsn, &ts); err != nil {
-			return nil, fmt.Errorf("scan watermarks: %w", err)
-		}
-		if !want[topic] {
-			continue
-		}
-		a := byShard[int(shard)]
-		if a == nil {
-			a = &acc{min: envelope.LSN(lsn), minTS: ts, seen: map[string]map[uint32]bool{}, expected: map[string]uint32{}}
-			byShard[int(shard)] = a
-		}
-		if envelope.LSN(lsn) < a.min {
-			a.min, a.minTS = envelope.LSN(lsn), ts
-		}
-		if a.seen[topic] == nil {
-			a.seen[topic] = map[uint32]bool{}
-		}
-		a.seen[topic][part] = true
-		a.expected[topic] = max(a.expected[topic], parts)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	out := make([]ShardFreshness, 0, len(byShard))
-	for shard, a := range byShard {
-		complete := true
-		for t := range want {
-			if a.expected[t] == 0 || uint32(len(a.seen[t])) < a.expected[t] {
-				complete = false
-			}
-		}
-		out = append(out, ShardFreshness{
-			Shard: shard, CommitLSN: a.min.String(), CommitTS: a.minTS.UTC(), Complete: complete,
-			Staleness: max(0, now.Sub(a.minTS).Seconds()), lsn: a.min,
-		})
+	out := make([]ShardFreshness, len(ws))
+	for i, w := range ws {
+		out[i] = FreshnessAt(w.Shard, w.LSN, w.CommitTS, w.Complete).At(now)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
 	return out, nil
 }
 

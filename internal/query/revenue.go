@@ -31,7 +31,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -42,6 +41,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/tributary/tributary/internal/chstore"
+	"github.com/tributary/tributary/internal/revenueblocks"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -72,8 +72,8 @@ var (
 	// ErrTooManyRows: the report has more groups than the request allows.
 	ErrTooManyRows = errors.New("too many result rows")
 	// ErrInexactAmount: the amount column is not a Decimal, so its sum
-	// would not be exact.
-	ErrInexactAmount = errors.New("amount column is not Decimal")
+	// would not be exact (the same error as the aggregator's).
+	ErrInexactAmount = revenueblocks.ErrInexactAmount
 	// ErrSubSecondBound: From or To has a fraction of a second.
 	ErrSubSecondBound = errors.New("revenue bounds must be whole seconds")
 )
@@ -240,7 +240,7 @@ func (q *Queries) runRevenuePlan(ctx context.Context, cfg *tables.Revenue, plan 
 		return nil, 0, fmt.Errorf("revenue query on %s: %d result columns, want %d", cfg.Table, len(types), len(plan.keys)+3)
 	}
 	amountType := types[len(plan.keys)].DatabaseTypeName()
-	scale, ok := decimalScale(amountType)
+	scale, ok := revenueblocks.DecimalScale(amountType)
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: %s.%s sums to %s", ErrInexactAmount, cfg.Table, cfg.AmountColumn, amountType)
 	}
@@ -315,7 +315,7 @@ type revenuePlan struct {
 
 // Result column aliases. They are prefixed so that they cannot capture a
 // table column of the same name (ClickHouse aliases are visible in WHERE).
-const aliasPrefix = "__revenue_"
+const aliasPrefix = revenueblocks.AliasPrefix
 
 // planRevenue builds the query. Identifiers come from the validated
 // configuration only; every request value is a bound parameter.
@@ -375,23 +375,23 @@ func planRevenue(db string, cfg *tables.Revenue, req RevenueRequest, only *Preag
 	where = append(where, "_deleted = 0",
 		"toDateTime("+tcol+", 'UTC') >= ?", "toDateTime("+tcol+", 'UTC') < ?")
 	whereArgs = append(whereArgs, req.From.UTC(), req.To.UTC())
-	sums, selArgs, statusWhere, statusArgs := revenueSums(cfg, p.count, p.refund)
+	sums, selArgs, statusWhere, statusArgs := revenueblocks.Sums(cfg, p.count, p.refund)
 	where = append(where, statusWhere...)
 	whereArgs = append(whereArgs, statusArgs...)
 	if len(req.Workspaces) > 0 {
 		where = append(where, "toString("+quote(cfg.WorkspaceColumn)+") IN ?")
-		whereArgs = append(whereArgs, groupSet(req.Workspaces))
+		whereArgs = append(whereArgs, revenueblocks.GroupSet(req.Workspaces))
 	}
 	if len(req.Currencies) > 0 && cfg.CurrencyColumn != "" {
 		where = append(where, "upper("+quote(cfg.CurrencyColumn)+") IN ?")
-		whereArgs = append(whereArgs, groupSet(req.Currencies))
+		whereArgs = append(whereArgs, revenueblocks.GroupSet(req.Currencies))
 	}
 	if req.ShardKey != "" {
 		where = append(where, chstore.OwnedWhere(db, req.ShardKey))
 		whereArgs = append(whereArgs, chstore.PlacementArgs(cfg.Table, 2)...)
 	}
 	if only != nil {
-		w, a := preaggBlocksWhere(only.Kind, only.IDColumn, only.Bits, only.Dirty)
+		w, a := revenueblocks.BlocksWhere(only.Kind, only.IDColumn, only.Bits, only.Dirty)
 		where = append(where, w)
 		whereArgs = append(whereArgs, a...)
 	}
@@ -424,39 +424,6 @@ func (p *revenuePlan) finish(query string, maxRows int) {
 	}
 	fmt.Fprintf(&b, " LIMIT %d", maxRows+1)
 	p.sql = b.String()
-}
-
-// revenueSums returns the three result columns every revenue query ends
-// with — kept (net), refunds and the row count — with their arguments, and
-// the WHERE conditions (with theirs) that keep the rows in count or refund
-// statuses.
-func revenueSums(cfg *tables.Revenue, count, refund []string) (sel []string, selArgs []any, where []string, whereArgs []any) {
-	amount := quote(cfg.AmountColumn)
-	isRefund := "0"
-	if cfg.StatusColumn != "" {
-		scol := quote(cfg.StatusColumn)
-		where = append(where, scol+" IN ?")
-		whereArgs = append(whereArgs, groupSet(append(slices.Clone(count), refund...)))
-		if len(refund) > 0 {
-			isRefund = scol + " IN ?"
-			selArgs = append(selArgs, groupSet(refund), groupSet(refund))
-		}
-	}
-	if rc := cfg.RefundedAmountColumn; rc != "" {
-		// Each row's refund; "amount - amount" is a zero of the amount's own
-		// Decimal type (a literal 0 would need a supertype 18.16 lacks).
-		rq := quote(rc)
-		r := fmt.Sprintf("if(%s, ifNull(%s, %s), ifNull(%s, %s - %s))", isRefund, rq, amount, rq, amount, amount)
-		sel = append(sel,
-			fmt.Sprintf("sum(%s - %s) AS %skept", amount, r, aliasPrefix),
-			fmt.Sprintf("sum(%s) AS %srefunds", r, aliasPrefix))
-	} else {
-		sel = append(sel,
-			fmt.Sprintf("sumIf(%s, NOT (%s)) AS %skept", amount, isRefund, aliasPrefix),
-			fmt.Sprintf("sumIf(%s, %s) AS %srefunds", amount, isRefund, aliasPrefix))
-	}
-	sel = append(sel, fmt.Sprintf("count() AS %sinvoices", aliasPrefix))
-	return sel, selArgs, where, whereArgs
 }
 
 // scanRevenueRow reads one result row laid out by plan.
@@ -508,22 +475,6 @@ func scanRevenueRow(rows interface{ Scan(...any) error }, plan revenuePlan) (Rev
 	return row, nil
 }
 
-var decimalType = regexp.MustCompile(`^(?:Nullable\()?Decimal(?:\(\d+,\s*(\d+)\)|(?:32|64|128|256)\((\d+)\))\)?$`)
-
-// decimalScale returns the scale of a ClickHouse Decimal type name.
-func decimalScale(typ string) (int32, bool) {
-	m := decimalType.FindStringSubmatch(typ)
-	if m == nil {
-		return 0, false
-	}
-	s := m[1] + m[2]
-	n, err := strconv.ParseInt(s, 10, 32)
-	if err != nil {
-		return 0, false
-	}
-	return int32(n), true
-}
-
 // filterStatuses keeps the configured statuses the request asked for (all
 // of them when it asked for none).
 func filterStatuses(configured, asked []string) []string {
@@ -537,14 +488,4 @@ func filterStatuses(configured, asked []string) []string {
 		}
 	}
 	return out
-}
-
-// groupSet binds a non-empty list for `x IN ?` (a slice bound to `IN (?)`
-// does not work with clickhouse-go).
-func groupSet(vals []string) clickhouse.GroupSet {
-	s := clickhouse.GroupSet{Value: make([]any, len(vals))}
-	for i, v := range vals {
-		s.Value[i] = v
-	}
-	return s
 }

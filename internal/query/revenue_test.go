@@ -185,29 +185,6 @@ func TestPlanRevenueHostileStatus(t *testing.T) {
 	checkExactSQL(t, p)
 }
 
-func TestDecimalScale(t *testing.T) {
-	for _, c := range []struct {
-		typ   string
-		scale int32
-		ok    bool
-	}{
-		{"Decimal(38, 2)", 2, true},
-		{"Nullable(Decimal(38, 2))", 2, true},
-		{"Decimal(38,4)", 4, true},
-		{"Decimal128(3)", 3, true},
-		{"Nullable(Decimal64(0))", 0, true},
-		{"Float64", 0, false},
-		{"Nullable(Float64)", 0, false},
-		{"Int64", 0, false},
-		{"Decimal", 0, false},
-	} {
-		s, ok := decimalScale(c.typ)
-		if s != c.scale || ok != c.ok {
-			t.Errorf("decimalScale(%q) = %d, %v; want %d, %v", c.typ, s, ok, c.scale, c.ok)
-		}
-	}
-}
-
 // fakeRow fills Scan destinations from fixed values, as clickhouse-go does.
 type fakeRow []any
 
