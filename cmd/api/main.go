@@ -103,8 +103,7 @@ type Config struct {
 	// status page (GET /) reads; RunbookURL is where it links the runbook.
 	ComponentMetrics string
 	RunbookURL       string
-	LogFormat        string
-	LogLevel         string
+	Logging          telemetry.Logging
 }
 
 func parse(args []string) (*Config, error) {
@@ -146,8 +145,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "",
 		"fleet file, for its shard numbers only (the API never connects to a shard): after= naming another shard is a 400, and a shard still in its initial copy is waited for (none: the shards are those with watermarks)")
 	fs.String(&c.RunbookURL, "runbook-url", "TRIBUTARY_API_RUNBOOK_URL", api.DefaultRunbookURL, "where the status page links the runbook's sections (docs/runbook.md)")
-	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
-	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	c.Logging.AddFlags(fs, "info")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -161,6 +159,7 @@ func parse(args []string) (*Config, error) {
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
+	errs = append(errs, c.Logging.Validate())
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
@@ -210,7 +209,7 @@ func (c *Config) componentMetrics() ([]string, error) {
 func main() { flagenv.Main("api", parse, run) }
 
 func run(ctx context.Context, cfg *Config) error {
-	log, err := telemetry.Logger(cfg.LogFormat, cfg.LogLevel)
+	log, err := cfg.Logging.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -86,8 +86,7 @@ type Config struct {
 	SnapshotMaxRate   int
 	SnapshotProgress  time.Duration
 	MetricsAddr       string
-	LogFormat         string
-	LogLevel          string
+	Logging           telemetry.Logging
 
 	// targets are the shards served, their DSNs and slots read (parse).
 	targets []target
@@ -128,8 +127,7 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&c.SnapshotMaxRate, "snapshot-max-rows-per-second", "TRIBUTARY_SNAPSHOT_MAX_ROWS_PER_SECOND", 0, "limit the snapshot's read rate to spare the shard (0: unlimited)")
 	fs.Duration(&c.SnapshotProgress, "snapshot-progress-interval", "TRIBUTARY_SNAPSHOT_PROGRESS_INTERVAL", 10*time.Second, "how often snapshot progress (rows, rows/s, ETA) is logged")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")
-	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
-	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	c.Logging.AddFlags(fs, "info")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -186,6 +184,7 @@ func (c *Config) readSet() error {
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
+	errs = append(errs, c.Logging.Validate())
 	switch {
 	case c.Shards != "" && c.Shard >= 0:
 		errs = append(errs, errors.New("--shard and --shards exclude each other: one shard, or a set of the fleet file's"))
@@ -261,7 +260,7 @@ func run(ctx context.Context, cfg *Config) error {
 			}
 		}
 	}
-	log, err := telemetry.LoggerTo(errOut, cfg.LogFormat, cfg.LogLevel)
+	log, err := cfg.Logging.Logger(errOut)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -59,8 +60,7 @@ type Config struct {
 	InstanceID        string
 	SessionTimeout    time.Duration
 	MetricsAddr       string
-	LogFormat         string
-	LogLevel          string
+	Logging           telemetry.Logging
 }
 
 func parse(args []string) (*Config, error) {
@@ -89,8 +89,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.InstanceID, "instance-id", "TRIBUTARY_LOADER_INSTANCE_ID", "", "static group membership: a stable id unique to this loader replica (e.g. the pod name); restarted under it, the loader takes its partitions back at once")
 	fs.Duration(&c.SessionTimeout, "session-timeout", "TRIBUTARY_LOADER_SESSION_TIMEOUT", loader.DefaultSessionTimeout, "how long the group waits for a silent loader before moving its partitions (Kafka broker bounds: 6s..5m by default)")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_LOADER_METRICS_ADDR", "127.0.0.1:9101", "address for /metrics and /healthz (empty: off)")
-	fs.String(&c.LogFormat, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format: text or json")
-	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	c.Logging.AddFlags(fs, "info")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -103,6 +102,7 @@ func parse(args []string) (*Config, error) {
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
+	errs = append(errs, c.Logging.Validate())
 	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
@@ -158,7 +158,7 @@ func (c *Config) Validate() error {
 func main() { flagenv.Main("loader", parse, run) }
 
 func run(ctx context.Context, cfg *Config) error {
-	log, err := telemetry.Logger(cfg.LogFormat, cfg.LogLevel)
+	log, err := cfg.Logging.Logger(os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ type Config struct {
 	TablesFile string
 	FleetFile  string
 	Shard      int
-	LogLevel   string
+	Logging    telemetry.Logging
 }
 
 func main() { flagenv.Main("preflight", parse, run) }
@@ -63,11 +63,12 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.Check.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "the readers' publication")
 	fs.Int(&c.Check.Sample, "sample", "TRIBUTARY_PREFLIGHT_SAMPLE", preflight.DefaultSample, "ids decoded per table and shard")
 	fs.Duration(&c.Check.Timeout, "timeout", "TRIBUTARY_PREFLIGHT_TIMEOUT", time.Minute, "bound of each shard's check")
-	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "warn", "progress log level on stderr: debug, info, warn, error")
+	c.Logging.AddFlags(fs, "warn")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	var errs []error
+	errs = append(errs, c.Logging.Validate())
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
@@ -106,7 +107,7 @@ func parse(args []string) (*Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, &flagenv.UsageError{Err: err}
 	}
-	if c.Check.Log, err = telemetry.Logger("text", c.LogLevel); err != nil {
+	if c.Check.Log, err = c.Logging.Logger(os.Stderr); err != nil {
 		return nil, &flagenv.UsageError{Err: err}
 	}
 	return &c, nil

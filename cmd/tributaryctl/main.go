@@ -150,7 +150,7 @@ type Config struct {
 	Table      string
 	JSON       bool
 	Yes        bool
-	LogLevel   string
+	Logging    telemetry.Logging
 
 	// status
 	APIURL   string
@@ -181,7 +181,7 @@ type Config struct {
 // The flag groups the actions share.
 
 func logFlag(fs *flagenv.Set, c *Config) {
-	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "log level on stderr: debug, info, warn, error")
+	c.Logging.AddFlags(fs, "info")
 }
 
 // kafkaFlags are every action's but status's: the deployment's Kafka and
@@ -337,6 +337,7 @@ func foreignFlag(act action, fs *flagenv.Set, args []string) error {
 // Validate reports every missing setting at once.
 func (c *Config) Validate() error {
 	var errs []error
+	errs = append(errs, c.Logging.Validate())
 	if c.Action == "status" {
 		if c.APIURL == "" {
 			errs = append(errs, errors.New("status: --api (or $TRIBUTARY_API_URL) must not be empty"))
@@ -412,7 +413,7 @@ func run(ctx context.Context, c *Config) error {
 	if progress.IsTerminal(os.Stderr) {
 		errOut = progress.NewTerminal(os.Stderr)
 	}
-	log, err := telemetry.LoggerTo(errOut, "text", c.LogLevel)
+	log, err := c.Logging.Logger(errOut)
 	if err != nil {
 		return err
 	}

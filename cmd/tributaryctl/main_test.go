@@ -51,7 +51,7 @@ func TestParseResnapshot(t *testing.T) {
 // refuses another action's flag by naming the actions it belongs to.
 func TestActionFlags(t *testing.T) {
 	kafka := []string{"kafka-brokers", "kafka-ca-file", "kafka-cert-file", "kafka-key-file", "kafka-sasl-mechanism",
-		"kafka-sasl-password-file", "kafka-sasl-user", "kafka-server-name", "kafka-tls", "log-level", "tables"}
+		"kafka-sasl-password-file", "kafka-sasl-user", "kafka-server-name", "kafka-tls", "log-format", "log-level", "tables"}
 	clickhouse := []string{"clickhouse-addr", "clickhouse-ca-file", "clickhouse-cert-file", "clickhouse-db", "clickhouse-key-file",
 		"clickhouse-password-file", "clickhouse-server-name", "clickhouse-tls", "clickhouse-user"}
 	with := func(groups ...[]string) []string {
@@ -63,7 +63,7 @@ func TestActionFlags(t *testing.T) {
 		return out
 	}
 	want := map[string][]string{
-		"status":     with([]string{"api", "json", "log-level"}),
+		"status":     with([]string{"api", "json", "log-format", "log-level"}),
 		"pause":      with(kafka, clickhouse, []string{"table", "reason"}),
 		"resume":     with(kafka, clickhouse, []string{"table", "reason"}),
 		"dlq list":   with(kafka, []string{"dlq-topic", "reason", "table", "json"}),

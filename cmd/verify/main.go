@@ -66,7 +66,7 @@ type Config struct {
 	FleetFile  string
 	RingMap    string
 	JSON       bool
-	LogLevel   string
+	Logging    telemetry.Logging
 }
 
 func parse(args []string) (*Config, error) {
@@ -85,12 +85,13 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.ShardTimeout, "shard-timeout", "TRIBUTARY_VERIFY_SHARD_TIMEOUT", 60*time.Second, "timeout of each query to a shard (and of each ClickHouse query and API request)")
 	fs.Int(&c.MaxDifferences, "max-diffs", "TRIBUTARY_VERIFY_MAX_DIFFS", 20, "differences listed in detail (all are counted)")
 	fs.BoolVar(&c.JSON, "json", false, "write the report as JSON on stdout")
-	fs.String(&c.LogLevel, "log-level", "TRIBUTARY_LOG_LEVEL", "info", "progress log level on stderr: debug, info, warn, error")
+	c.Logging.AddFlags(fs, "info")
 	fs.String(&c.RingMap, "ring-map", "TRIBUTARY_RING_MAP", "", "the ring map the loaders run with, if any: revenue rows count on the owner of their shard key only, as the API counts them")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	var errs []error
+	errs = append(errs, c.Logging.Validate())
 	if c.TablesFile == "" {
 		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
 	}
@@ -116,7 +117,7 @@ func parse(args []string) (*Config, error) {
 			return nil, err
 		}
 	}
-	if c.Log, err = telemetry.Logger("text", c.LogLevel); err != nil {
+	if c.Log, err = c.Logging.Logger(os.Stderr); err != nil {
 		return nil, err
 	}
 	return &c, c.Validate()

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tributary/tributary/internal/flagenv"
 )
 
 // NewRegistry returns a private registry with the Go runtime and process
@@ -89,3 +91,33 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, extra map
 func Handler(reg *prometheus.Registry) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 }
+
+// Logging is the logging flags every binary takes, under the same names:
+// --log-format and --log-level (AddFlags).
+type Logging struct {
+	Format string
+	Level  string
+}
+
+// AddFlags registers --log-format (text) and --log-level (level: the
+// binary's default) on fs.
+func (l *Logging) AddFlags(fs *flagenv.Set, level string) {
+	fs.String(&l.Format, "log-format", "TRIBUTARY_LOG_FORMAT", "text", "log format on stderr: text or json")
+	fs.String(&l.Level, "log-level", "TRIBUTARY_LOG_LEVEL", level, "log level on stderr: debug, info, warn, error")
+}
+
+// Validate reports a format or level that is not one of the above, naming
+// the flag, so that a binary refuses it before it starts anything.
+func (l Logging) Validate() error {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.Level)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", l.Level)
+	}
+	if l.Format != "text" && l.Format != "json" && l.Format != "" {
+		return fmt.Errorf("--log-format %q: want text or json", l.Format)
+	}
+	return nil
+}
+
+// Logger returns the logger the flags ask for, writing to w.
+func (l Logging) Logger(w io.Writer) (*slog.Logger, error) { return LoggerTo(w, l.Format, l.Level) }
