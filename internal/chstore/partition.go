@@ -6,27 +6,30 @@ import (
 	"strings"
 )
 
-// LiveKeyValues returns, for shard's live rows whose version is below
-// before, the id and the text (toString) of each of cols: what a truncate
-// of one partition at that version may remove, for the caller to match
-// against the partition's bound.
-func (s *Store) LiveKeyValues(ctx context.Context, t *Table, shard uint16, before uint64, cols []string) (ids []string, values [][]*string, err error) {
+// EachLiveRow calls fn, n rows at a time (the last call may have fewer),
+// with shard's live rows whose version is below before: their ids and, per
+// row, the text (toString; NULL stays nil) of each of cols — what a
+// TRUNCATE at that version removes, or for a truncate of one partition
+// what the caller matches against the partition's bound. It reads them as
+// it goes: memory holds one batch, whatever the table's size. fn must not
+// keep the slices; its error ends the read and is returned.
+func (s *Store) EachLiveRow(ctx context.Context, t *Table, shard uint16, before uint64, cols []string, n int, fn func(ids []string, values [][]*string) error) error {
 	sel := make([]string, 0, len(cols)+1)
 	sel = append(sel, t.keyText())
 	for _, c := range cols {
 		if _, ok := t.byName[c]; !ok {
-			return nil, nil, fmt.Errorf("live rows %s: partition key column %q is not a column of the table", t.Name, c)
+			return fmt.Errorf("live rows %s: partition key column %q is not a column of the table", t.Name, c)
 		}
-		// A NULL stays NULL: toString of a Nullable keeps it.
 		sel = append(sel, "toString("+quote(c)+")")
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE _shard = ? AND _deleted = 0 AND _version < ?",
 		strings.Join(sel, ", "), quote(s.db), quote(t.Name))
 	rows, err := s.conn.Query(ctx, q, shard, before)
 	if err != nil {
-		return nil, nil, fmt.Errorf("live rows %s: %w", t.Name, err)
+		return fmt.Errorf("live rows %s: %w", t.Name, err)
 	}
 	defer rows.Close()
+	ids, values := make([]string, 0, n), make([][]*string, 0, n)
 	k := t.newKeyScan()
 	for rows.Next() {
 		vals := make([]*string, len(cols))
@@ -35,11 +38,22 @@ func (s *Store) LiveKeyValues(ctx context.Context, t *Table, shard uint16, befor
 			dst = append(dst, &vals[i])
 		}
 		if err := rows.Scan(dst...); err != nil {
-			return nil, nil, fmt.Errorf("live rows %s: %w", t.Name, err)
+			return fmt.Errorf("live rows %s: %w", t.Name, err)
 		}
-		ids, values = append(ids, k.text()), append(values, vals)
+		if ids, values = append(ids, k.text()), append(values, vals); len(ids) == n {
+			if err := fn(ids, values); err != nil {
+				return err
+			}
+			ids, values = ids[:0], values[:0]
+		}
 	}
-	return ids, values, rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("live rows %s: %w", t.Name, err)
+	}
+	if len(ids) > 0 {
+		return fn(ids, values)
+	}
+	return nil
 }
 
 // PGType returns the PostgreSQL type of column name ("" if there is none).

@@ -226,52 +226,5 @@ type Stored struct {
 // them: memory holds one batch, whatever the table's size. fn's error ends
 // the read and is returned.
 func (s *Store) EachLiveID(ctx context.Context, t *Table, shard uint16, before uint64, n int, fn func(ids []string) error) error {
-	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE _shard = ? AND _deleted = 0 AND _version < ?",
-		t.keyText(), quote(s.db), quote(t.Name))
-	rows, err := s.conn.Query(ctx, q, shard, before)
-	if err != nil {
-		return fmt.Errorf("live ids %s: %w", t.Name, err)
-	}
-	defer rows.Close()
-	batch := make([]string, 0, n)
-	k := t.newKeyScan()
-	for rows.Next() {
-		if err := rows.Scan(k.dest()...); err != nil {
-			return fmt.Errorf("live ids %s: %w", t.Name, err)
-		}
-		if batch = append(batch, k.text()); len(batch) == n {
-			if err := fn(batch); err != nil {
-				return err
-			}
-			batch = batch[:0]
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("live ids %s: %w", t.Name, err)
-	}
-	if len(batch) > 0 {
-		return fn(batch)
-	}
-	return nil
-}
-
-// LiveIDs returns the ids of shard's live rows whose version is below
-// before: what a TRUNCATE at LSN before removes.
-func (s *Store) LiveIDs(ctx context.Context, t *Table, shard uint16, before uint64) ([]string, error) {
-	q := fmt.Sprintf("SELECT %s FROM %s.%s FINAL WHERE _shard = ? AND _deleted = 0 AND _version < ?",
-		t.keyText(), quote(s.db), quote(t.Name))
-	rows, err := s.conn.Query(ctx, q, shard, before)
-	if err != nil {
-		return nil, fmt.Errorf("live ids %s: %w", t.Name, err)
-	}
-	defer rows.Close()
-	var out []string
-	k := t.newKeyScan()
-	for rows.Next() {
-		if err := rows.Scan(k.dest()...); err != nil {
-			return nil, fmt.Errorf("live ids %s: %w", t.Name, err)
-		}
-		out = append(out, k.text())
-	}
-	return out, rows.Err()
+	return s.EachLiveRow(ctx, t, shard, before, nil, n, func(ids []string, _ [][]*string) error { return fn(ids) })
 }

@@ -424,75 +424,81 @@ func forgetCut(latest map[chstore.RowKey]int, batchVersion map[chstore.RowKey]ui
 // epoch's lowest) every row the new copy did not contain — deleted at the
 // source while the slot was not streaming. The reader sent one such record
 // to every partition, so each partition's loader removes exactly its own
-// rows, in order with the rows before and after it.
-func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change) ([]string, error) {
+// rows, in order with the rows before and after it. The rows are read and
+// tombstoned a page at a time (eachCut), so memory holds one page however
+// large the table; a failure starts again from the first page (tombstones
+// at one version are idempotent). It returns how many rows it removed.
+func (l *Loader) tombstoneOlder(ctx context.Context, t *chstore.Table, c change) (int, error) {
 	ev := c.ev
 	if ev.Partitions <= 0 {
-		return nil, fmt.Errorf("%s of %s from shard %d without a partition count", ev.Op, t.Name, ev.Shard)
+		return 0, fmt.Errorf("%s of %s from shard %d without a partition count", ev.Op, t.Name, ev.Shard)
 	}
 	if err := checkScope(t, ev); err != nil {
-		return nil, &stopError{err} // partition.go: the same on every retry
+		return 0, &stopError{err} // partition.go: the same on every retry
 	}
 	cut := ev.RowVersion()
-	var ids []string
+	var n int
 	err := l.retry(ctx, "truncate "+t.Name, func() error {
-		var err error
-		ids, err = l.liveCut(ctx, t, ev, cut) // partition.go
-		return err
+		n = 0
+		return l.eachCut(ctx, t, ev, cut, func(ids []string) error {
+			var mine []string
+			for _, id := range ids {
+				if kafkaPartitioner.Partition(&kgo.Record{Key: []byte(id)}, int(ev.Partitions)) == int(c.rec.Partition) {
+					mine = append(mine, id)
+				}
+			}
+			if len(mine) == 0 {
+				return nil
+			}
+			block := t.NewBlock(len(mine), time.Now())
+			rows := make([]int, len(mine))
+			for i, id := range mine {
+				vals, err := keyValues(t, id)
+				if err != nil {
+					return err
+				}
+				err = block.Set(i, &chstore.Row{Shard: uint16(ev.Shard), Version: cut, Deleted: true,
+					CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: vals})
+				if err != nil {
+					return err
+				}
+				rows[i] = i
+			}
+			n += len(mine)
+			return l.store.InsertBlock(ctx, block, rows)
+		})
 	})
 	if err != nil {
-		return nil, err
-	}
-	var mine []string
-	for _, id := range ids {
-		if kafkaPartitioner.Partition(&kgo.Record{Key: []byte(id)}, int(ev.Partitions)) == int(c.rec.Partition) {
-			mine = append(mine, id)
-		}
-	}
-	block := t.NewBlock(len(mine), time.Now())
-	rows := make([]int, len(mine))
-	for i, id := range mine {
-		vals, err := keyValues(t, id)
-		if err != nil {
-			return nil, err
-		}
-		err = block.Set(i, &chstore.Row{Shard: uint16(ev.Shard), Version: cut, Deleted: true,
-			CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime, Values: vals})
-		if err != nil {
-			return nil, err
-		}
-		rows[i] = i
-	}
-	if err := l.retry(ctx, "truncate "+t.Name, func() error { return l.store.InsertBlock(ctx, block, rows) }); err != nil {
-		return nil, err
+		return 0, err
 	}
 	// Tombstones may be newer than what either remembers.
 	l.versions.Forget()
 	l.images.ForgetTable(t.Name)
-	return mine, nil
+	return n, nil
 }
 
-// openAnomalyIDs returns those of ids (just tombstoned on shard) that have
-// an open anomaly involving shard. One read of the table's open anomalies,
-// only when something was tombstoned: truncates and snapshot ends are rare.
-func (l *Loader) openAnomalyIDs(ctx context.Context, table string, shard uint16, ids []string) ([]string, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
+// openAnomalyIDs returns the ids of this partition with an open anomaly
+// involving shard: after a truncate or snapshot end of shard removed rows,
+// each is checked again, like after a delete (an id whose copy here was
+// live on another shard too is back to one shard, or none; one that kept
+// its copy stays open). One read of the table's open anomalies, only when
+// something was tombstoned: truncates and snapshot ends are rare.
+func (l *Loader) openAnomalyIDs(ctx context.Context, table string, shard uint16, partition int32, partitions int32) ([]string, error) {
 	var open map[string]chstore.Anomaly
 	err := l.retry(ctx, "anomalies "+table, func() error {
 		var err error
 		open, err = l.store.Anomalies(ctx, table, nil, true)
 		return err
 	})
-	if err != nil || len(open) == 0 {
+	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, id := range ids {
-		if a, ok := open[id]; ok && slices.Contains(a.Shards, shard) {
+	for id, a := range open {
+		if slices.Contains(a.Shards, shard) && kafkaPartitioner.Partition(&kgo.Record{Key: []byte(id)}, int(partitions)) == int(partition) {
 			out = append(out, id)
 		}
 	}
+	slices.Sort(out)
 	return out, nil
 }

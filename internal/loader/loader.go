@@ -206,12 +206,15 @@ type Loader struct {
 	toastCols   map[string][]string
 	evictedSeen uint64
 	place       placement
-	marks       *preagg.Marks    // the revenue table's, or nil
-	stopped     map[string]error // table -> why it is stopped
-	stops       *stopRecords     // the same, as recorded in ClickHouse (stopped.go)
-	elect       *election        // nil unless RevenueAggregator (preagg.go)
-	keeper      *compact.Keeper  // nil unless CompactInterval > 0
-	moveIdx     moveIndexes      // the move log's index (byid_index.go)
+	// cutPage is how many live rows a TRUNCATE or snapshot end reads and
+	// tombstones at a time (cutPageRows; tests make it small).
+	cutPage int
+	marks   *preagg.Marks    // the revenue table's, or nil
+	stopped map[string]error // table -> why it is stopped
+	stops   *stopRecords     // the same, as recorded in ClickHouse (stopped.go)
+	elect   *election        // nil unless RevenueAggregator (preagg.go)
+	keeper  *compact.Keeper  // nil unless CompactInterval > 0
+	moveIdx moveIndexes      // the move log's index (byid_index.go)
 	// counted are, by table, the open anomalies whose detection this
 	// loader counted (anomalies.go; the evaluation goroutine's).
 	counted map[string]map[countedKey]bool
@@ -267,6 +270,7 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 		stops:       newStopRecords(cfg),
 		counted:     map[string]map[countedKey]bool{},
 		anomalyLog:  anomalyLog{log: log},
+		cutPage:     cutPageRows,
 		marks:       newMarks(cfg),
 		elect:       newElection(newAggregator(cfg, store, log, reg), cfg),
 		keeper:      newKeeper(cfg, store, log, reg),

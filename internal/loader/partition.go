@@ -32,31 +32,35 @@ import (
 // byte-wise — PostgreSQL's order under the C collation; range bounds over
 // text in another collation may differ and are documented as unsupported.
 
-// liveCut returns the ids a truncate at cut removes from t (all live rows
-// of the shard below cut, or those of one partition).
-func (l *Loader) liveCut(ctx context.Context, t *chstore.Table, ev *envelope.Event, cut uint64) ([]string, error) {
+// cutPageRows is the page of eachCut: 50,000 key texts are a few MB.
+const cutPageRows = 50_000
+
+// eachCut calls fn, cutPage ids at a time, with the ids of shard's live
+// rows in t below version cut that ev removes: every one for a TRUNCATE of
+// the table or a snapshot end, those inside the partition's bound for a
+// TRUNCATE of one partition (ev.Partition). Memory holds one page.
+func (l *Loader) eachCut(ctx context.Context, t *chstore.Table, ev *envelope.Event, cut uint64, fn func(ids []string) error) error {
 	if ev.Partition == nil {
-		return l.store.LiveIDs(ctx, t, uint16(ev.Shard), cut)
+		return l.store.EachLiveRow(ctx, t, uint16(ev.Shard), cut, nil, l.cutPage, func(ids []string, _ [][]*string) error { return fn(ids) })
 	}
 	m, err := compileScope(t, ev.Partition)
 	if err != nil {
-		return nil, fmt.Errorf("truncate of partition %s of %s: %w", ev.Partition.Partition, t.Name, err)
+		return fmt.Errorf("truncate of partition %s of %s: %w", ev.Partition.Partition, t.Name, err)
 	}
-	all, values, err := l.store.LiveKeyValues(ctx, t, uint16(ev.Shard), cut, m.columns)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for i, id := range all {
-		in, err := m.match(values[i])
-		if err != nil {
-			return nil, fmt.Errorf("truncate of partition %s of %s, row %s: %w", ev.Partition.Partition, t.Name, id, err)
+	var in []string
+	return l.store.EachLiveRow(ctx, t, uint16(ev.Shard), cut, m.columns, l.cutPage, func(ids []string, values [][]*string) error {
+		in = in[:0]
+		for i, id := range ids {
+			ok, err := m.match(values[i])
+			if err != nil {
+				return fmt.Errorf("truncate of partition %s of %s, row %s: %w", ev.Partition.Partition, t.Name, id, err)
+			}
+			if ok {
+				in = append(in, id)
+			}
 		}
-		if in {
-			out = append(out, id)
-		}
-	}
-	return out, nil
+		return fn(in)
+	})
 }
 
 // checkScope refuses a partition scope the loader cannot match exactly

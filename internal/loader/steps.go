@@ -294,7 +294,7 @@ func (b *tableBatch) cut(ctx context.Context, c change) error {
 	if err := l.markAll(ctx, b.name, ev); err != nil {
 		return err
 	}
-	var gone []string
+	var gone int
 	err := b.clock.timed(stageRead, func() error {
 		var err error
 		gone, err = l.tombstoneOlder(ctx, b.t, c)
@@ -303,22 +303,21 @@ func (b *tableBatch) cut(ctx context.Context, c change) error {
 	if err != nil {
 		return err
 	}
-	// An id whose copy here was live on another shard too is back to one
-	// shard (or none): its open anomaly is checked again, like after a
-	// delete.
-	reopen, err := l.openAnomalyIDs(ctx, b.name, uint16(ev.Shard), gone)
-	if err != nil {
-		return err
-	}
-	for _, id := range reopen {
-		b.lifecycle.add(id)
+	if gone > 0 {
+		reopen, err := l.openAnomalyIDs(ctx, b.name, uint16(ev.Shard), c.rec.Partition, ev.Partitions)
+		if err != nil {
+			return err
+		}
+		for _, id := range reopen {
+			b.lifecycle.add(id)
+		}
 	}
 	what := "truncate applied"
 	if ev.Op == envelope.OpSnapshotEnd {
 		what = "snapshot end applied: rows the new copy did not contain are deleted"
 	}
 	l.log.Info(what, slog.String("table", b.name), slog.Int("shard", ev.Shard), slog.Int("epoch", int(ev.Epoch)),
-		slog.Int("partition", int(c.rec.Partition)), slog.Int("rows", len(gone)))
+		slog.Int("partition", int(c.rec.Partition)), slog.Int("rows", gone))
 	forgetCut(b.latest, b.batchVersion, c)
 	return nil
 }

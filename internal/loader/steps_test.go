@@ -34,7 +34,7 @@ type fakeStore struct {
 	ensures    int     // EnsureTable calls that succeeded
 	stored     map[chstore.RowKey]chstore.Stored
 	watermark  uint64   // WatermarkLSN's answer
-	live       []string // LiveIDs' answer
+	live       []string // the live rows EachLiveRow pages through
 	current    []string // ids Current was asked for, in order
 	inserts    [][]string
 	multi      []string // ids MultiShardIDs was asked about
@@ -96,8 +96,14 @@ func (f *fakeStore) WatermarkLSN(context.Context, string, int32, uint16) (uint64
 	return f.watermark, nil
 }
 
-func (f *fakeStore) LiveIDs(context.Context, *chstore.Table, uint16, uint64) ([]string, error) {
-	return f.live, nil
+func (f *fakeStore) EachLiveRow(_ context.Context, _ *chstore.Table, _ uint16, _ uint64, cols []string, n int, fn func([]string, [][]*string) error) error {
+	for i := 0; i < len(f.live); i += n {
+		page := f.live[i:min(i+n, len(f.live))]
+		if err := fn(page, make([][]*string, len(page))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fakeStore) Anomalies(context.Context, string, []string, bool) (map[string]chstore.Anomaly, error) {
@@ -181,6 +187,7 @@ func TestApplyTable(t *testing.T) {
 		stored    map[chstore.RowKey]chstore.Stored
 		watermark uint64   // the stored watermark of the partition
 		live      []string // the live rows a truncate finds
+		cutPage   int      // rows a truncate tombstones at a time (0: the default)
 		batches   [][]change
 		inserts   [][]string // per InsertBlock call
 		dead      []string   // "reason offset", in order
@@ -242,6 +249,11 @@ func TestApplyTable(t *testing.T) {
 				note(envelope.OpUpdate, "2", 13, "", "body")}},
 			inserts: [][]string{{"1=a"}, {"1 deleted", "3 deleted"}, {"2=b", "2=b"}},
 			current: []string{"2"}, detected: []string{"1", "2"}},
+		{name: "a truncate tombstones a page at a time",
+			live: []string{"1", "3", "5"}, cutPage: 2,
+			batches: [][]change{{note(envelope.OpInsert, "1", 10, "a"), cut(11)}},
+			inserts: [][]string{{"1=a"}, {"1 deleted", "3 deleted"}, {"5 deleted"}},
+			detected: []string{"1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -252,6 +264,9 @@ func TestApplyTable(t *testing.T) {
 				cache = -1
 			}
 			l := stepLoader(t, st, cache)
+			if tt.cutPage > 0 {
+				l.cutPage = tt.cutPage
+			}
 			for id, v := range tt.written {
 				l.versions.Written(dedupe.Key{Table: "notes", ID: id}, v)
 			}

@@ -39,8 +39,7 @@ type tableStore interface {
 // cutStore is what a TRUNCATE or snapshot end reads: the live rows it
 // removes (partition.go).
 type cutStore interface {
-	LiveIDs(ctx context.Context, t *chstore.Table, shard uint16, before uint64) ([]string, error)
-	LiveKeyValues(ctx context.Context, t *chstore.Table, shard uint16, before uint64, cols []string) ([]string, [][]*string, error)
+	EachLiveRow(ctx context.Context, t *chstore.Table, shard uint16, before uint64, cols []string, n int, fn func(ids []string, values [][]*string) error) error
 }
 
 // detectStore is what the duplicate-id detection reads and writes
