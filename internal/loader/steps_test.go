@@ -251,8 +251,8 @@ func TestApplyTable(t *testing.T) {
 			current: []string{"2"}, detected: []string{"1", "2"}},
 		{name: "a truncate tombstones a page at a time",
 			live: []string{"1", "3", "5"}, cutPage: 2,
-			batches: [][]change{{note(envelope.OpInsert, "1", 10, "a"), cut(11)}},
-			inserts: [][]string{{"1=a"}, {"1 deleted", "3 deleted"}, {"5 deleted"}},
+			batches:  [][]change{{note(envelope.OpInsert, "1", 10, "a"), cut(11)}},
+			inserts:  [][]string{{"1=a"}, {"1 deleted", "3 deleted"}, {"5 deleted"}},
 			detected: []string{"1"}},
 	}
 	for _, tt := range tests {
