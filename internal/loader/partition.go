@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -306,7 +307,7 @@ func compareValue(stored, lit, typ string) (int, error) {
 		if err1 != nil || err2 != nil {
 			return 0, fmt.Errorf("compare %q with bound %q as %s", stored, lit, typ)
 		}
-		return cmpOrdered(a, b), nil
+		return cmp.Compare(a, b), nil
 	case "numeric", "real", "double precision":
 		a, err1 := decimal.NewFromString(stored)
 		b, err2 := decimal.NewFromString(lit)
@@ -333,19 +334,9 @@ func compareValue(stored, lit, typ string) (int, error) {
 		if err1 != nil || err2 != nil {
 			return 0, fmt.Errorf("compare %q with bound %q as boolean", stored, lit)
 		}
-		return cmpOrdered(a, b), nil
+		return cmp.Compare(a, b), nil
 	}
 	return strings.Compare(stored, lit), nil
-}
-
-func cmpOrdered(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // parseInstant reads a date or timestamp as ClickHouse ("2026-01-31
