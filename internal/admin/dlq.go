@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -89,7 +91,7 @@ func ReadDLQ(ctx context.Context, cl *kgo.Client, topic string, cfg *tables.Conf
 		return nil, nil
 	}
 	cl.AddConsumePartitions(start)
-	defer cl.RemoveConsumePartitions(map[string][]int32{topic: keys(want)})
+	defer cl.RemoveConsumePartitions(map[string][]int32{topic: slices.Collect(maps.Keys(want))})
 	var out []DeadLetter
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
@@ -115,14 +117,6 @@ func ReadDLQ(ctx context.Context, cl *kgo.Client, topic string, cfg *tables.Conf
 		})
 	}
 	return out, nil
-}
-
-func keys(m map[int32]int64) []int32 {
-	out := make([]int32, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 func parseDeadLetter(r *kgo.Record, cfg *tables.Config) DeadLetter {

@@ -25,6 +25,7 @@ package verify
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -102,12 +103,12 @@ func compareMoveAnomalies(table string, e moveExpect, byKey map[string]srcMove, 
 	arrived func(srcMove) (bool, error)) ([]Difference, int, error) {
 	var diffs []Difference
 	deletedLater := 0
-	for _, id := range sortedKeys(e.stuck) {
+	for _, id := range slices.Sorted(maps.Keys(e.stuck)) {
 		if k := listed[id]; k != "stuck" {
 			diffs = append(diffs, moveDiff(KindMoveAnomaly, table, e.stuck[id], "stuck", orDash(k), "a move half-done past the grace period is not listed as stuck"))
 		}
 	}
-	for _, id := range sortedKeys(e.lost) {
+	for _, id := range slices.Sorted(maps.Keys(e.lost)) {
 		if listed[id] == "lost" {
 			continue
 		}
@@ -175,13 +176,4 @@ func compareMoveView(table string, mv srcMove, liveOn []int, d *apiDocument) []D
 	}
 	return []Difference{moveDiff(KindMoveShown, table, mv, shardList(want), shardList(d.Shards),
 		fmt.Sprintf("a document mid-move must be shown once: %v", problems))}
-}
-
-func sortedKeys(m map[string]srcMove) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

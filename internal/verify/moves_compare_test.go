@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,7 +42,7 @@ func TestExpectMoves(t *testing.T) {
 	e := expectMoves(truth, testMoves, cutoff)
 	keys := func(m map[string]srcMove) []string { // the move ids, in key order
 		var ids []string
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			ids = append(ids, m[k].ID)
 		}
 		return ids
