@@ -60,7 +60,7 @@ vet:
 	$(GO) vet ./...
 
 unit:
-	$(GO) test -count=1 ./internal/... ./cmd/...
+	$(GO) test -count=1 ./internal/... ./cmd/... ./bench/...
 
 # The whole suite against the real stack. TRIBUTARY_REQUIRE_STACK=1 turns a
 # missing stack into a failure instead of a skip. TRIBUTARY_SECURE=1 adds
@@ -171,7 +171,7 @@ loadgen:
 # Benchmarks print numbers; see docs/benchmarks.md for results and machine.
 bench-loader:
 	set -a; . $(TRIBUTARY_HOME)/stack.env; set +a; \
-		$(GO) run ./cmd/bench loader --changes $${CHANGES:-1000000} --keys $${KEYS:-200000}
+		$(GO) run ./bench loader --changes $${CHANGES:-1000000} --keys $${KEYS:-200000}
 
 # Side by side with Debezium (embedded engine, Java 17, built with Maven on
 # first use); takes /tmp/tributary-bench.lock itself. Not part of make test.

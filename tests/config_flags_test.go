@@ -24,7 +24,17 @@ const (
 var documentedBinaries = []string{"cdc-reader", "loader", "api", "verify", "loadgen", "preflight", "embedded-kafka",
 	"tributaryctl status", "tributaryctl pause", "tributaryctl resume", "tributaryctl dlq list", "tributaryctl dlq replay",
 	"tributaryctl resnapshot", "tributaryctl teardown", "chaos",
-	"bench loader", "bench reader", "bench api", "bench latency", "bench sustain"}
+	"bench loader", "bench reader", "bench api", "bench latency", "bench sustain", "bench peers"}
+
+// sourceDir is where a documented binary's (or subcommand's) flags are
+// defined: cmd/<binary>, or bench/<subcommand> for the bench command.
+func sourceDir(name string) string {
+	parts := strings.Fields(name)
+	if parts[0] == "bench" && len(parts) > 1 {
+		return filepath.Join("../bench", parts[1])
+	}
+	return filepath.Join("../cmd", parts[0])
+}
 
 // helpFlag is one flag as --help prints it.
 type helpFlag struct {
@@ -72,7 +82,7 @@ func parseHelp(help string) []helpFlag {
 func flagTable(t *testing.T) string {
 	t.Helper()
 	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin+"/", "../cmd/...").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin+"/", "../cmd/...", "../bench").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	// Defaults printed by --help come from the environment when it sets
@@ -142,6 +152,16 @@ func TestConfigFlagTable(t *testing.T) {
 			t.Errorf("cmd/%s is not in documentedBinaries: its flags would be missing from docs/configuration.md", d.Name())
 		}
 	}
+	// So is every subcommand of bench (a package bench/<name>).
+	subs, err := os.ReadDir("../bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range subs {
+		if d.IsDir() && d.Name() != "internal" && !slices.Contains(documentedBinaries, "bench "+d.Name()) {
+			t.Errorf("bench/%s is not in documentedBinaries: its flags would be missing from docs/configuration.md", d.Name())
+		}
+	}
 	begin, end := strings.Index(text, flagsBegin), strings.Index(text, flagsEnd)
 	if begin < 0 || end < begin {
 		t.Fatalf("docs/configuration.md has no generated flag table (between %q and %q)", flagsBegin, flagsEnd)
@@ -150,7 +170,10 @@ func TestConfigFlagTable(t *testing.T) {
 	// must be named in docs/configuration.md too.
 	secret := regexp.MustCompile(`\.Secret\([^,]+,\s*"([A-Z0-9_]+)"\)`)
 	for _, name := range documentedBinaries {
-		files, _ := filepath.Glob(filepath.Join("../cmd", strings.Fields(name)[0], "*.go"))
+		files, _ := filepath.Glob(filepath.Join(sourceDir(name), "*.go"))
+		if len(files) == 0 {
+			t.Fatalf("%s: no sources in %s", name, sourceDir(name))
+		}
 		// The flag groups the binaries share register secrets too.
 		files = append(files, "../internal/chstore/flags.go", "../internal/kafkaconn/kafkaconn.go")
 		for _, f := range files {

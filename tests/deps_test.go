@@ -49,7 +49,7 @@ func deps(t *testing.T, pattern string) map[string]bool {
 // reader, the loader and the pre-aggregator it runs) links nothing of the
 // read side (query, api); the reader side and the loader side share only
 // the change envelope and the leaves it needs; no package imports a
-// command.
+// command, and nothing outside bench/ imports the benchmarks.
 func TestImportRules(t *testing.T) {
 	api := deps(t, "../cmd/api")
 	for _, p := range []string{"internal/reader", "internal/decode", "internal/identity", "internal/pgdsn", "internal/loader"} {
@@ -84,6 +84,12 @@ func TestImportRules(t *testing.T) {
 		for _, imp := range strings.Fields(imports) {
 			if strings.HasPrefix(imp, "github.com/tributary/tributary/cmd/") {
 				t.Errorf("%s imports the command %s", pkg, imp)
+			}
+			// The benchmarks measure the product from outside: nothing
+			// of the product may lean on them.
+			const bench = "github.com/tributary/tributary/bench/"
+			if strings.HasPrefix(imp, bench) && !strings.HasPrefix(pkg+"/", bench) {
+				t.Errorf("%s imports the benchmark package %s", pkg, imp)
 			}
 		}
 	}

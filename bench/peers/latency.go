@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 )
 
 // The latency part (see docs/peers.md, "Latency"): each system alone streams
@@ -282,7 +282,7 @@ func (b *bench) pace(ctx context.Context, conns []*pgx.Conn, table string, ph *l
 				if d := time.Until(ph.start.Add(time.Duration(k) * interval)); d > 0 {
 					time.Sleep(d)
 				}
-				stmt := benchwork.InsertRows(table, strconv.Itoa(ph.firstTxn+k), txnRows, b.cfg.titleBytes)
+				stmt := benchwork.InsertRows(table, strconv.Itoa(ph.firstTxn+k), txnRows, b.cfg.work.TitleBytes)
 				if _, err := conn.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
 					errs[w] = err
 					return

@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
+	"github.com/tributary/tributary/internal/envelope"
 )
 
 // A run, measured the same way for every system (see docs/peers.md):
@@ -102,7 +103,7 @@ func (b *bench) pollWait(ctx context.Context, p *process) error {
 	case <-time.After(b.cfg.poll):
 	}
 	if p.exited() {
-		return fmt.Errorf("exited early (%v); last lines of %s:\n%s", p.exitErr(), p.logPath, tail(p.logPath, 15))
+		return fmt.Errorf("exited early (%v); last lines of %s: %s", p.exitErr(), p.logPath, logTail(p.logPath, 15))
 	}
 	return nil
 }
@@ -111,7 +112,7 @@ func (b *bench) pollWait(ctx context.Context, p *process) error {
 // (tributary: its slot confirmed the target, which it does only for changes
 // Kafka acknowledged; debezium: the topic holds every change), then derives
 // the figures from the samples.
-func (b *bench) measure(ctx context.Context, s *system, c *workCase, target lsn) (runResult, error) {
+func (b *bench) measure(ctx context.Context, s *system, c *workCase, target envelope.LSN) (runResult, error) {
 	res := runResult{System: s.name, Case: c.name, Changes: c.changes, LoadAvgBefore: benchwork.LoadAvg()}
 	argv, env, err := s.command(b.cfg, false)
 	if err != nil {
@@ -168,7 +169,7 @@ func (b *bench) measure(ctx context.Context, s *system, c *workCase, target lsn)
 // sampleUntilDone polls CPU, the slot and Kafka's high watermarks every
 // --poll until the system is done. It returns the samples and the index of
 // the first one taken while the system streamed.
-func (b *bench) sampleUntilDone(ctx context.Context, s *system, p *process, changes int64, target lsn) ([]sample, int, error) {
+func (b *bench) sampleUntilDone(ctx context.Context, s *system, p *process, changes int64, target envelope.LSN) ([]sample, int, error) {
 	var samples []sample
 	startIdx := -1
 	for {
@@ -201,7 +202,7 @@ func (b *bench) sampleUntilDone(ctx context.Context, s *system, p *process, chan
 	}
 }
 
-func (b *bench) done(s *system, st slotState, hwm []int64, changes int64, target lsn) bool {
+func (b *bench) done(s *system, st slotState, hwm []int64, changes int64, target envelope.LSN) bool {
 	if s.kind == "tributary" {
 		return st.confirmed >= target
 	}
@@ -287,15 +288,11 @@ func (b *bench) countChanges(ctx context.Context, s *system, ends []int64) (topi
 	return tc, nil
 }
 
-// tail is the last n lines of a file, for error messages.
-func tail(path string, n int) string {
+// logTail is the last n lines of a log file, for error messages.
+func logTail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return benchwork.LastLines(string(b), n)
 }

@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tributary/tributary/bench/internal/benchwork"
+	"github.com/tributary/tributary/internal/envelope"
 )
 
 // bench holds the connections the harness itself uses: one to the shard
@@ -76,7 +79,7 @@ func (b *bench) prepare(ctx context.Context, s *system, cl *cleanups, topicConfi
 		_, err := b.pg.Exec(ctx, "DROP PUBLICATION IF EXISTS "+s.pub)
 		return err
 	})
-	cl.add(b.dropSlot(s.slot))
+	cl.add(benchwork.DropSlot(b.pg, s.slot))
 	if _, err := b.pg.Exec(ctx, fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", s.pub, s.table)); err != nil {
 		return err
 	}
@@ -92,25 +95,9 @@ func (b *bench) prepare(ctx context.Context, s *system, cl *cleanups, topicConfi
 	return nil
 }
 
-// dropSlot drops a slot once its walsender has gone (it may linger briefly
-// after the client stopped).
-func (b *bench) dropSlot(slot string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		var err error
-		for i := 0; i < 50; i++ {
-			_, err = b.pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-			if err == nil {
-				return nil
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		return fmt.Errorf("drop slot %s: %w", slot, err)
-	}
-}
-
 type slotState struct {
 	streaming bool // a walsender holds it after START_REPLICATION
-	confirmed lsn
+	confirmed envelope.LSN
 }
 
 func (b *bench) slotState(ctx context.Context, slot string) (slotState, error) {
@@ -127,7 +114,7 @@ func (b *bench) slotState(ctx context.Context, slot string) (slotState, error) {
 	var st slotState
 	st.streaming = state != nil && (*state == "streaming" || *state == "catchup")
 	if confirmed != nil {
-		if st.confirmed, err = parseLSN(*confirmed); err != nil {
+		if st.confirmed, err = envelope.ParseLSN(*confirmed); err != nil {
 			return st, err
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package peers
 
 import (
 	"encoding/json"
@@ -74,8 +74,8 @@ func writeJSON(c config, results []runResult, lats []latResult) error {
 	out := map[string]any{
 		"machine": map[string]any{"nproc": runtime.NumCPU(), "go": runtime.Version()},
 		"config": map[string]any{"shard": c.shard, "kafka": c.brokers, "cases": c.cases, "systems": c.systems,
-			"rows": c.rows, "txn_rows": c.txnRows, "title_bytes": c.titleBytes, "updates": c.updates,
-			"update_rows": c.updateRows, "update_txn_rows": c.updateTxnRows, "row_bytes": c.rowBytes,
+			"rows": c.work.Rows, "txn_rows": c.work.TxnRows, "title_bytes": c.work.TitleBytes, "updates": c.work.Updates,
+			"update_rows": c.work.UpdateRows, "update_txn_rows": c.work.UpdateTxnRows, "row_bytes": c.work.RowBytes,
 			"partitions": c.partitions, "poll": c.poll.String(), "java_opts": c.javaOpts,
 			"debezium_tuned": c.tuned, "debezium_lowlat": c.lowlat,
 			"latency": map[string]any{"rates": c.lat.rates, "systems": c.lat.systems, "phase": c.lat.phase.String(),

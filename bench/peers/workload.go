@@ -1,19 +1,19 @@
-package main
+package peers
 
 import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
+	"github.com/tributary/tributary/internal/envelope"
 )
 
-// The workloads are those of `go run ./cmd/bench reader` (both come from
-// internal/benchwork), so that both systems read the very same committed
+// The workloads are those of `bench reader` (both come from
+// bench/internal/benchwork), so that both systems read the very same committed
 // changes as the reader benchmark.
 
 // workCase is one workload: a table and the transactions that change it.
@@ -27,8 +27,7 @@ type workCase struct {
 }
 
 func newCase(name string, c config) (*workCase, error) {
-	w, err := benchwork.Case(name, benchwork.Params{Rows: c.rows, TxnRows: c.txnRows, TitleBytes: c.titleBytes,
-		Updates: c.updates, UpdateRows: c.updateRows, UpdateTxnRows: c.updateTxnRows, RowBytes: c.rowBytes})
+	w, err := benchwork.Case(name, c.work)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +39,7 @@ func newCase(name string, c config) (*workCase, error) {
 // insert position just before the last COMMIT, which only that commit's end
 // passes. It returns once the WAL is flushed past the target, so that no
 // system is charged for the WAL writer's delay.
-func runWorkload(ctx context.Context, dsn string, c *workCase, table string) (target lsn, err error) {
+func runWorkload(ctx context.Context, dsn string, c *workCase, table string) (target envelope.LSN, err error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return 0, err
@@ -50,7 +49,7 @@ func runWorkload(ctx context.Context, dsn string, c *workCase, table string) (ta
 	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
 		return 0, err
 	}
-	from, err := queryLSN(ctx, conn, "SELECT pg_current_wal_insert_lsn()::text")
+	from, err := benchwork.QueryLSN(ctx, conn, "SELECT pg_current_wal_insert_lsn()::text")
 	if err != nil {
 		return 0, err
 	}
@@ -64,7 +63,7 @@ func runWorkload(ctx context.Context, dsn string, c *workCase, table string) (ta
 		return 0, err
 	}
 	for {
-		flushed, err := queryLSN(ctx, conn, "SELECT pg_current_wal_flush_lsn()::text")
+		flushed, err := benchwork.QueryLSN(ctx, conn, "SELECT pg_current_wal_flush_lsn()::text")
 		if err != nil {
 			return 0, err
 		}
@@ -78,7 +77,7 @@ func runWorkload(ctx context.Context, dsn string, c *workCase, table string) (ta
 	return target, nil
 }
 
-func lastTransaction(ctx context.Context, conn *pgx.Conn, stmt string) (lsn, error) {
+func lastTransaction(ctx context.Context, conn *pgx.Conn, stmt string) (envelope.LSN, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -87,34 +86,9 @@ func lastTransaction(ctx context.Context, conn *pgx.Conn, stmt string) (lsn, err
 	if _, err := tx.Exec(ctx, stmt); err != nil {
 		return 0, err
 	}
-	target, err := queryLSN(ctx, tx, "SELECT pg_current_wal_insert_lsn()::text")
+	target, err := benchwork.QueryLSN(ctx, tx, "SELECT pg_current_wal_insert_lsn()::text")
 	if err != nil {
 		return 0, err
 	}
 	return target, tx.Commit(ctx)
-}
-
-// lsn is a PostgreSQL WAL position.
-type lsn uint64
-
-func parseLSN(s string) (lsn, error) {
-	hi, lo, ok := strings.Cut(s, "/")
-	h, err1 := strconv.ParseUint(hi, 16, 32)
-	l, err2 := strconv.ParseUint(lo, 16, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bad LSN %q", s)
-	}
-	return lsn(h<<32 | l), nil
-}
-
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func queryLSN(ctx context.Context, q queryRower, sql string, args ...any) (lsn, error) {
-	var s string
-	if err := q.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-		return 0, fmt.Errorf("%s: %w", sql, err)
-	}
-	return parseLSN(s)
 }

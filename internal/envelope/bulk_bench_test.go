@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// bulkRecords are envelopes shaped like bench loader's (cmd/bench/loader.go):
+// bulkRecords are envelopes shaped like bench loader's (bench/loader/loader.go):
 // five columns, no escapes, 80 % updates and 20 % deletes after inserts.
 func bulkRecords(n int) [][]byte {
 	cols := []Column{{Name: "id", Type: "bigint", OID: 20, Key: true}, {Name: "workspace_id", Type: "bigint", OID: 20},

@@ -2,7 +2,7 @@
 // connects to Kafka: the seed brokers, TLS (a CA file, an optional client
 // certificate, the server name) and SASL/SCRAM authentication. Every
 // component that talks to Kafka (cdc-reader, loader, tributaryctl, the
-// benches) registers the same flags with AddFlags and builds its franz-go
+// benches) registers the same flags with AddClientFlags and builds its franz-go
 // clients with Security.NewClient (or adds Security.ClientOpts to its own),
 // so a setting means the same everywhere.
 //
@@ -68,11 +68,10 @@ type Security struct {
 	SASLPasswordFile string
 }
 
-// AddFlags registers the TLS and SASL flags every binary that talks to
-// Kafka shares, with their environment fallbacks. A binary whose brokers
-// are required registers them with AddClientFlags; one for which Kafka is
-// optional (a bench) registers its own --kafka-brokers, saying so.
-func AddFlags(fs *flagenv.Set, o *Security) {
+// addSecurityFlags registers the TLS and SASL flags every binary that
+// talks to Kafka shares (through AddClientFlags), with their environment
+// fallbacks.
+func addSecurityFlags(fs *flagenv.Set, o *Security) {
 	fs.Bool(&o.TLS, "kafka-tls", "TRIBUTARY_KAFKA_TLS", false, "connect to Kafka over TLS (a SSL or SASL_SSL listener); on as well when any --kafka-*-file or --kafka-server-name is set. The brokers' certificates are always verified")
 	fs.String(&o.CAFile, "kafka-ca-file", "TRIBUTARY_KAFKA_CA_FILE", "", "PEM file of the authorities trusted to sign the Kafka brokers' certificates (empty: the system's)")
 	fs.String(&o.CertFile, "kafka-cert-file", "TRIBUTARY_KAFKA_CERT_FILE", "", "PEM client certificate shown to Kafka (with --kafka-key-file)")
@@ -86,10 +85,10 @@ func AddFlags(fs *flagenv.Set, o *Security) {
 
 // AddClientFlags registers --kafka-brokers (comma-separated seed brokers,
 // required: ValidateClient says so) into brokers, and the Security flags
-// (AddFlags) into sec.
+// into sec.
 func AddClientFlags(fs *flagenv.Set, brokers *string, sec *Security) {
 	fs.String(brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "comma-separated Kafka seed brokers (required)")
-	AddFlags(fs, sec)
+	addSecurityFlags(fs, sec)
 }
 
 // ValidateClient reports every setting of AddClientFlags' that cannot

@@ -6,7 +6,8 @@ package query
 // the index is built. The set of pairs is the same either way (every log
 // row that names the document, whatever its version), and the moves are
 // then read from the log with FINAL by those pairs, so the answer is the same
-// (cmd/bench api --variants byid-read: 3.0 vs 5.3 ms p50 at 100k moves).
+// (bench api --variants byid-read, which 09177d7 still has: 3.0 vs 5.3 ms
+// p50 at 100k moves; docs/benchmarks-log.md).
 //
 // Whether the index is built is read from ClickHouse (the index state and
 // the existence of the table and its view) at most every

@@ -188,9 +188,9 @@ var plainWhere = clickhouse.Settings{"optimize_move_to_prewhere": 0}
 // latestMoveSettings are LatestMove's: a plain WHERE, and, like a by-id
 // read, decompressed blocks kept in ClickHouse's cache and one thread. The
 // scan of the document column is the read's cost; from the cache it
-// skips the decompression (cmd/bench api --variants byid-read at 10M
+// skips the decompression (bench api --variants byid-read, at 09177d7, at 10M
 // documents and 100k moves, 1 client: p50 9.6 -> 5.9 ms, p99 14.0 -> 10.2
-// ms, docs/benchmarks.md, API). Speed only, never the answer.
+// ms, docs/benchmarks-log.md, API). Speed only, never the answer.
 var latestMoveSettings = clickhouse.Settings{"optimize_move_to_prewhere": 0, "use_uncompressed_cache": 1, "max_threads": 1}
 
 // planLatestMove is the by-id read of the move log. The log is keyed by

@@ -68,8 +68,8 @@ type Copy struct {
 // thread and small blocks, because a read of a few rows gains nothing from
 // a second stream or 64k-row buffers (41 MB of buffers per lookup measured
 // with the defaults, 5 MB with these). They change speed only, never the
-// answer, and exist in 18.16 and current ClickHouse. Measured with cmd/bench
-// api --variants byid-shapes, deleted after 09177d7 (docs/benchmarks.md, API).
+// answer, and exist in 18.16 and current ClickHouse. Measured with bench
+// api --variants byid-shapes, deleted after 09177d7 (docs/benchmarks-log.md, API).
 var pointLookup = clickhouse.Settings{"use_uncompressed_cache": 1, "max_threads": 1, "max_block_size": 128,
 	"optimize_move_to_prewhere": 0}
 

@@ -134,3 +134,62 @@ func CPUModel() string {
 	}
 	return "?"
 }
+
+// CPUOf is CPU(pid), or 0 if the process is gone or pid is not a pid
+// (<= 0: unknown).
+func CPUOf(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	d, _ := CPU(pid)
+	return d
+}
+
+// SelfKB is a kB field (VmRSS, VmHWM) of this process's /proc status (0
+// if unknown).
+func SelfKB(field string) int64 {
+	n, _ := StatusKB(os.Getpid(), field)
+	return n
+}
+
+// MachineCPU is the machine's CPU time so far (the first line of
+// /proc/stat, in clock ticks) and when it was read.
+type MachineCPU struct {
+	at         time.Time
+	busy, idle int64
+}
+
+// ReadMachineCPU reads the machine's CPU time (zero if /proc/stat cannot
+// be read).
+func ReadMachineCPU() MachineCPU {
+	m := MachineCPU{at: time.Now()}
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return m
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 2 {
+		return m
+	}
+	for i, f := range fields[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		switch i {
+		case 3, 4: // idle, iowait
+			m.idle += v
+		case 8, 9: // guest time is already in user
+		default:
+			m.busy += v
+		}
+	}
+	return m
+}
+
+// BusyCoresSince is the average number of busy cores between a and m.
+func (m MachineCPU) BusyCoresSince(a MachineCPU) float64 {
+	secs := m.at.Sub(a.at).Seconds()
+	if secs <= 0 {
+		return 0
+	}
+	return float64(m.busy-a.busy) / clockTick / secs
+}

@@ -1,4 +1,4 @@
-package main
+package reader
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/reader"
@@ -122,14 +122,7 @@ func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []reader
 			if _, err := b.pg.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
 				return nil, fmt.Errorf("create slot %s: %w", slot, err)
 			}
-			cleanups = append(cleanups, b.dropSlot(slot))
-		}
-		if b.cfg.recvlogical != "" && b.cfg.recvlogicalV2 {
-			slot := n.table + "_s" + strconv.Itoa(rep)
-			if _, err := b.pg.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", slot); err != nil {
-				return nil, fmt.Errorf("create slot %s: %w", slot, err)
-			}
-			cleanups = append(cleanups, b.dropSlot(slot))
+			cleanups = append(cleanups, benchwork.DropSlot(b.pg, slot))
 		}
 	}
 	fmt.Printf("  setup (table, publication, %d slot pairs) %s\n", b.cfg.reps, time.Since(start).Round(time.Millisecond))
@@ -142,16 +135,13 @@ func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []reader
 			func() (readerRun, error) { return b.streamRun(ctx, c, n, rep, target) },
 		}
 		if b.cfg.recvlogical != "" {
-			recv := func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target, false) }
+			recv := func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target) }
 			// Alternate who reads the WAL first (page cache, spill files).
 			if rep%2 == 1 {
 				order = append([]func() (readerRun, error){recv}, order...)
 			} else {
 				order = append(order, recv)
 			}
-		}
-		if b.cfg.recvlogical != "" && b.cfg.recvlogicalV2 {
-			order = append(order, func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target, true) })
 		}
 		for _, f := range order {
 			r, err := f()
@@ -164,21 +154,6 @@ func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []reader
 		}
 	}
 	return runs, nil
-}
-
-func (b *readerBench) dropSlot(slot string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		var err error
-		// The walsender of a client that just left may still hold the slot.
-		for range 50 {
-			_, err = b.pg.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-			if err == nil {
-				return nil
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		return fmt.Errorf("drop slot %s: %w", slot, err)
-	}
 }
 
 func (b *readerBench) deleteTopics(topics ...string) func(context.Context) error {
@@ -237,7 +212,7 @@ func (b *readerBench) primeReader(ctx context.Context, n names, rep int, cleanup
 	if err != nil {
 		return err
 	}
-	*cleanups = append(*cleanups, b.deleteTopics(topics...), b.dropSlot(slot))
+	*cleanups = append(*cleanups, b.deleteTopics(topics...), benchwork.DropSlot(b.pg, slot))
 	_, err = waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(context.Context) (bool, error) {
 		_, ok := b.logs.get("streaming")
 		return ok, nil
@@ -295,7 +270,7 @@ func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, r
 	if err != nil {
 		return res, err
 	}
-	*cleanups = append(*cleanups, b.deleteTopics(topics...), b.dropSlot(slot))
+	*cleanups = append(*cleanups, b.deleteTopics(topics...), benchwork.DropSlot(b.pg, slot))
 	var done time.Time
 	_, err = waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(context.Context) (bool, error) {
 		mk, ok := b.logs.get("snapshot complete")
@@ -350,7 +325,7 @@ func (b *readerBench) selectAll(ctx context.Context, c *readerCase, table string
 	defer conn.Close(context.WithoutCancel(ctx))
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0) //nolint:errcheck // Linux
-	busy0 := readMachineCPU()
+	busy0 := benchwork.ReadMachineCPU()
 	start := time.Now()
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -373,7 +348,7 @@ func (b *readerBench) selectAll(ctx context.Context, c *readerCase, table string
 	res.Seconds, res.ChangesPerSec = secs, float64(rows)/secs
 	res.CPUSeconds = cpuSeconds(ru0, ru1)
 	res.Cores = res.CPUSeconds / secs
-	res.MachineBusyCores = readMachineCPU().busyCoresSince(busy0)
+	res.MachineBusyCores = benchwork.ReadMachineCPU().BusyCoresSince(busy0)
 	return res, nil
 }
 
@@ -385,14 +360,8 @@ func (b *readerBench) selectAll(ctx context.Context, c *readerCase, table string
 // stops without writing the commit, so the slot stays just short of the
 // target (and without --endpos it confirms once per --status-interval, in
 // whole seconds).
-//
-// v2: protocol 2 with streaming=on instead (its own slot): the walsender
-// streams a large transaction while decoding it instead of spilling it.
-func (b *readerBench) recvlogicalRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN, v2 bool) (readerRun, error) {
+func (b *readerBench) recvlogicalRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN) (readerRun, error) {
 	slot, client, proto := n.table+"_p"+strconv.Itoa(rep), "pg_recvlogical", []string{"-o", "proto_version=1"}
-	if v2 {
-		slot, client, proto = n.table+"_s"+strconv.Itoa(rep), "pg_recvlogical_v2", []string{"-o", "proto_version=2", "-o", "streaming=on"}
-	}
 	res := readerRun{Case: c.name, Client: client, Rep: rep, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
 	env, db, err := libpqEnv(b.cfg.dsn)
 	if err != nil {
@@ -408,7 +377,7 @@ func (b *readerBench) recvlogicalRun(ctx context.Context, c *readerCase, n names
 	if err := cmd.Start(); err != nil {
 		return res, fmt.Errorf("pg_recvlogical: %w", err)
 	}
-	busy0 := readMachineCPU()
+	busy0 := benchwork.ReadMachineCPU()
 	stopped := make(chan struct{})
 	var exitAt time.Time
 	var werr error
@@ -436,10 +405,10 @@ wait:
 		}
 		cmd.Process.Signal(os.Interrupt) //nolint:errcheck // our child
 		<-stopped
-		return res, fmt.Errorf("pg_recvlogical interrupted before the target (stderr: %s)", lastLines(stderr.String(), 3))
+		return res, fmt.Errorf("pg_recvlogical interrupted before the target (stderr: %s)", benchwork.LastLines(stderr.String(), 3))
 	}
 	if werr != nil || !strings.Contains(stderr.String(), "end position "+target.String()+" reached") {
-		return res, fmt.Errorf("pg_recvlogical did not reach %s: %v (stderr: %s)", target, werr, lastLines(stderr.String(), 3))
+		return res, fmt.Errorf("pg_recvlogical did not reach %s: %v (stderr: %s)", target, werr, benchwork.LastLines(stderr.String(), 3))
 	}
 	secs := exitAt.Sub(start).Seconds()
 	res.Seconds, res.ChangesPerSec = secs, float64(c.changes)/secs
@@ -447,13 +416,8 @@ wait:
 	res.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
 	res.Cores = res.CPUSeconds / secs
 	ws.fill(&res)
-	res.MachineBusyCores = readMachineCPU().busyCoresSince(busy0)
+	res.MachineBusyCores = benchwork.ReadMachineCPU().BusyCoresSince(busy0)
 	return res, nil
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(l[max(0, len(l)-n):], " | ")
 }
 
 // libpqEnv turns a DSN into libpq environment variables, so that nothing

@@ -1,17 +1,19 @@
-package main
+package latency
 
 import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/tributary/tributary/bench/internal/benchwork"
 )
 
 // TestLatStageSummaries: bucket counts of two scrapes give the run's
 // observations per stage, their interpolated quantiles and mean.
 func TestLatStageSummaries(t *testing.T) {
-	scrape := func(text string) latScrape {
-		out := latScrape{}
-		latParseMetrics(strings.NewReader(text), out)
+	scrape := func(text string) benchwork.Scrape {
+		out := benchwork.Scrape{}
+		out.Parse(strings.NewReader(text))
 		return out
 	}
 	before := scrape(`tributary_loader_freshness_seconds_bucket{stage="kafka",le="0.01"} 5

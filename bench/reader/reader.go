@@ -1,24 +1,4 @@
-package main
-
-import (
-	"context"
-	"encoding/json"
-	"errors"
-	"flag"
-	"fmt"
-	"maps"
-	"os"
-	"runtime"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/tributary/tributary/internal/benchwork"
-	"github.com/tributary/tributary/internal/flagenv"
-	"github.com/tributary/tributary/internal/kafkaconn"
-)
-
-// The reader benchmark: changes/s from one shard into Kafka
+// Package reader is `bench reader`: changes/s from one shard into Kafka
 // through internal/reader, next to pg_recvlogical on the same workload,
 // which is how fast the walsender can decode and send it.
 //
@@ -38,6 +18,24 @@ import (
 // The snapshot case has no pg_recvlogical equivalent; its reference is a
 // plain SELECT * of the table in text format with the rows discarded (the
 // reader reads the same rows in keyset chunks, --snapshot-workers at once).
+package reader
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tributary/tributary/bench/internal/benchwork"
+	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/kafkaconn"
+)
 
 // readerConfig is the configuration of `bench reader`.
 type readerConfig struct {
@@ -48,12 +46,7 @@ type readerConfig struct {
 	kafkaLabel     string
 	cases          string
 	reps           int
-	rows, txnRows  int
-	titleBytes     int
-	updateRows     int
-	updates        int
-	updateTxnRows  int
-	rowBytes       int
+	work           benchwork.Params // cases a, b, c and the row size of e
 	snapshotRows   int
 	bigMB          int
 	snapWorkers    int
@@ -68,40 +61,31 @@ type readerConfig struct {
 	cpuProfile     string
 	jsonOut        string
 	verbose        bool
-	recvlogicalV2  bool
 	brokerPID      int
 }
 
 func (c *readerConfig) validate() error {
 	var errs []error
-	if c.brokers == "" {
-		errs = append(errs, errors.New("--kafka-brokers is required (source .stack/stack.env)"))
-	}
-	errs = append(errs, c.kafka.Validate()...)
+	errs = append(errs, kafkaconn.ValidateClient(c.brokers, c.kafka)...)
 	for _, k := range strings.Split(c.cases, ",") {
 		if !slices.Contains([]string{"a", "b", "c", "d", "e"}, k) {
 			errs = append(errs, fmt.Errorf("--cases: unknown case %q (a, b, c, d, e)", k))
 		}
 	}
-	if c.rowBytes < 1 || c.bigMB < 1 || int64(c.bigMB)<<20 < int64(c.rowBytes) {
+	if c.work.RowBytes < 1 || c.bigMB < 1 || int64(c.bigMB)<<20 < int64(c.work.RowBytes) {
 		errs = append(errs, errors.New("--row-bytes and --big-txn-mb must be >= 1, and one row must fit in --big-txn-mb"))
 	}
-	if c.reps < 1 || c.rows < 1 || c.txnRows < 1 || c.updateRows < 1 || c.updateTxnRows < 1 || c.snapshotRows < 1 {
-		errs = append(errs, errors.New("counts must be >= 1"))
+	if c.reps < 1 || c.snapshotRows < 1 {
+		errs = append(errs, errors.New("--reps and --snapshot-rows must be >= 1"))
 	}
-	if c.rows%c.txnRows != 0 {
-		errs = append(errs, errors.New("--rows must be a multiple of --txn-rows"))
-	}
-	if c.updates%c.updateTxnRows != 0 || c.updateRows%c.updateTxnRows != 0 {
-		errs = append(errs, errors.New("--updates and --update-rows must be multiples of --update-txn-rows"))
-	}
+	errs = append(errs, c.work.Validate()...)
 	return errors.Join(errs...)
 }
 
 // fleetShard returns the number and DSN of shard of the fleet file at
 // path; shard -1 is the fleet's lowest.
 func fleetShard(path string, shard int) (int, string, error) {
-	dsns, err := shardDSNs(path)
+	dsns, err := benchwork.ShardDSNs(path)
 	if err != nil {
 		return 0, "", err
 	}
@@ -115,8 +99,8 @@ func fleetShard(path string, shard int) (int, string, error) {
 	return shard, dsn, nil
 }
 
-// benchReader is `bench reader`.
-func benchReader(ctx context.Context, args []string) error {
+// Run is `bench reader`: args are its flags.
+func Run(ctx context.Context, args []string) error {
 	var c readerConfig
 	fs := flagenv.New("bench reader", `bench reader — changes/s from one shard into Kafka through internal/reader,
 next to pg_recvlogical (the walsender's limit) on the same workload.
@@ -125,18 +109,11 @@ a superuser DSN for the local stack).`)
 	var fleetFile string
 	fs.String(&fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file (required; the stack's is in stack.env)")
 	fs.Int(&c.shard, "shard", "", -1, "number of the fleet's shard to run on (default: its lowest)")
-	fs.String(&c.brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
-	kafkaconn.AddFlags(fs, &c.kafka)
+	kafkaconn.AddClientFlags(fs, &c.brokers, &c.kafka)
 	fs.String(&c.kafkaLabel, "kafka-label", "", "", "name of the broker in the report (default: embedded if the brokers are $TRIBUTARY_EMBEDDED_KAFKA_BROKERS, else kafka)")
 	fs.String(&c.cases, "cases", "", "a,b,c,d", "cases: a = 1 txn of --rows inserts, b = --rows inserts in --txn-rows txns, c = --updates of a --row-bytes row, d = snapshot of --snapshot-rows, e = 1 txn of --big-txn-mb MiB of --row-bytes rows (not in the default: the 1 GiB transaction of docs/benchmarks.md)")
 	fs.Int(&c.reps, "reps", "", 2, "repetitions of every client on every case")
-	fs.Int(&c.rows, "rows", "", 1_000_000, "rows inserted by cases a and b")
-	fs.Int(&c.txnRows, "txn-rows", "", 100, "rows per transaction in case b")
-	fs.Int(&c.titleBytes, "title-bytes", "", 50, "length of the text column of the ~100 B rows")
-	fs.Int(&c.updateRows, "update-rows", "", 10_000, "rows of the case c table (updated round-robin)")
-	fs.Int(&c.updates, "updates", "", 200_000, "updates in case c")
-	fs.Int(&c.updateTxnRows, "update-txn-rows", "", 100, "updates per transaction in case c")
-	fs.Int(&c.rowBytes, "row-bytes", "", 1024, "length of the text column of case c (below the ~2 kB TOAST threshold: sent whole)")
+	c.work.AddFlags(fs, 1_000_000)
 	fs.Int(&c.snapshotRows, "snapshot-rows", "", 1_000_000, "rows of the case d table (the snapshot goal in docs/benchmarks.md is measured at 5000000)")
 	fs.Int(&c.bigMB, "big-txn-mb", "", 1024, "MiB of row data (--row-bytes per row, text not compressed, below the TOAST threshold) in case e's one transaction")
 	fs.Int(&c.snapWorkers, "snapshot-workers", "", 2, "reader SnapshotWorkers for case d (the cdc-reader default)")
@@ -151,12 +128,8 @@ a superuser DSN for the local stack).`)
 	fs.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of every reader run to PREFIX-<case>-<rep>.pprof (profiling costs a few %)")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
 	fs.Int(&c.brokerPID, "broker-pid", "", 0, "pid of a local Kafka broker whose CPU to report for the reader's runs (0: none)")
-	fs.BoolVar(&c.recvlogicalV2, "pg-recvlogical-v2", false, "also run pg_recvlogical with proto_version=2 and streaming=on (client pg_recvlogical_v2, its own slot): what protocol 2 streaming would give")
 	fs.BoolVar(&c.verbose, "verbose", false, "print when the reader logged each milestone of every run")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
-		}
 		return err
 	}
 	var err error
@@ -195,9 +168,9 @@ a superuser DSN for the local stack).`)
 			"machine": map[string]any{"nproc": runtime.NumCPU(), "cpu_model": benchwork.CPUModel(), "go": runtime.Version(),
 				"gomaxprocs": runtime.GOMAXPROCS(0)},
 			"kafka": map[string]any{"label": c.kafkaLabel, "brokers": c.brokers},
-			"config": map[string]any{"cases": c.cases, "reps": c.reps, "rows": c.rows, "txn_rows": c.txnRows,
-				"title_bytes": c.titleBytes, "update_rows": c.updateRows, "updates": c.updates,
-				"update_txn_rows": c.updateTxnRows, "row_bytes": c.rowBytes, "snapshot_rows": c.snapshotRows, "big_txn_mb": c.bigMB,
+			"config": map[string]any{"cases": c.cases, "reps": c.reps, "rows": c.work.Rows, "txn_rows": c.work.TxnRows,
+				"title_bytes": c.work.TitleBytes, "update_rows": c.work.UpdateRows, "updates": c.work.Updates,
+				"update_txn_rows": c.work.UpdateTxnRows, "row_bytes": c.work.RowBytes, "snapshot_rows": c.snapshotRows, "big_txn_mb": c.bigMB,
 				"snapshot_workers": c.snapWorkers, "snapshot_chunk_rows": c.snapChunkRows,
 				"partitions": c.partitions, "max_buffered": c.maxBuffered, "max_buffered_bytes": c.maxBufBytes, "status_interval": c.statusInterval.String(),
 				"poll": c.poll.String()},

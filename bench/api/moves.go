@@ -1,4 +1,4 @@
-package main
+package api
 
 // The move log of `bench api`: a by-id answer of the documents table also
 // reads the document's newest move (query.LatestMove), so the benchmark
@@ -73,13 +73,9 @@ func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, err
 				"from_shard": ptr(int32(from)), "to_shard": ptr(int32(to)), "state": &state, "started_at": &started, "finished_at": fin,
 				"_shard": uint16(from), "_version": ver, "_deleted": uint8(0), "_commit_lsn": ver, "_commit_ts": started.Add(time.Duration(k) * 2 * time.Second),
 				"_loaded_at": loaded}
-			row := make([]any, 0, len(vals))
-			for _, name := range t.InsertColumns() {
-				v, ok := vals[name]
-				if !ok {
-					return 0, fmt.Errorf("document_moves: no generated value for column %s", name)
-				}
-				row = append(row, v)
+			row, err := valuesOf(t, vals)
+			if err != nil {
+				return 0, err
 			}
 			if err := b.Append(row...); err != nil {
 				return 0, fmt.Errorf("append move: %w", err)

@@ -1,4 +1,4 @@
-package main
+package reader
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -32,8 +32,7 @@ func (b *readerBench) newCase(name string) *readerCase {
 	c := b.cfg
 	switch name {
 	case "a", "b", "c":
-		w, err := benchwork.Case(name, benchwork.Params{Rows: c.rows, TxnRows: c.txnRows, TitleBytes: c.titleBytes,
-			Updates: c.updates, UpdateRows: c.updateRows, UpdateTxnRows: c.updateTxnRows, RowBytes: c.rowBytes})
+		w, err := benchwork.Case(name, c.work)
 		if err != nil {
 			panic(err) // names are checked by validate
 		}
@@ -46,7 +45,7 @@ func (b *readerBench) newCase(name string) *readerCase {
 				if err := benchwork.CreateRows(ctx, conn, t); err != nil {
 					return err
 				}
-				if _, err := conn.Exec(ctx, benchwork.InsertRows(t, "0", c.snapshotRows, c.titleBytes)); err != nil {
+				if _, err := conn.Exec(ctx, benchwork.InsertRows(t, "0", c.snapshotRows, c.work.TitleBytes)); err != nil {
 					return err
 				}
 				// Hint bits and the visibility map, so that no reader pays for them.
@@ -62,16 +61,16 @@ func (b *readerBench) newCase(name string) *readerCase {
 // with it (the producer's buffer is bounded in records and bytes).
 func (b *readerBench) bigTxnCase() *readerCase {
 	c := b.cfg
-	rows := int(int64(c.bigMB) << 20 / int64(c.rowBytes))
+	rows := int(int64(c.bigMB) << 20 / int64(c.work.RowBytes))
 	return &readerCase{name: "e", changes: int64(rows), batches: 1,
-		desc: fmt.Sprintf("%d inserts of %d B rows (%d MiB of row text), one transaction", rows, c.rowBytes, c.bigMB),
+		desc: fmt.Sprintf("%d inserts of %d B rows (%d MiB of row text), one transaction", rows, c.work.RowBytes, c.bigMB),
 		setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
 			_, err := conn.Exec(ctx, "CREATE TABLE "+t+" (id bigint PRIMARY KEY, body text NOT NULL)")
 			return err
 		},
 		batch: func(t, k string) string {
 			return fmt.Sprintf("INSERT INTO %s SELECT g, left(repeat(md5(g::text), %d), %d) FROM generate_series((%s) * %d + 1, ((%s) + 1) * %d) g",
-				t, c.rowBytes/32+1, c.rowBytes, k, rows, k, rows)
+				t, c.work.RowBytes/32+1, c.work.RowBytes, k, rows, k, rows)
 		}}
 }
 
@@ -102,7 +101,7 @@ func (b *readerBench) workload(ctx context.Context, c *readerCase, table string)
 	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
 		return 0, 0, err
 	}
-	if from, err = lsnQuery(ctx, conn, "SELECT pg_current_wal_insert_lsn()::text"); err != nil {
+	if from, err = benchwork.QueryLSN(ctx, conn, "SELECT pg_current_wal_insert_lsn()::text"); err != nil {
 		return 0, 0, err
 	}
 	if c.batches > 1 {
@@ -119,7 +118,7 @@ func (b *readerBench) workload(ctx context.Context, c *readerCase, table string)
 	if _, err := tx.Exec(ctx, c.batch(table, strconv.Itoa(c.batches-1))); err != nil {
 		return 0, 0, err
 	}
-	if target, err = lsnQuery(ctx, tx, "SELECT pg_current_wal_insert_lsn()::text"); err != nil {
+	if target, err = benchwork.QueryLSN(ctx, tx, "SELECT pg_current_wal_insert_lsn()::text"); err != nil {
 		return 0, 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -128,7 +127,7 @@ func (b *readerBench) workload(ctx context.Context, c *readerCase, table string)
 	// The walsender only sends flushed WAL: do not charge the WAL writer's
 	// delay to whichever client runs first.
 	for {
-		flushed, err := lsnQuery(ctx, conn, "SELECT pg_current_wal_flush_lsn()::text")
+		flushed, err := benchwork.QueryLSN(ctx, conn, "SELECT pg_current_wal_flush_lsn()::text")
 		if err != nil {
 			return 0, 0, err
 		}
@@ -140,19 +139,4 @@ func (b *readerBench) workload(ctx context.Context, c *readerCase, table string)
 	fmt.Printf("  workload: %d changes in %d transactions, %.1f MB of WAL, %s (target %s)\n",
 		c.changes, c.batches, float64(target-from)/1e6, time.Since(start).Round(time.Millisecond), target)
 	return from, target, nil
-}
-
-type queryRower interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func lsnQuery(ctx context.Context, q queryRower, sql string, args ...any) (envelope.LSN, error) {
-	var s *string
-	if err := q.QueryRow(ctx, sql, args...).Scan(&s); err != nil {
-		return 0, err
-	}
-	if s == nil {
-		return 0, nil
-	}
-	return envelope.ParseLSN(*s)
 }

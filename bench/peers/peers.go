@@ -1,56 +1,49 @@
-// Command peers runs Tributary's reader (cmd/cdc-reader) and Debezium's
-// PostgreSQL connector (embedded engine, bench/peers/debezium) on the same
-// committed workload of one shard into the same Kafka, one after the other,
-// measures both from outside the same way and prints the ratios.
+// Package peers is `bench peers`: it runs Tributary's reader
+// (cmd/cdc-reader) and Debezium's PostgreSQL connector (embedded engine,
+// bench/peers/debezium) on the same committed workload of one shard into
+// the same Kafka, one after the other, measures both from outside the same
+// way and prints the ratios.
 // bench/peers/run.sh builds everything and runs it; docs/peers.md has the
 // method and results. It is a benchmark: it prints numbers, asserts none.
-package main
+package peers
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"github.com/tributary/tributary/internal/flagenv"
 )
 
 type config struct {
-	shard         int
-	dsn           string
-	brokers       string
-	cases         []string
-	systems       []string
-	rows, txnRows int
-	titleBytes    int
-	updates       int
-	updateRows    int
-	updateTxnRows int
-	rowBytes      int
-	partitions    int
-	poll          time.Duration
-	timeout       time.Duration
-	cdcReader     string
-	java          string
-	javaOpts      []string
-	jar           string
-	workDir       string
-	jsonOut       string
-	keep          bool
-	tuned         map[string]string // properties of the debezium-tuned run
-	lowlat        map[string]string // properties of the debezium-lowlat run
-	lat           latencyConfig
+	shard      int
+	dsn        string
+	brokers    string
+	cases      []string
+	systems    []string
+	work       benchwork.Params // the throughput cases
+	partitions int
+	poll       time.Duration
+	timeout    time.Duration
+	cdcReader  string
+	java       string
+	javaOpts   []string
+	jar        string
+	workDir    string
+	jsonOut    string
+	keep       bool
+	tuned      map[string]string // properties of the debezium-tuned run
+	lowlat     map[string]string // properties of the debezium-lowlat run
+	lat        latencyConfig
 }
 
-const usage = `peers — Tributary's cdc-reader and Debezium's PostgreSQL connector on the
+const usage = `bench peers — Tributary's cdc-reader and Debezium's PostgreSQL connector on the
 same shard, workload and Kafka, measured alike from outside; prints a table
 and the ratios (docs/peers.md). Run it through bench/peers/run.sh (or make
 bench-peers), which builds the cdc-reader and the Debezium jar and takes
@@ -75,55 +68,39 @@ and the JVM's defaults: max heap 1/4 of RAM); debezium-xmx<size>, e.g.
 debezium-xmx128m (the same with -Xmx<size> -XX:+ExitOnOutOfMemoryError;
 such a run may fail, which is reported, not fatal); debezium-tuned (the
 --debezium-tuned properties); debezium-lowlat (the --debezium-lowlat
-properties). --java-opts applies to every Debezium run.
-
-Flags:
-`
+properties). --java-opts applies to every Debezium run.`
 
 func parseFlags(args []string) (config, error) {
 	var c config
 	var cases, systems, javaOpts, tuned, lowlat, rates, latSystems string
-	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs := flagenv.New("bench peers", usage)
 	fs.SetOutput(os.Stdout)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usage)
-		fs.PrintDefaults()
-	}
-	fs.IntVar(&c.shard, "shard", 0, "shard whose superuser DSN ($TRIBUTARY_SHARD_<n>_DSN) is used")
-	fs.StringVar(&c.brokers, "kafka-brokers", os.Getenv("TRIBUTARY_KAFKA_BROKERS"), "Kafka brokers (default $TRIBUTARY_KAFKA_BROKERS)")
-	fs.StringVar(&cases, "cases", "a,b", "throughput cases: a = --rows inserts in one transaction, b = --rows inserts in --txn-rows transactions, c = --updates of --row-bytes rows (\"\": none)")
-	fs.StringVar(&systems, "systems", "tributary,debezium,debezium-xmx128m", "systems of the throughput part, run in this order on every case (also: debezium-tuned, debezium-lowlat, debezium-xmx<any size>)")
-	fs.IntVar(&c.rows, "rows", 500_000, "rows inserted by cases a and b")
-	fs.IntVar(&c.txnRows, "txn-rows", 100, "rows per transaction in case b")
-	fs.IntVar(&c.titleBytes, "title-bytes", 50, "length of the text column of the ~100 B rows (cases a, b and the latency workload)")
-	fs.IntVar(&c.updates, "updates", 200_000, "updates in case c")
-	fs.IntVar(&c.updateRows, "update-rows", 10_000, "rows of the case c table (updated round-robin)")
-	fs.IntVar(&c.updateTxnRows, "update-txn-rows", 100, "updates per transaction in case c")
-	fs.IntVar(&c.rowBytes, "row-bytes", 1024, "length of the text column of case c")
-	fs.IntVar(&c.partitions, "partitions", 4, "partitions of every data topic")
-	fs.DurationVar(&c.poll, "poll", 20*time.Millisecond, "how often CPU, the slot and Kafka's high watermarks are sampled")
-	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "give up a run (or a latency phase's drain) after this long")
-	fs.StringVar(&c.cdcReader, "cdc-reader", "", "cdc-reader binary (run.sh builds it)")
-	fs.StringVar(&c.java, "java", "java", "java binary (Java 17)")
-	fs.StringVar(&javaOpts, "java-opts", "", "JVM options for every Debezium run, space-separated (default: none, the JVM's own defaults)")
-	fs.StringVar(&c.jar, "jar", "", "bench/peers/debezium/target/peers-debezium.jar (run.sh builds it)")
-	fs.StringVar(&c.workDir, "work-dir", "", "directory for configs, offsets and logs (default: a new one under /tmp)")
-	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
-	fs.StringVar(&tuned, "debezium-tuned", debeziumTunedDefault, "connector properties of the debezium-tuned run (k=v,k=v)")
-	fs.StringVar(&lowlat, "debezium-lowlat", debeziumLowlatDefault, "connector properties of the debezium-lowlat run (k=v,k=v)")
-	fs.StringVar(&rates, "latency-rates", "1000,5000,10000,20000", "latency part: target changes/s of the paced phases, in this order (\"\": skip the latency part)")
-	fs.StringVar(&latSystems, "latency-systems", "tributary,debezium,debezium-lowlat", "systems of the latency part, run in this order")
-	fs.DurationVar(&c.lat.phase, "latency-seconds", 15*time.Second, "latency part: how long each rate's phase commits")
-	fs.DurationVar(&c.lat.warmup, "latency-warmup", 10*time.Second, "latency part: unmeasured phase at the median rate before the measured ones (JIT, connections, caches)")
-	fs.IntVar(&c.lat.txnRows, "latency-txn-rows", 10, "latency part: rows inserted per transaction (one INSERT, autocommit)")
-	fs.IntVar(&c.lat.workers, "latency-workers", 8, "latency part: connections committing the paced transactions")
-	fs.StringVar(&c.lat.csv, "latency-csv", "", "latency part: also append every measured change (system, rate, id, partition, commit and append time, latency) to this CSV file")
+	fs.Int(&c.shard, "shard", "", 0, "shard whose superuser DSN ($TRIBUTARY_SHARD_<n>_DSN) is used")
+	fs.String(&c.brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers (required)")
+	fs.String(&cases, "cases", "", "a,b", "throughput cases: a = --rows inserts in one transaction, b = --rows inserts in --txn-rows transactions, c = --updates of --row-bytes rows (\"\": none)")
+	c.work.AddFlags(fs, 500_000)
+	fs.String(&systems, "systems", "", "tributary,debezium,debezium-xmx128m", "systems of the throughput part, run in this order on every case (also: debezium-tuned, debezium-lowlat, debezium-xmx<any size>)")
+	fs.Int(&c.partitions, "partitions", "", 4, "partitions of every data topic")
+	fs.Duration(&c.poll, "poll", "", 20*time.Millisecond, "how often CPU, the slot and Kafka's high watermarks are sampled")
+	fs.Duration(&c.timeout, "timeout", "", 15*time.Minute, "give up a run (or a latency phase's drain) after this long")
+	fs.String(&c.cdcReader, "cdc-reader", "", "", "cdc-reader binary (run.sh builds it)")
+	fs.String(&c.java, "java", "", "java", "java binary (Java 17)")
+	fs.String(&javaOpts, "java-opts", "", "", "JVM options for every Debezium run, space-separated (default: none, the JVM's own defaults)")
+	fs.String(&c.jar, "jar", "", "", "bench/peers/debezium/target/peers-debezium.jar (run.sh builds it)")
+	fs.String(&c.workDir, "work-dir", "", "", "directory for configs, offsets and logs (default: a new one under /tmp)")
+	fs.String(&c.jsonOut, "json", "", "", "also write the results as JSON to this file")
+	fs.String(&tuned, "debezium-tuned", "", debeziumTunedDefault, "connector properties of the debezium-tuned run (k=v,k=v)")
+	fs.String(&lowlat, "debezium-lowlat", "", debeziumLowlatDefault, "connector properties of the debezium-lowlat run (k=v,k=v)")
+	fs.String(&rates, "latency-rates", "", "1000,5000,10000,20000", "latency part: target changes/s of the paced phases, in this order (\"\": skip the latency part)")
+	fs.String(&latSystems, "latency-systems", "", "tributary,debezium,debezium-lowlat", "systems of the latency part, run in this order")
+	fs.Duration(&c.lat.phase, "latency-seconds", "", 15*time.Second, "latency part: how long each rate's phase commits")
+	fs.Duration(&c.lat.warmup, "latency-warmup", "", 10*time.Second, "latency part: unmeasured phase at the median rate before the measured ones (JIT, connections, caches)")
+	fs.Int(&c.lat.txnRows, "latency-txn-rows", "", 10, "latency part: rows inserted per transaction (one INSERT, autocommit)")
+	fs.Int(&c.lat.workers, "latency-workers", "", 8, "latency part: connections committing the paced transactions")
+	fs.String(&c.lat.csv, "latency-csv", "", "", "latency part: also append every measured change (system, rate, id, partition, commit and append time, latency) to this CSV file")
 	fs.BoolVar(&c.keep, "keep", false, "keep tables, slots, publications and topics (for debugging)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
 	}
 	c.dsn = os.Getenv(fmt.Sprintf("TRIBUTARY_SHARD_%d_DSN", c.shard))
 	c.cases = flagenv.List(cases)
@@ -173,39 +150,27 @@ func (c *config) validate() error {
 			errs = append(errs, errors.New("--jar is required to run debezium"))
 		}
 	}
-	if c.rows < 1 || c.txnRows < 1 || c.updates < 1 || c.updateRows < 1 || c.updateTxnRows < 1 || c.partitions < 1 {
-		errs = append(errs, errors.New("counts must be >= 1"))
+	if c.partitions < 1 {
+		errs = append(errs, errors.New("--partitions must be >= 1"))
 	}
+	errs = append(errs, c.work.Validate()...)
 	if c.lat.txnRows < 1 || c.lat.workers < 1 || c.lat.phase <= 0 || c.lat.warmup < 0 {
 		errs = append(errs, errors.New("--latency-txn-rows and --latency-workers must be >= 1, --latency-seconds > 0, --latency-warmup >= 0"))
 	}
 	if len(c.cases) == 0 && len(c.lat.rates) == 0 {
 		errs = append(errs, errors.New("nothing to run: no --cases and no --latency-rates"))
 	}
-	if c.rows%c.txnRows != 0 {
-		errs = append(errs, errors.New("--rows must be a multiple of --txn-rows"))
-	}
-	if c.updates%c.updateTxnRows != 0 || c.updateRows%c.updateTxnRows != 0 {
-		errs = append(errs, errors.New("--updates and --update-rows must be multiples of --update-txn-rows"))
-	}
 	return errors.Join(errs...)
 }
 
-func main() {
-	c, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
+// Run is `bench peers`: args are its flags. run.sh builds the cdc-reader
+// and the Debezium jar and passes them (--cdc-reader, --jar).
+func Run(ctx context.Context, args []string) error {
+	c, err := parseFlags(args)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "peers:", err)
-		os.Exit(2)
+		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, c); err != nil {
-		fmt.Fprintln(os.Stderr, "peers:", err)
-		os.Exit(1)
-	}
+	return run(ctx, c)
 }
 
 func run(ctx context.Context, c config) error {

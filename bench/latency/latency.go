@@ -1,6 +1,4 @@
-package main
-
-// bench latency: how long from a COMMIT on a shard until the API answers
+// Package latency is `bench latency`: how long from a COMMIT on a shard until the API answers
 // with the row, measured against a running pipeline (make demo).
 //
 // Each sample inserts one document on a random shard (a workspace the ring
@@ -19,7 +17,7 @@ package main
 // successful samples and the table says how many those are.
 //
 // With --kafka-brokers and --clickhouse-addr (stack.env sets both) it also
-// measures the physical floor in the same run (latency_floor.go): a Kafka
+// measures the physical floor in the same run (floor.go): a Kafka
 // produce acknowledgement plus a one-row ClickHouse insert, at the same
 // rate, and prints the ratios read-your-writes p99 / visible p99 and
 // visible p99 / floor p99.
@@ -29,13 +27,12 @@ package main
 // operation one transaction changing N rows, small bodies), so that the
 // background can reach rates the shards could not take one row per
 // transaction.
+package latency
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,14 +42,13 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/ring"
@@ -67,11 +63,12 @@ to the API's 200 carrying the row.
 
 Example:
   set -a; . .stack/stack.env; set +a
-  flock /tmp/tributary-bench.lock go run ./cmd/bench latency --samples 300 --rate 10 --background-rate 200
-  flock /tmp/tributary-bench.lock go run ./cmd/bench latency --poll 0 --background-rate 20000 --rows-per-op 100`
+  flock /tmp/tributary-bench.lock go run ./bench latency --samples 300 --rate 10 --background-rate 200
+  flock /tmp/tributary-bench.lock go run ./bench latency --poll 0 --background-rate 20000 --rows-per-op 100`
 
 // latConfig is the latency benchmark's configuration.
 type latConfig struct {
+	demo          benchwork.Demo // where the demo's processes listen: the defaults
 	apiURL        string
 	token         string
 	fleetFile     string
@@ -115,11 +112,11 @@ func (c *latConfig) validate() error {
 		return fmt.Errorf("--api %q is not an http(s) URL", c.apiURL)
 	}
 	c.apiURL = strings.TrimRight(c.apiURL, "/")
-	if c.dsns, err = shardDSNs(c.fleetFile); err != nil {
+	if c.dsns, err = benchwork.ShardDSNs(c.fleetFile); err != nil {
 		return err
 	}
 	if c.readerMetrics == "" {
-		c.readerMetrics = strings.Join(demoReaderMetrics(c.dsns), ",")
+		c.readerMetrics = strings.Join(c.demo.ReaderMetrics(c.dsns), ",")
 	}
 	return nil
 }
@@ -166,10 +163,15 @@ type latBench struct {
 	client *http.Client
 }
 
-func benchLatency(ctx context.Context, args []string) error {
+// Run is `bench latency`: args are its flags.
+func Run(ctx context.Context, args []string) error {
 	var c latConfig
+	var err error
+	if c.demo, err = benchwork.DemoOf(os.Getenv); err != nil {
+		return err
+	}
 	fs := flagenv.New("bench latency", latUsage)
-	fs.String(&c.apiURL, "api", "TRIBUTARY_API_URL", "http://127.0.0.1:8080", "the running API")
+	fs.String(&c.apiURL, "api", "TRIBUTARY_API_URL", c.demo.APIURL, "the running API (default: the demo's on this stack, 8080 + $TRIBUTARY_PORT_OFFSET)")
 	fs.Secret(&c.token, "TRIBUTARY_API_TOKEN")
 	fs.String(&c.fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards to write to (required; the stack's is in stack.env)")
 	fs.String(&c.ringFile, "ring-map", "TRIBUTARY_RING_MAP", "", "ring map JSON (default: generated, the fleet's shards x 64 vnodes — equal to deploy/local/ringmap.json for shards 0..3)")
@@ -184,17 +186,14 @@ func benchLatency(ctx context.Context, args []string) error {
 	fs.Int(&c.bulkBody, "bulk-body-bytes", "", 200, "background with --rows-per-op > 1: size of an inserted document's body")
 	fs.Int(&c.bgWorkers, "background-workers", "", 16, "background: loadgen's concurrent writers")
 	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "background traffic before the first sample")
-	fs.String(&c.loaderMetrics, "loader-metrics", "", "127.0.0.1:9101", "loader /metrics address, for stage times (empty: skip)")
-	fs.String(&c.readerMetrics, "reader-metrics", "", "", "readers' /metrics addresses, comma-separated (default demo.sh's 127.0.0.1:9110 + shard number)")
+	fs.String(&c.loaderMetrics, "loader-metrics", "", c.demo.LoaderMetrics, "loader /metrics address, for stage times (default: the demo's, 9101 + $TRIBUTARY_PORT_OFFSET; empty: skip)")
+	fs.String(&c.readerMetrics, "reader-metrics", "", "", "readers' /metrics addresses, comma-separated (default demo.sh's 127.0.0.1:9110 + $TRIBUTARY_PORT_OFFSET + shard number)")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results (with every sample) as JSON to this file")
 	fs.String(&c.kafkaBrokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "the pipeline's Kafka, for the physical floor (a produce ack; empty: no floor)")
 	fs.String(&c.chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "the pipeline's ClickHouse (native), for the physical floor (a one-row insert; empty: no floor)")
 	fs.String(&c.chUser, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", "ClickHouse user for the floor's table (created and dropped in the default database)")
 	fs.Secret(&c.chPassword, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
-		}
 		return err
 	}
 	if err := c.validate(); err != nil {
@@ -573,214 +572,3 @@ const (
 	latRYWRow     = "read-your-writes (after=, 1 GET)"
 	latVisibleRow = "visible (GET without after=, poll)"
 )
-
-// latSummaries builds the table's rows.
-func latSummaries(samples []latSample, visible bool) []latSummary {
-	row := func(name string, get func(latSample) (float64, string)) latSummary {
-		return latSummarize(name, len(samples), func(i int) (float64, string) { return get(samples[i]) })
-	}
-	ryw := row(latRYWRow, func(s latSample) (float64, string) { return s.RYWMS, s.RYWOutcome })
-	commit := row("(INSERT+COMMIT round trip)", func(s latSample) (float64, string) {
-		if s.Err != "" {
-			return 0, "error"
-		}
-		return s.CommitMS, "ok"
-	})
-	if !visible {
-		return []latSummary{ryw, commit}
-	}
-	return []latSummary{
-		ryw,
-		row(latVisibleRow, func(s latSample) (float64, string) { return s.VisibleMS, s.VisibleOutcome }),
-		row("  difference, same sample", func(s latSample) (float64, string) {
-			if s.RYWOutcome != "ok" || s.VisibleOutcome != "ok" {
-				return 0, "either failed"
-			}
-			return s.RYWMS - s.VisibleMS, "ok"
-		}),
-		commit,
-	}
-}
-
-// latSummarize is the row name over n samples, get(i) giving sample i's
-// latency and outcome ("ok" or the failure's kind).
-func latSummarize(name string, n int, get func(i int) (float64, string)) latSummary {
-	r := latSummary{Name: name, N: n, Fails: map[string]int{}}
-	var ok []float64
-	for i := range n {
-		v, outcome := get(i)
-		if outcome == "ok" {
-			ok = append(ok, v)
-		} else {
-			r.Fails[outcome]++
-		}
-	}
-	r.OK = len(ok)
-	if len(ok) > 0 {
-		slices.Sort(ok)
-		var sum float64
-		for _, v := range ok {
-			sum += v
-		}
-		r.P50MS, r.P90MS, r.P99MS = latQuantile(ok, 0.50), latQuantile(ok, 0.90), latQuantile(ok, 0.99)
-		r.MaxMS, r.MeanMS = ok[len(ok)-1], sum/float64(len(ok))
-	}
-	return r
-}
-
-// latQuantile is the nearest-rank quantile of sorted values.
-func latQuantile(sorted []float64, q float64) float64 {
-	i := int(q*float64(len(sorted))+0.999999) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
-func latMSOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func latMS(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }
-
-func latFails(m map[string]int) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// latScrape is the sum of every scraped sample by metric name and label
-// filter key (see latKey).
-type latScrape map[string]float64
-
-// latKey names a series: the metric and, optionally, one label's value.
-func latKey(metric, label, value string) string { return metric + "|" + label + "=" + value }
-
-// scrape reads the pipeline's /metrics endpoints (loader, readers, API);
-// an endpoint that does not answer is left out.
-func (b *latBench) scrape(ctx context.Context) latScrape {
-	out := latScrape{}
-	var targets []string
-	if b.cfg.loaderMetrics != "" {
-		targets = append(targets, "http://"+b.cfg.loaderMetrics+"/metrics")
-	}
-	for _, a := range flagenv.List(b.cfg.readerMetrics) {
-		targets = append(targets, "http://"+a+"/metrics")
-	}
-	targets = append(targets, b.cfg.apiURL+"/metrics")
-	for _, t := range targets {
-		resp, err := b.get(ctx, t)
-		if err != nil {
-			continue
-		}
-		latParseMetrics(resp.Body, out)
-		resp.Body.Close()
-	}
-	return out
-}
-
-// latParseMetrics adds the Prometheus text format samples of r to out:
-// per metric name (summed over all series) and per name and label value.
-func latParseMetrics(r io.Reader, out latScrape) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if sp < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if err != nil {
-			continue
-		}
-		series := line[:sp]
-		name, labels, _ := strings.Cut(series, "{")
-		out[name] += v
-		latNoteBucket(out, name, strings.TrimSuffix(labels, "}"), v) // latency_stages.go
-		for _, l := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
-			k, val, ok := strings.Cut(l, "=")
-			if ok {
-				out[latKey(name, k, strings.Trim(val, `"`))] += v
-			}
-		}
-	}
-}
-
-// latDerived is what the pipeline's own metrics say about the run.
-type latDerived struct {
-	LoaderBatches         float64            `json:"loader_batches"`
-	LoaderRecordsPerBatch float64            `json:"loader_records_per_batch"`
-	LoaderStageMSPerBatch map[string]float64 `json:"loader_stage_ms_per_batch"`
-	LoaderInsertMS        float64            `json:"loader_insert_ms_mean"`
-	ReaderProduceMS       float64            `json:"reader_produce_ack_ms_mean"`
-	ReaderWatermarkEvery  float64            `json:"reader_watermark_interval_ms"`
-	APIWaitMS             float64            `json:"api_after_wait_ms_mean"`
-	APIDocumentMS         float64            `json:"api_document_request_ms_mean"`
-	APIDocumentRequests   float64            `json:"api_document_requests"`
-}
-
-func latDerive(a, b latScrape, wall time.Duration) latDerived {
-	d := func(k string) float64 { return b[k] - a[k] }
-	ratio := func(x, y float64) float64 {
-		if y <= 0 {
-			return 0
-		}
-		return x / y
-	}
-	var out latDerived
-	out.LoaderBatches = d("tributary_loader_batch_records_count")
-	out.LoaderRecordsPerBatch = ratio(d("tributary_loader_batch_records_sum"), out.LoaderBatches)
-	out.LoaderStageMSPerBatch = map[string]float64{}
-	for k := range b {
-		if st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage="); ok {
-			out.LoaderStageMSPerBatch[st] = 1000 * ratio(d(k), out.LoaderBatches)
-		}
-	}
-	out.LoaderInsertMS = 1000 * ratio(d("tributary_loader_insert_seconds_sum"), d("tributary_loader_insert_seconds_count"))
-	out.ReaderProduceMS = 1000 * ratio(d("tributary_reader_produce_seconds_sum"), d("tributary_reader_produce_seconds_count"))
-	// Watermark rounds summed over the readers: per reader, the interval.
-	if wm := d("tributary_reader_watermarks_total"); wm > 0 {
-		readers := 0
-		for k := range b {
-			if strings.HasPrefix(k, "tributary_reader_watermarks_total|shard=") {
-				readers++
-			}
-		}
-		out.ReaderWatermarkEvery = 1000 * wall.Seconds() * float64(readers) / wm
-	}
-	out.APIWaitMS = 1000 * ratio(d(latKey("tributary_api_read_wait_seconds_sum", "outcome", "visible")),
-		d(latKey("tributary_api_read_wait_seconds_count", "outcome", "visible")))
-	route := "GET /v1/documents/{id}"
-	out.APIDocumentRequests = d(latKey("tributary_api_request_seconds_count", "route", route))
-	out.APIDocumentMS = 1000 * ratio(d(latKey("tributary_api_request_seconds_sum", "route", route)), out.APIDocumentRequests)
-	return out
-}
-
-func latPrintDerived(d latDerived) {
-	if d.LoaderBatches == 0 && d.APIDocumentRequests == 0 {
-		fmt.Println("pipeline metrics: none scraped (--loader-metrics, --reader-metrics)")
-		return
-	}
-	fmt.Printf("loader: %.0f batches, %.0f records/batch, mean insert %.1f ms; per batch (ms):", d.LoaderBatches, d.LoaderRecordsPerBatch, d.LoaderInsertMS)
-	stages := make([]string, 0, len(d.LoaderStageMSPerBatch))
-	for st := range d.LoaderStageMSPerBatch {
-		stages = append(stages, st)
-	}
-	slices.Sort(stages)
-	for _, st := range stages {
-		fmt.Printf(" %s %.1f", st, d.LoaderStageMSPerBatch[st])
-	}
-	fmt.Println()
-	fmt.Printf("readers: mean produce ack %.1f ms, a watermark every %.0f ms per reader\n", d.ReaderProduceMS, d.ReaderWatermarkEvery)
-	fmt.Printf("api: %.0f document requests, mean %.1f ms each; after= requests waited %.1f ms on average for the watermark\n",
-		d.APIDocumentRequests, d.APIDocumentMS, d.APIWaitMS)
-}

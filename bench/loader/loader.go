@@ -1,21 +1,20 @@
-package main
+// Package loader is `bench loader`: Kafka -> ClickHouse throughput of the
+// loader (internal/loader) with dedupe on, beside its floor (floor.go).
+package loader
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/flagenv"
@@ -31,11 +31,11 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-// benchLoader produces synthetic change envelopes to a fresh topic, then
+// Run is `bench loader`: it produces synthetic change envelopes to a fresh topic, then
 // runs the loader until the group has committed all of them, and reports
 // rows/s, CPU and peak RSS of the load phase, and whether ClickHouse holds
 // exactly the expected live rows.
-func benchLoader(ctx context.Context, args []string) error {
+func Run(ctx context.Context, args []string) error {
 	var changes, keys, shards, partitions, batch, unchangedPct, bodyBytes, imageCache, nTables, wmEvery int
 	var brokers, chAddr, chCluster, jsonOut, cpuProfile, memProfile string
 	var floor bool
@@ -50,10 +50,9 @@ func benchLoader(ctx context.Context, args []string) error {
 	fs.Int(&imageCache, "image-cache-bytes", "", loader.DefaultImageCacheBytes, "the loader's image cache for unchanged-TOAST bases (0: off, every base read from ClickHouse)")
 	fs.Int(&nTables, "tables", "", 1, "tables (each its own topic) the ids are spread over; a batch writes every table it holds")
 	fs.Int(&wmEvery, "watermark-every", "", 0, "after every N changes, a watermark record of each shard to every partition of every topic, as a reader sends them (0: none)")
-	fs.Bool(&floor, "floor", "", true, "after the load, measure the floor: the rows the loader wrote inserted again into a copy of the table with bare clickhouse-go column batches of --batch-records rows (loader_floor.go), and print the ratio")
-	fs.String(&brokers, "kafka-brokers", "TRIBUTARY_KAFKA_BROKERS", "", "Kafka brokers")
+	fs.Bool(&floor, "floor", "", true, "after the load, measure the floor: the rows the loader wrote inserted again into a copy of the table with bare clickhouse-go column batches of --batch-records rows (floor.go), and print the ratio")
 	var kafkaSec kafkaconn.Security
-	kafkaconn.AddFlags(fs, &kafkaSec)
+	kafkaconn.AddClientFlags(fs, &brokers, &kafkaSec)
 	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
 	fs.String(&chCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "", "load in ClickHouse cluster mode over this cluster, as the loader's --clickhouse-cluster (empty: one server)")
 	var chTLS chstore.TLSOptions
@@ -62,9 +61,6 @@ func benchLoader(ctx context.Context, args []string) error {
 	fs.String(&cpuProfile, "cpuprofile", "TRIBUTARY_BENCH_CPUPROFILE", "", "write a CPU profile of the load phase to this file")
 	fs.String(&memProfile, "memprofile", "TRIBUTARY_BENCH_MEMPROFILE", "", "write a heap profile at the end of the load phase to this file")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errUsage
-		}
 		return err
 	}
 	if unchangedPct < 0 || unchangedPct > 100 || bodyBytes < 0 || imageCache < 0 || nTables < 1 || wmEvery < 0 {
@@ -73,10 +69,10 @@ func benchLoader(ctx context.Context, args []string) error {
 	if unchangedPct > 0 && bodyBytes == 0 {
 		bodyBytes = 2000
 	}
-	if brokers == "" || chAddr == "" {
-		return errors.New("--kafka-brokers and --clickhouse-addr are required (source .stack/stack.env)")
+	if chAddr == "" {
+		return errors.New("--clickhouse-addr is required (source .stack/stack.env)")
 	}
-	if err := errors.Join(kafkaSec.Validate()...); err != nil {
+	if err := errors.Join(kafkaconn.ValidateClient(brokers, kafkaSec)...); err != nil {
 		return err
 	}
 	run := strconv.FormatInt(time.Now().Unix(), 36)
@@ -245,7 +241,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0) //nolint:errcheck
 	chPID := clickhousePID()
-	chCPU0 := chCPUOf(chPID)
+	chCPU0 := benchwork.CPUOf(chPID)
 	group := "bench_" + run
 	var logOut io.Writer = io.Discard
 	if os.Getenv("TRIBUTARY_BENCH_LOG") != "" {
@@ -260,7 +256,7 @@ func benchLoader(ctx context.Context, args []string) error {
 		Tables: tcfg, BatchRecords: batch, BatchWait: 200 * time.Millisecond, LagInterval: time.Hour,
 		ImageCacheBytes: cacheBudget},
 		store, slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo})), reg)
-	stopProfile, err := startCPUProfile(cpuProfile)
+	stopProfile, err := benchwork.StartCPUProfile(cpuProfile)
 	if err != nil {
 		return err
 	}
@@ -279,7 +275,7 @@ func benchLoader(ctx context.Context, args []string) error {
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-		loadPeak = max(loadPeak, selfKB("VmRSS"))
+		loadPeak = max(loadPeak, benchwork.SelfKB("VmRSS"))
 		lags, err := adm.Lag(ctx, group)
 		if err != nil {
 			continue
@@ -302,7 +298,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	if path := memProfile; path != "" {
 		// Heap at the end of the load, while the loader still runs: what it
 		// holds between batches (inuse) and what it allocated (alloc).
-		if err := writeHeapProfile(path); err != nil {
+		if err := benchwork.WriteHeapProfile(path); err != nil {
 			return err
 		}
 	}
@@ -312,7 +308,7 @@ func benchLoader(ctx context.Context, args []string) error {
 	<-errc
 	stopProfile() // the load phase only: not the check, nor the floor
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-	chCPU := chCPUOf(chPID) - chCPU0
+	chCPU := benchwork.CPUOf(chPID) - chCPU0
 	hwm := loadPeak
 
 	var gotLive, gotTitles uint64
@@ -417,14 +413,6 @@ func decimalEqual(a, b string) bool {
 	return norm(a) == norm(b)
 }
 
-// chCPUOf is procCPU for a pid that may be unknown (0).
-func chCPUOf(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	return procCPU(pid)
-}
-
 // clickhousePID reads the local stack's ClickHouse pid (0 if unknown).
 func clickhousePID() int {
 	home := os.Getenv("TRIBUTARY_HOME")
@@ -468,39 +456,6 @@ func sortedKeys(m map[string]float64) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// startCPUProfile starts a CPU profile into path (empty: none) and returns
-// what stops it.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		})
-	}, nil
-}
-
-// writeHeapProfile writes a heap profile to path.
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return pprof.WriteHeapProfile(f)
 }
 
 // counterOf is the value of the counter name{label=value} in g (0 if none).

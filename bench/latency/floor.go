@@ -1,4 +1,4 @@
-package main
+package latency
 
 // The physical floor of bench latency: what one change costs at least on
 // its way from a shard to the API with this Kafka and this ClickHouse — a

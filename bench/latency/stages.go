@@ -1,4 +1,4 @@
-package main
+package latency
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tributary/tributary/bench/internal/benchwork"
 )
 
 // The pipeline's own per-stage freshness histograms, read before and after
@@ -40,37 +42,9 @@ type latStageSummary struct {
 	MeanMS float64 `json:"mean_ms"`
 }
 
-// latBucketKey names the cumulative count of metric's bucket le, for
-// the series with that stage label ("": none), summed over other labels.
-func latBucketKey(metric, stage, le string) string {
-	return metric + "_bucket|stage=" + stage + "|le=" + le
-}
-
-// latNoteBucket adds a _bucket sample of series name{labels} to out under
-// latBucketKey.
-func latNoteBucket(out latScrape, name, labels string, v float64) {
-	metric, ok := strings.CutSuffix(name, "_bucket")
-	if !ok {
-		return
-	}
-	var stage, le string
-	for _, l := range strings.Split(labels, ",") {
-		k, val, _ := strings.Cut(l, "=")
-		switch k {
-		case "stage":
-			stage = strings.Trim(val, `"`)
-		case "le":
-			le = strings.Trim(val, `"`)
-		}
-	}
-	if le != "" {
-		out[latBucketKey(metric, stage, le)] += v
-	}
-}
-
 // latStageSummaries are the stage rows of the observations between
 // scrapes a and b; stages with none are left out.
-func latStageSummaries(a, b latScrape) []latStageSummary {
+func latStageSummaries(a, b benchwork.Scrape) []latStageSummary {
 	var out []latStageSummary
 	for _, st := range latStages {
 		prefix := st.metric + "_bucket|stage=" + st.stage + "|le="
@@ -98,7 +72,7 @@ func latStageSummaries(a, b latScrape) []latStageSummary {
 		}
 		sumKey, countKey := st.metric+"_sum", st.metric+"_count"
 		if st.stage != "" {
-			sumKey, countKey = latKey(sumKey, "stage", st.stage), latKey(countKey, "stage", st.stage)
+			sumKey, countKey = benchwork.Key(sumKey, "stage", st.stage), benchwork.Key(countKey, "stage", st.stage)
 		}
 		n := cum[len(cum)-1]
 		mean := 0.0

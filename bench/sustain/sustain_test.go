@@ -1,16 +1,18 @@
-package main
+package sustain
 
 import (
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tributary/tributary/bench/internal/benchwork"
 )
 
 func TestSusDerive(t *testing.T) {
-	parse := func(text string) latScrape {
-		out := latScrape{}
-		latParseMetrics(strings.NewReader(text), out)
+	parse := func(text string) benchwork.Scrape {
+		out := benchwork.Scrape{}
+		out.Parse(strings.NewReader(text))
 		return out
 	}
 	a := parse(`tributary_loader_batch_records_count 10

@@ -1,6 +1,4 @@
-package main
-
-// bench sustain: the rate the whole pipeline sustains over every shard
+// Package sustain is `bench sustain`: the rate the whole pipeline sustains over every shard
 // without a growing backlog, measured against a running pipeline (make
 // demo), with each process's CPU and memory.
 //
@@ -22,6 +20,7 @@ package main
 // caps the rate and what is measured is the pipeline behind them. Per step
 // it also prints where the loader's time went (its stage counters) and the
 // readers' produce-ack time.
+package sustain
 
 import (
 	"context"
@@ -30,20 +29,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math"
-	"net/http"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"github.com/tributary/tributary/internal/flagenv"
-	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/loadgen"
 	"github.com/tributary/tributary/internal/ring"
 )
@@ -67,8 +61,8 @@ stack's and the demo's pid files under $TRIBUTARY_HOME.
 
 Example:
   set -a; . .stack/stack.env; set +a
-  flock /tmp/tributary-bench.lock go run ./cmd/bench sustain --rates 200,500,1000,2000 --step 60s
-  flock /tmp/tributary-bench.lock go run ./cmd/bench sustain --rows-per-op 100 --rates 2000,5000,10000,20000 --step 60s`
+  flock /tmp/tributary-bench.lock go run ./bench sustain --rates 200,500,1000,2000 --step 60s
+  flock /tmp/tributary-bench.lock go run ./bench sustain --rows-per-op 100 --rates 2000,5000,10000,20000 --step 60s`
 
 type susConfig struct {
 	apiURL        string
@@ -89,12 +83,17 @@ type susConfig struct {
 	jsonOut       string
 }
 
-func benchSustain(ctx context.Context, args []string) error {
+// Run is `bench sustain`: args are its flags.
+func Run(ctx context.Context, args []string) error {
 	var c susConfig
 	var rates, readerMetrics, fleetFile string
+	demo, err := benchwork.DemoOf(os.Getenv)
+	if err != nil {
+		return err
+	}
 	fs := flagenv.New("bench sustain", susUsage)
 	fs.String(&fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards loadgen writes to (required; the stack's is in stack.env)")
-	fs.String(&c.apiURL, "api", "", "http://127.0.0.1:8080", "the API's base URL")
+	fs.String(&c.apiURL, "api", "TRIBUTARY_API_URL", demo.APIURL, "the API's base URL (default: the demo's on this stack, 8080 + $TRIBUTARY_PORT_OFFSET)")
 	fs.String(&c.ringFile, "ring-map", "", "deploy/local/ringmap.json", "the ring map the demo places workspaces by (loadgen writes each workspace on its owner)")
 	fs.String(&rates, "rates", "", "200,500,1000,2000", "offered row changes/s over all shards (operations/s x --rows-per-op), one step each, in order")
 	fs.Duration(&c.step, "step", "", 60*time.Second, "how long each rate is offered")
@@ -104,8 +103,8 @@ func benchSustain(ctx context.Context, args []string) error {
 	fs.Int(&c.rowsPerOp, "rows-per-op", "", 1, "rows changed by each operation (one transaction); > 1: loadgen's bulk mode (multi-row inserts, updates, deletes)")
 	fs.Int(&c.bulkBody, "bulk-body-bytes", "", 200, "with --rows-per-op > 1: size of an inserted document's body (TOASTed above ~2 kB)")
 	fs.Int(&c.workers, "workers", "", 16, "loadgen's concurrent writers")
-	fs.String(&c.loaderMetrics, "loader-metrics", "", "127.0.0.1:9101", "the loader's metrics address (the demo's)")
-	fs.String(&readerMetrics, "reader-metrics", "", "", "the readers' metrics addresses, comma-separated (default: the demo's, 127.0.0.1:9110 + shard)")
+	fs.String(&c.loaderMetrics, "loader-metrics", "", demo.LoaderMetrics, "the loader's metrics address (default: the demo's, 9101 + $TRIBUTARY_PORT_OFFSET)")
+	fs.String(&readerMetrics, "reader-metrics", "", "", "the readers' metrics addresses, comma-separated (default: the demo's, 127.0.0.1:9110 + $TRIBUTARY_PORT_OFFSET + shard)")
 	fs.BoolVar(&c.keepGoing, "keep-going", false, "offer every rate even after one was not sustained")
 	fs.String(&c.jsonOut, "json", "", "", "also write the results (and every sample) as JSON to this file")
 	if err := fs.Parse(args); err != nil {
@@ -127,8 +126,7 @@ func benchSustain(ctx context.Context, args []string) error {
 	if c.workers < 1 || c.workspaces < 1 || c.bodyBytes < 0 || c.rowsPerOp < 1 || c.bulkBody < 0 {
 		return errors.New("--workers, --workspaces and --rows-per-op must be >= 1, --body-bytes and --bulk-body-bytes >= 0")
 	}
-	var err error
-	if c.dsns, err = shardDSNs(fleetFile); err != nil {
+	if c.dsns, err = benchwork.ShardDSNs(fleetFile); err != nil {
 		return err
 	}
 	if c.home = os.Getenv("TRIBUTARY_HOME"); c.home == "" {
@@ -136,39 +134,9 @@ func benchSustain(ctx context.Context, args []string) error {
 	}
 	c.readerMetrics = flagenv.List(readerMetrics)
 	if len(c.readerMetrics) == 0 {
-		c.readerMetrics = demoReaderMetrics(c.dsns)
+		c.readerMetrics = demo.ReaderMetrics(c.dsns)
 	}
 	return runSustain(ctx, c)
-}
-
-// shardDSNs reads the fleet file's shards and their DSNs, by shard number.
-func shardDSNs(path string) (map[int]string, error) {
-	if path == "" {
-		return nil, errors.New("--fleet (or $TRIBUTARY_FLEET) is required: the fleet file (set -a; . .stack/stack.env; set +a)")
-	}
-	f, err := fleet.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	eps, err := f.Resolve(os.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int]string, len(eps))
-	for _, e := range eps {
-		out[e.Number] = e.DSN
-	}
-	return out, nil
-}
-
-// demoReaderMetrics lists the readers' metrics addresses as demo.sh
-// starts them: 127.0.0.1:9110 + shard number.
-func demoReaderMetrics(dsns map[int]string) []string {
-	var out []string
-	for _, n := range slices.Sorted(maps.Keys(dsns)) {
-		out = append(out, "127.0.0.1:"+strconv.Itoa(9110+n))
-	}
-	return out
 }
 
 // susSample is one second of a step.
@@ -299,7 +267,7 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 		cpu0[i] = p.cpu()
 	}
 	peak := make([]int64, len(procs))
-	mach0 := readMachineCPU()
+	mach0 := benchwork.ReadMachineCPU()
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- gen.RunFor(ctx, st.OfferedOps, c.step) }()
@@ -343,7 +311,7 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 	}
 	st.Pipeline = susDerive(full0, full1, wall)
 	st.WallSeconds = wall.Seconds()
-	st.MachineCores = readMachineCPU().busyCoresSince(mach0)
+	st.MachineCores = benchwork.ReadMachineCPU().BusyCoresSince(mach0)
 	st.Load1 = benchwork.LoadAvg1()
 	groups := map[string]*susProc{}
 	var order []string
@@ -433,248 +401,6 @@ func susVerdict(st *susStep) {
 		st.Sustained = true
 		st.Why = "kept up"
 	}
-}
-
-// susScrape reads the pipeline's metrics and the API's staleness.
-func susScrape(ctx context.Context, c susConfig) (susSample, error) {
-	var s susSample
-	out := latScrape{}
-	targets := append([]string{c.loaderMetrics}, c.readerMetrics...)
-	for i, t := range targets {
-		if err := scrapeInto(ctx, "http://"+t+"/metrics", out); err != nil {
-			what := "the loader's"
-			if i > 0 {
-				what = "a reader's"
-			}
-			return s, fmt.Errorf("%s metrics (%s): %w (is the demo running? make demo)", what, t, err)
-		}
-	}
-	s.Changes = out["tributary_reader_changes_total"]
-	s.Records = out["tributary_loader_records_total"]
-	s.Rows = out["tributary_loader_rows_inserted_total"]
-	s.Backlog = out["tributary_loader_consumer_lag_records"]
-	s.ReaderLagB = out["tributary_reader_lag_bytes"]
-	s.Staleness = apiStaleness(ctx, c.apiURL)
-	return s, nil
-}
-
-// susScrapeFull is every metric of the loader and the readers, summed
-// (and per label value: see latParseMetrics).
-func susScrapeFull(ctx context.Context, c susConfig) (latScrape, error) {
-	out := latScrape{}
-	for _, t := range append([]string{c.loaderMetrics}, c.readerMetrics...) {
-		if err := scrapeInto(ctx, "http://"+t+"/metrics", out); err != nil {
-			return nil, fmt.Errorf("metrics (%s): %w", t, err)
-		}
-	}
-	return out, nil
-}
-
-// susPipeline is what the pipeline's own counters say about a step: where
-// the loader's time went and how long the readers waited for Kafka.
-type susPipeline struct {
-	LoaderBatches         float64 `json:"loader_batches"`
-	LoaderRecordsPerBatch float64 `json:"loader_records_per_batch"`
-	// LoaderStageBusy is, per stage, the stage's seconds per second of the
-	// step (1.0: the loader's loop spent the whole step in it).
-	LoaderStageBusy map[string]float64 `json:"loader_stage_busy"`
-	// LoaderStageMSPerBatch is the stage's time per batch.
-	LoaderStageMSPerBatch map[string]float64 `json:"loader_stage_ms_per_batch"`
-	// LoaderApplyBusy sums the stages that apply a batch (all but poll and
-	// decode, which the poller overlaps with them): near 1, the loader is
-	// never idle waiting for records. Above 1 when stages of consecutive
-	// batches overlap (a batch's duplicate check runs beside the next
-	// batch's inserts).
-	LoaderApplyBusy float64 `json:"loader_apply_busy"`
-	ReaderProduceMS float64 `json:"reader_produce_ack_ms_mean"`
-	// ReaderLagSecondsMax is the largest tributary_reader_lag_seconds of a
-	// shard at the step's end.
-	ReaderLagSecondsMax float64 `json:"reader_lag_seconds_max"`
-	ReaderRecordsPerS   float64 `json:"reader_records_produced_per_s"`
-}
-
-// susDerive computes a step's susPipeline from the counters before and after.
-func susDerive(a, b latScrape, wall time.Duration) susPipeline {
-	d := func(k string) float64 { return b[k] - a[k] }
-	var p susPipeline
-	secs := wall.Seconds()
-	if secs <= 0 {
-		return p
-	}
-	p.LoaderBatches = d("tributary_loader_batch_records_count")
-	if p.LoaderBatches > 0 {
-		p.LoaderRecordsPerBatch = d("tributary_loader_batch_records_sum") / p.LoaderBatches
-	}
-	p.LoaderStageBusy, p.LoaderStageMSPerBatch = map[string]float64{}, map[string]float64{}
-	for k := range b {
-		st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage=")
-		if !ok {
-			continue
-		}
-		p.LoaderStageBusy[st] = d(k) / secs
-		if p.LoaderBatches > 0 {
-			p.LoaderStageMSPerBatch[st] = 1000 * d(k) / p.LoaderBatches
-		}
-		if st != "poll" && st != "decode" {
-			p.LoaderApplyBusy += d(k) / secs
-		}
-	}
-	if n := d("tributary_reader_produce_seconds_count"); n > 0 {
-		p.ReaderProduceMS = 1000 * d("tributary_reader_produce_seconds_sum") / n
-	}
-	for k, v := range b {
-		if strings.HasPrefix(k, "tributary_reader_lag_seconds|shard=") {
-			p.ReaderLagSecondsMax = max(p.ReaderLagSecondsMax, v)
-		}
-	}
-	p.ReaderRecordsPerS = d("tributary_reader_records_produced_total") / secs
-	return p
-}
-
-// stageList prints stages in a fixed order, the others after them.
-func stageList(m map[string]float64, format string) string {
-	order := []string{"poll", "decode", "convert", "read", "insert", "detect", "watermarks", "dlq", "commit"}
-	for k := range m {
-		if !slices.Contains(order, k) {
-			order = append(order, k)
-		}
-	}
-	var parts []string
-	for _, k := range order {
-		if v, ok := m[k]; ok {
-			parts = append(parts, k+" "+fmt.Sprintf(format, v))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func scrapeInto(ctx context.Context, url string, out latScrape) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return errors.New(resp.Status)
-	}
-	latParseMetrics(resp.Body, out)
-	return nil
-}
-
-// apiStaleness is the largest staleness_seconds of GET /v1/shards, or -1.
-func apiStaleness(ctx context.Context, base string) float64 {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/shards", nil)
-	if err != nil {
-		return -1
-	}
-	if tok := os.Getenv("TRIBUTARY_API_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Shards []struct {
-			Staleness float64 `json:"staleness_seconds"`
-		} `json:"shards"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) != nil || len(body.Shards) == 0 {
-		return -1
-	}
-	worst := 0.0
-	for _, sh := range body.Shards {
-		worst = max(worst, sh.Staleness)
-	}
-	return worst
-}
-
-// susProcess is one measured process: pid, the group it is reported in,
-// and whether its resident memory means anything alone (PostgreSQL's is
-// mostly shared buffers, counted once per backend).
-type susProcess struct {
-	group string
-	pid   int
-	tree  bool // add its children's CPU (PostgreSQL's backends)
-	rss   bool
-}
-
-// cpu is the process's CPU so far; with tree, its children's too (live
-// ones, and those it has reaped).
-func (p susProcess) cpu() time.Duration {
-	if !p.tree {
-		return procCPU(p.pid)
-	}
-	total, _ := benchwork.CPUWithReaped(p.pid)
-	for _, c := range benchwork.Children(p.pid) {
-		total += procCPU(c)
-	}
-	return total
-}
-
-func (p susProcess) rssKB() int64 {
-	n, _ := benchwork.StatusKB(p.pid, "VmRSS")
-	return n
-}
-
-// susProcs finds the pipeline's and the stack's processes from pid files.
-func susProcs(home string) ([]susProcess, error) {
-	var out []susProcess
-	add := func(group, file string, tree, rss bool) {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return
-		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		pid, err := strconv.Atoi(strings.TrimSpace(line))
-		if err != nil || !alive(pid) {
-			return
-		}
-		out = append(out, susProcess{group: group, pid: pid, tree: tree, rss: rss})
-	}
-	demo, _ := filepath.Glob(filepath.Join(home, "demo", "*.pid"))
-	slices.Sort(demo)
-	for _, f := range demo {
-		name := strings.TrimSuffix(filepath.Base(f), ".pid")
-		if strings.HasPrefix(name, "reader-") {
-			name = "readers" // cores: all of them; MB: the largest
-		}
-		add(name, f, false, true)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no demo processes in %s/demo: start the pipeline with make demo", home)
-	}
-	pgs, _ := filepath.Glob(filepath.Join(home, "pg", "shard*", "postmaster.pid"))
-	for _, f := range pgs {
-		add("postgresql (all shards)", f, true, false)
-	}
-	add("kafka", filepath.Join(home, "kafka", "kafka.pid"), false, true)
-	add("embedded kafka", filepath.Join(home, "embedded-kafka", "embedded-kafka.pid"), false, true)
-	add("clickhouse", filepath.Join(home, "clickhouse", "clickhouse-server.pid"), false, true)
-	out = append(out, susProcess{group: "bench (loadgen)", pid: os.Getpid(), rss: true})
-	return out, nil
-}
-
-func procNames(ps []susProcess) []string {
-	var out []string
-	for _, p := range ps {
-		out = append(out, fmt.Sprintf("%s %d", p.group, p.pid))
-	}
-	return out
-}
-
-func alive(pid int) bool {
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return err == nil
 }
 
 func printStep(st susStep) {

@@ -1,4 +1,4 @@
-package main
+package reader
 
 import (
 	"context"
@@ -8,18 +8,16 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/tributary/tributary/internal/benchwork"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 )
 
 // Measurement for `bench reader`: CPU (process, walsender, machine), peak
 // RSS, allocations, and the reader's log milestones that bound a window.
-// The /proc readings of a process are internal/benchwork's.
+// The /proc readings of a process are benchwork's.
 
 // measure is what a reader run is measured against.
 type measure struct {
@@ -27,7 +25,7 @@ type measure struct {
 	ms0       runtime.MemStats
 	broker    time.Duration
 	brokerPID int
-	busy      machineCPU
+	busy      benchwork.MachineCPU
 }
 
 func (b *readerBench) beginMeasure(c *readerCase, rep int) *measure {
@@ -38,9 +36,9 @@ func (b *readerBench) beginMeasure(c *readerCase, rep int) *measure {
 	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) //nolint:errcheck // not fatal: VmHWM then covers the process
 	b.logs.reset()
 	if b.cfg.brokerPID > 0 {
-		m.broker, m.brokerPID = procCPU(b.cfg.brokerPID), b.cfg.brokerPID
+		m.broker, m.brokerPID = benchwork.CPUOf(b.cfg.brokerPID), b.cfg.brokerPID
 	}
-	m.busy = readMachineCPU()
+	m.busy = benchwork.ReadMachineCPU()
 	if b.cfg.cpuProfile != "" {
 		f, err := os.Create(fmt.Sprintf("%s-%s-%d.pprof", b.cfg.cpuProfile, c.name, rep))
 		if err == nil {
@@ -65,49 +63,14 @@ func (m *measure) end(res *readerRun, from mark, done time.Time) {
 	res.Seconds, res.ChangesPerSec = secs, float64(res.Changes)/secs
 	res.CPUSeconds = cpuSeconds(from.ru, ru)
 	res.Cores = res.CPUSeconds / secs
-	res.PeakRSSMB = float64(selfKB("VmHWM")) / 1024
+	res.PeakRSSMB = float64(benchwork.SelfKB("VmHWM")) / 1024
 	if m.brokerPID > 0 {
-		res.BrokerCPUSeconds = (procCPU(m.brokerPID) - m.broker).Seconds()
+		res.BrokerCPUSeconds = (benchwork.CPUOf(m.brokerPID) - m.broker).Seconds()
 	}
 	// From the start of the measurement (a little before the window).
-	res.MachineBusyCores = readMachineCPU().busyCoresSince(m.busy)
+	res.MachineBusyCores = benchwork.ReadMachineCPU().BusyCoresSince(m.busy)
 	res.AllocBytesPerChange = float64(ms.TotalAlloc-m.ms0.TotalAlloc) / float64(res.Changes)
 	res.AllocsPerChange = float64(ms.Mallocs-m.ms0.Mallocs) / float64(res.Changes)
-}
-
-// machineCPU is the first line of /proc/stat, in clock ticks.
-type machineCPU struct {
-	at         time.Time
-	busy, idle int64
-}
-
-func readMachineCPU() machineCPU {
-	m := machineCPU{at: time.Now()}
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return m
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	for i, f := range strings.Fields(line)[1:] {
-		v, _ := strconv.ParseInt(f, 10, 64)
-		switch i {
-		case 3, 4: // idle, iowait
-			m.idle += v
-		case 8, 9: // guest time is already in user
-		default:
-			m.busy += v
-		}
-	}
-	return m
-}
-
-// busyCoresSince is the average number of busy cores since a.
-func (m machineCPU) busyCoresSince(a machineCPU) float64 {
-	secs := m.at.Sub(a.at).Seconds()
-	if secs <= 0 {
-		return 0
-	}
-	return float64(m.busy-a.busy) / 100 / secs
 }
 
 func cpuSeconds(a, b syscall.Rusage) float64 {
@@ -117,22 +80,9 @@ func cpuSeconds(a, b syscall.Rusage) float64 {
 // procUsage is what a process (the walsender) used so far.
 type procUsage struct{ cpu time.Duration }
 
-func readProcUsage(pid int) procUsage { return procUsage{cpu: procCPU(pid)} }
+func readProcUsage(pid int) procUsage { return procUsage{cpu: benchwork.CPUOf(pid)} }
 
 func (u procUsage) fill(res *readerRun) { res.WalsenderCPUSeconds = u.cpu.Seconds() }
-
-// procCPU returns utime+stime of a process (0 if it is gone).
-func procCPU(pid int) time.Duration {
-	d, _ := benchwork.CPU(pid)
-	return d
-}
-
-// selfKB returns a kB field (VmRSS, VmHWM) of this process's
-// /proc/self/status (0 if unknown).
-func selfKB(field string) int64 {
-	n, _ := benchwork.StatusKB(os.Getpid(), field)
-	return n
-}
 
 // mark is when a log message was first seen, with the process's rusage then.
 type mark struct {
