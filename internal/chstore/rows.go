@@ -275,3 +275,13 @@ func (s *Store) LiveIDs(ctx context.Context, t *Table, shard uint16, before uint
 	}
 	return out, rows.Err()
 }
+
+// EachLiveIDOf is EachLiveID on table name with key columns key (the
+// table config's); a table ClickHouse does not have has no live ids.
+func (s *Store) EachLiveIDOf(ctx context.Context, name string, key []string, shard uint16, before uint64, n int, fn func(ids []string) error) error {
+	t, err := s.Lookup(ctx, name, key)
+	if err != nil || t == nil {
+		return err
+	}
+	return s.EachLiveID(ctx, t, shard, before, n, fn)
+}
