@@ -30,13 +30,16 @@ func (p *pipeline) setPause(ctx context.Context, table string, paused bool) {
 // TestResnapshotSweepSurvivesKills: ClickHouse holds rows shard 0 does
 // not have (written by hand, deleted unseen) in workspaces 2 and 3.
 // tributaryctl resnapshot --where "workspace_id = 2" runs under writes,
-// with the table paused so that the sweep after the copy waits for the
-// loader: tributaryctl is killed with SIGKILL once the copy is done (the
-// resnapshot stored as sweeping), then the reader, mid-sweep. Nobody asks
-// again: the restarted reader sweeps, and once the table is resumed,
+// with the table paused so that the sweep after the copy mostly waits for
+// the loader: tributaryctl is killed with SIGKILL once the copy is done
+// (the resnapshot stored as sweeping), then the reader, mid-sweep (waiting,
+// or — seen once — already deleting). Nobody asks again: the restarted
+// reader sweeps again (a second attempt), and once the table is resumed,
 // every row the shard does not have is deleted and workspace 2 equals the
 // shard. The reader is killed once more while the sweep deletes, if the
 // test sees it doing so. The reader reads ClickHouse as a read-only user.
+// With the second attempt left out, this fails ("want done after at least
+// two sweep attempts").
 func TestResnapshotSweepSurvivesKills(t *testing.T) {
 	p, ctx, runCtx := oneShardPipeline(t, 8*time.Minute)
 	tbl := p.table()
