@@ -192,7 +192,18 @@ func (p *pipeline) readerConfig(shard int) reader.Config {
 		Publication: "e2e_" + p.suffix, Tables: p.tables, Brokers: p.brokers, KafkaSecurity: p.kafkaSec, Partitions: 4,
 		StatusInterval: 200 * time.Millisecond, WatermarkInterval: 100 * time.Millisecond,
 		HeartbeatInterval: time.Second, MaxBuffered: 10000, StateTopic: "e2e_" + p.suffix + ".state",
+		SweepStore: p.sweepStore,
 	}
+}
+
+// sweepStore opens p's ClickHouse database read only, as cdc-reader does
+// for a resnapshot's sweep.
+func (p *pipeline) sweepStore(ctx context.Context) (reader.SweepStore, error) {
+	s, err := chstore.OpenReadOnly(ctx, chstore.Options{Addr: p.stack.ClickHouseAddr, Database: p.chDB})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func (p *pipeline) startLoader(ctx context.Context, name string) {

@@ -30,7 +30,8 @@ func readerProcess(t *testing.T, p *pipeline, shard int, tablesJSON string, extr
 	args := []string{bin + "/cdc-reader", "--shard", strconv.Itoa(shard), "--tables", tablesFile,
 		"--kafka-brokers", strings.Join(p.brokers, ","), "--slot", fmt.Sprintf("e2e_%s_%d", p.suffix, shard),
 		"--publication", "e2e_" + p.suffix, "--state-topic", "e2e_" + p.suffix + ".state", "--metrics-addr", "",
-		"--status-interval", "200ms", "--watermark-interval", "200ms", "--heartbeat-interval", "1s", "--log-level", "info"}
+		"--status-interval", "200ms", "--watermark-interval", "200ms", "--heartbeat-interval", "1s", "--log-level", "info",
+		"--clickhouse-addr", p.stack.ClickHouseAddr, "--clickhouse-db", p.chDB}
 	rd := &supervised{name: "reader", log: logf, done: make(chan struct{}), args: append(args, extra...),
 		env: []string{"TRIBUTARY_PG_DSN=" + p.stack.ShardDSNs[shard]}}
 	go rd.run()

@@ -199,6 +199,13 @@ func TestResnapshotWhereDeletes(t *testing.T) {
 // combined output.
 func (p *pipeline) ctl(ctx context.Context, t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	out, err := p.ctlCommand(ctx, t, args...).CombinedOutput()
+	return string(out), err
+}
+
+// ctlCommand is the tributaryctl command ctl runs, not started.
+func (p *pipeline) ctlCommand(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
 	dir := t.TempDir()
 	tables, fleet := filepath.Join(dir, "tables.json"), filepath.Join(dir, "fleet.json")
 	var shards, env []string
@@ -217,6 +224,5 @@ func (p *pipeline) ctl(ctx context.Context, t *testing.T, args ...string) (strin
 		"--clickhouse-addr", p.stack.ClickHouseAddr, "--clickhouse-db", p.chDB)
 	cmd := exec.CommandContext(ctx, ctlBinary(t), full...)
 	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return cmd
 }

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/flagenv"
 	"github.com/tributary/tributary/internal/fleet"
 	"github.com/tributary/tributary/internal/kafkaconn"
@@ -42,6 +43,12 @@ The shard DSN is read from $TRIBUTARY_PG_DSN (it holds a password, so it is
 never a flag), or, when that is not set, from the fleet file (--fleet): the
 reader_dsn_env / reader_dsn_file of shard --shard there, else its dsn_env /
 dsn_file. Use a role with REPLICATION and SELECT on the tables.
+
+It also runs the resnapshots tributaryctl asks for through the shard's
+WAL, several tables at once, and continues them after a restart. One with
+--where ends with a sweep that deletes the rows the shard no longer has:
+it reads the loaders' ClickHouse database (--clickhouse-addr, a read-only
+user is enough); without --clickhouse-addr such resnapshots are refused.
 
 With --shards (ranges and lists of the fleet file's numbers, or all) one
 process serves every shard named, each with its own connections, slot
@@ -85,8 +92,12 @@ type Config struct {
 	SnapshotChunkRows int
 	SnapshotMaxRate   int
 	SnapshotProgress  time.Duration
-	MetricsAddr       string
-	Logging           telemetry.Logging
+	// ClickHouse is the loaders' database, read by a resnapshot's sweep
+	// (empty Addr: resnapshots with a predicate are refused).
+	ClickHouse  chstore.Conn
+	SweepBatch  int
+	MetricsAddr string
+	Logging     telemetry.Logging
 
 	// targets are the shards served, their DSNs and slots read (parse).
 	targets []target
@@ -126,6 +137,11 @@ func parse(args []string) (*Config, error) {
 	fs.Int(&c.SnapshotChunkRows, "snapshot-chunk-rows", "TRIBUTARY_SNAPSHOT_CHUNK_ROWS", 10000, "rows per snapshot chunk: the unit of stored progress")
 	fs.Int(&c.SnapshotMaxRate, "snapshot-max-rows-per-second", "TRIBUTARY_SNAPSHOT_MAX_ROWS_PER_SECOND", 0, "limit the snapshot's read rate to spare the shard (0: unlimited)")
 	fs.Duration(&c.SnapshotProgress, "snapshot-progress-interval", "TRIBUTARY_SNAPSHOT_PROGRESS_INTERVAL", 10*time.Second, "how often snapshot progress (rows, rows/s, ETA) is logged")
+	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{
+		Addr:     "ClickHouse native protocol host:port of the loaders' database, read by the sweep that ends a resnapshot with --where (empty: such resnapshots are refused)",
+		Database: "the loaders' ClickHouse database (the sweep reads it)",
+		User:     "a ClickHouse user that may read the loaders' database (a read-only user, readonly = 2, as the API's, is enough: the sweep creates and inserts nothing)"})
+	fs.Int(&c.SweepBatch, "sweep-batch", "TRIBUTARY_SWEEP_BATCH", reader.SweepBatch, "rows of ClickHouse one question of a sweep asks the shard about (the sweep ends a resnapshot with --where)")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")
 	c.Logging.AddFlags(fs, "info")
 	if err := fs.Parse(args); err != nil {
@@ -240,6 +256,12 @@ func (c *Config) Validate() error {
 	if c.SnapshotProgress <= 0 {
 		errs = append(errs, errors.New("--snapshot-progress-interval must be > 0"))
 	}
+	if c.ClickHouse.Addr != "" {
+		errs = append(errs, c.ClickHouse.TLS.Validate()...)
+	}
+	if c.SweepBatch < 1 {
+		errs = append(errs, fmt.Errorf("--sweep-batch must be >= 1, got %d", c.SweepBatch))
+	}
 	return errors.Join(errs...)
 }
 
@@ -269,6 +291,10 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	reg := telemetry.NewRegistry()
+	sweepStore, err := sweepStore(cfg)
+	if err != nil {
+		return err
+	}
 	cfgs := make([]reader.Config, len(cfg.targets))
 	for i, tg := range cfg.targets {
 		cfgs[i] = reader.Config{
@@ -278,6 +304,7 @@ func run(ctx context.Context, cfg *Config) error {
 			HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
 			SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,
 			SnapshotMaxRowsPerSecond: cfg.SnapshotMaxRate, SnapshotProgressInterval: cfg.SnapshotProgress, ShowProgress: show,
+			SweepStore: sweepStore, SweepBatch: cfg.SweepBatch,
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -298,4 +325,24 @@ func run(ctx context.Context, cfg *Config) error {
 		log.Info("cdc-reader stopped", slog.String("shards", cfg.Shards))
 	}
 	return err
+}
+
+// sweepStore opens the loaders' ClickHouse database read only, for each
+// sweep attempt (nil without --clickhouse-addr).
+func sweepStore(cfg *Config) (func(context.Context) (reader.SweepStore, error), error) {
+	if cfg.ClickHouse.Addr == "" {
+		return nil, nil
+	}
+	if err := cfg.ClickHouse.ReadPassword(); err != nil {
+		return nil, err
+	}
+	o := chstore.Options{Addr: cfg.ClickHouse.Addr, Database: cfg.ClickHouse.Database, Username: cfg.ClickHouse.User,
+		Password: cfg.ClickHouse.Password, TLS: cfg.ClickHouse.TLS}
+	return func(ctx context.Context) (reader.SweepStore, error) {
+		s, err := chstore.OpenReadOnly(ctx, o)
+		if err != nil {
+			return nil, err // not a nil *Store in a non-nil interface
+		}
+		return s, nil
+	}, nil
 }

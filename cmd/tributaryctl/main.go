@@ -115,13 +115,17 @@ tributaryctl resnapshot --status --shard N [flags] — the shard's running and l
 
 resnapshot checks the table and the --where predicate on the shard
 (PostgreSQL plans the query, reads nothing), refuses while another
-resnapshot of the shard runs, then writes the request into the shard's
-WAL, where its reader picks it up; it shows rows, rate and ETA until the
-copy is done (--no-wait: return once asked). Without --where the loaders
-then delete the rows the copy did not contain; with --where a sweep does
-(it needs --clickhouse-addr): the table's rows of the shard in ClickHouse
-that the copy skipped are checked on the shard, and those it no longer
-has are deleted (--sweep: only that, after the shard's last resnapshot).
+resnapshot of the same table on the shard runs (other tables' may run at
+once), then writes the request into the shard's WAL, where its reader
+picks it up; it shows rows, rate and ETA until the copy is done (--no-wait:
+return once asked: the reader finishes it alone, also after a restart).
+Without --where the loaders then delete the rows the copy did not
+contain; with --where the reader sweeps (its --clickhouse-addr): the
+table's rows of the shard in ClickHouse that the copy skipped are checked
+on the shard, and those it no longer has are deleted; the resnapshot is
+done once swept. --sweep runs a sweep again from here, after the shard's
+last resnapshot of --table (never needed; it needs --clickhouse-addr, a
+read-only user as the API's is enough).
 The shard's DSN is its reader's, from --fleet or $TRIBUTARY_PG_DSN. See
 docs/runbook.md, "One table on one shard is wrong".`, resnapshotFlags},
 	{"teardown", `tributaryctl teardown [--yes] [flags] — remove the deployment's slots, publications, topics, consumer group and ClickHouse database.
@@ -221,14 +225,14 @@ func resnapshotFlags(fs *flagenv.Set, c *Config) {
 	fs.String(&c.Where, "where", "", "", "copy only the rows matching this PostgreSQL predicate")
 	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
 	fs.BoolVar(&c.Status, "status", false, "show the shard's running and last resnapshot, ask for nothing")
-	fs.BoolVar(&c.NoWait, "no-wait", false, "return once the request is written, without following it (and without the sweep of a --where)")
-	fs.BoolVar(&c.Sweep, "sweep", false, "only the sweep after the shard's last resnapshot of --table (again, after an interrupted one): delete the rows the shard no longer has")
+	fs.BoolVar(&c.NoWait, "no-wait", false, "return once the request is written, without following it (the reader copies, and sweeps, alone)")
+	fs.BoolVar(&c.Sweep, "sweep", false, "only a sweep again, from here, after the shard's last resnapshot of --table: delete the rows the shard no longer has (the reader sweeps after each --where by itself)")
 	fs.Duration(&c.Progress, "progress-interval", "", 2*time.Second, "how often progress is shown")
 	fs.BoolVar(&c.JSON, "json", false, "with --status: write JSON on stdout")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "where the shard's reader DSN comes from (else $TRIBUTARY_PG_DSN)")
 	slotFlags(fs, c)
-	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Database: "the loaders' ClickHouse database (--where, --sweep)",
-		User: "a ClickHouse user that may read and insert into it (--where, --sweep)"})
+	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Database: "the loaders' ClickHouse database (--sweep)",
+		User: "a ClickHouse user that may read it (--sweep; a read-only user, readonly = 2, as the API's, is enough)"})
 }
 
 // slotFlags name the readers' slot and state topic, as cdc-reader's do.
@@ -396,8 +400,8 @@ func (c *Config) validateResnapshot() []error {
 	if c.Progress <= 0 {
 		errs = append(errs, errors.New("resnapshot: --progress-interval must be positive"))
 	}
-	if (c.Sweep || c.Where != "" && !c.NoWait && !c.Status) && c.ClickHouse.Addr == "" {
-		errs = append(errs, errors.New("resnapshot: --clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required with --where or --sweep: the sweep after the copy reads the loaders' database"))
+	if c.Sweep && c.ClickHouse.Addr == "" {
+		errs = append(errs, errors.New("resnapshot: --clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required with --sweep: the sweep reads the loaders' database"))
 	}
 	if c.Sweep && (c.Status || c.NoWait || c.Where != "") {
 		errs = append(errs, errors.New("resnapshot: --sweep takes none of --status, --no-wait, --where (it sweeps after the last resnapshot, as it ran)"))
@@ -634,7 +638,13 @@ func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Clie
 		if err != nil {
 			return err
 		}
-		return sweep(ctx, c, target.DSN, *t, st.Last, cl, errOut, log)
+		var last *reader.Resnapshot
+		for _, a := range st.Ended {
+			if a.Table == t.Name {
+				last = a
+			}
+		}
+		return sweep(ctx, c, target.DSN, *t, last, cl, errOut, log)
 	}
 	id, err := admin.RequestResnapshot(ctx, cl, target, *t, c.Where, log)
 	if err != nil {
@@ -642,16 +652,14 @@ func resnapshot(ctx context.Context, c *Config, cfg *tables.Config, cl *kgo.Clie
 	}
 	if c.NoWait {
 		fmt.Printf("resnapshot %s requested; follow it with: tributaryctl resnapshot --status --shard %d\n", id, c.Shard)
-		if c.Where != "" {
-			fmt.Printf("once it is done, delete the rows the shard no longer has with: tributaryctl resnapshot --sweep --shard %d --table %s\n", c.Shard, t.Name)
-		}
 		return nil
 	}
 	done, err := admin.WaitResnapshot(ctx, cl, target, id, errOut, c.Progress, time.Minute)
-	if err != nil || c.Where == "" {
+	if err != nil || done.Sweep == nil {
 		return err // without a predicate, the loaders delete what the copy did not contain
 	}
-	return sweep(ctx, c, target.DSN, *t, done, cl, errOut, log)
+	fmt.Fprintf(errOut, "sweep shard %d table %s: %d rows checked, %d deleted (the shard no longer has them)\n", c.Shard, t.Name, done.Sweep.Checked, done.Sweep.Deleted)
+	return nil
 }
 
 // resnapshotStatus prints the shard's running and last resnapshot.
@@ -671,11 +679,11 @@ func resnapshotStatus(ctx context.Context, c *Config, cl *kgo.Client, target adm
 	case st.Active == nil && st.Last == nil:
 		fmt.Printf("shard %d: no resnapshot ever ran (epoch %d)\n", c.Shard, st.Epoch)
 	}
-	if st.Active != nil {
-		fmt.Println("running:", admin.ProgressLine(c.Shard, st.Active, 0))
+	for _, a := range st.Running {
+		fmt.Println("running:", admin.ProgressLine(c.Shard, a, 0))
 	}
-	if st.Last != nil {
-		fmt.Println("last:   ", admin.ProgressLine(c.Shard, st.Last, 0))
+	for _, a := range st.Ended {
+		fmt.Println("last:   ", admin.ProgressLine(c.Shard, a, 0))
 	}
 	return nil
 }
@@ -684,11 +692,15 @@ func resnapshotStatus(ctx context.Context, c *Config, cl *kgo.Client, target adm
 // that ClickHouse holds from before it and the shard no longer has
 // (internal/admin, sweep.go).
 func sweep(ctx context.Context, c *Config, dsn string, t tables.Table, a *reader.Resnapshot, cl *kgo.Client, errOut io.Writer, log *slog.Logger) error {
-	sw, err := admin.SweepOf(t, c.Shard, a)
+	parts, err := admin.TopicPartitions(ctx, cl, t.Topic)
 	if err != nil {
 		return err
 	}
-	store, err := chstore.Open(ctx, chstore.Options{Addr: c.ClickHouse.Addr, Username: c.ClickHouse.User,
+	sw, err := admin.SweepOf(t, c.Shard, a, parts)
+	if err != nil {
+		return err
+	}
+	store, err := chstore.OpenReadOnly(ctx, chstore.Options{Addr: c.ClickHouse.Addr, Username: c.ClickHouse.User,
 		Password: c.ClickHouse.Password, TLS: c.ClickHouse.TLS, Database: c.ClickHouse.Database})
 	if err != nil {
 		return err
@@ -699,10 +711,12 @@ func sweep(ctx context.Context, c *Config, dsn string, t tables.Table, a *reader
 		return fmt.Errorf("connect shard %d: %w", c.Shard, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	res, err := sw.Run(ctx, store, conn, cl, errOut, c.Progress, log)
+	res, err := admin.RunSweep(ctx, sw, store, conn, cl, errOut, c.Progress)
 	if err != nil {
 		return err
 	}
+	log.Info("resnapshot sweep done: rows the shard no longer has are deleted", slog.Int("shard", c.Shard),
+		slog.String("table", t.Name), slog.Int("epoch", int(sw.Epoch)), slog.Int64("checked", res.Checked), slog.Int64("deleted", res.Deleted))
 	fmt.Fprintf(errOut, "sweep shard %d table %s: %d rows checked, %d deleted (the shard no longer has them)\n", c.Shard, t.Name, res.Checked, res.Deleted)
 	return nil
 }

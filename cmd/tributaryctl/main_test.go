@@ -27,8 +27,9 @@ func TestParseResnapshot(t *testing.T) {
 		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--where", "w = 1", "--clickhouse-addr", "c:9000"}, ""},
 		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--where", "w = 1", "--no-wait"}, ""},
 		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--sweep", "--clickhouse-addr", "c:9000"}, ""},
-		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--where", "w = 1"}, "--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required with --where or --sweep"},
-		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--sweep"}, "is required with --where or --sweep"},
+		// The reader sweeps after a --where: tributaryctl needs no ClickHouse for it.
+		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--where", "w = 1"}, ""},
+		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--sweep"}, "--clickhouse-addr (or $TRIBUTARY_CLICKHOUSE_ADDR) is required with --sweep"},
 		{[]string{"resnapshot", "--shard", "2", "--table", "docs", "--fleet", "f.json", "--sweep", "--where", "w = 1", "--clickhouse-addr", "c:9000"}, "--sweep takes none of"},
 		{[]string{"dlq", "list", "--where", "x = 1"}, "are resnapshot's"},
 		{[]string{"dlq", "list", "--sweep"}, "are resnapshot's"},

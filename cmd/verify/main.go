@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/progress"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 	"github.com/tributary/tributary/internal/telemetry"
@@ -117,7 +119,20 @@ func parse(args []string) (*Config, error) {
 			return nil, err
 		}
 	}
-	if c.Log, err = c.Logging.Logger(os.Stderr); err != nil {
+	// On a terminal, each table's comparison shows a bar below the log
+	// lines; elsewhere progress is the periodic "progress" log line.
+	var errOut io.Writer = os.Stderr
+	if progress.IsTerminal(os.Stderr) {
+		term := progress.NewTerminal(os.Stderr)
+		errOut, c.ShowProgress = term, func(key string, s progress.Status, final bool) {
+			if final {
+				term.Finish(key, progress.Line(s))
+			} else {
+				term.Show(key, progress.Bar(s, 30))
+			}
+		}
+	}
+	if c.Log, err = c.Logging.Logger(errOut); err != nil {
 		return nil, err
 	}
 	return &c, c.Validate()

@@ -170,13 +170,15 @@ per-shard)
 	for i in "${SHARD_NUMBERS[@]}"; do
 		# The reader finds its DSN (with its password) through the fleet file,
 		# which names the stack.env variable holding it: never argv.
-		TRIBUTARY_PG_DSN='' start "reader-$i" "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shard "$i" \
+		# ClickHouse ($TRIBUTARY_CLICKHOUSE_ADDR) as the API's read-only user:
+		# the sweep that ends a resnapshot with --where only reads it.
+		TRIBUTARY_PG_DSN='' start "reader-$i" env "${CH_API_ENV[@]}" "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shard "$i" \
 			--metrics-addr "127.0.0.1:$((READER_METRICS_BASE + i))"
 		reader_metrics+=("http://127.0.0.1:$((READER_METRICS_BASE + i))/metrics")
 	done
 	;;
 one)
-	TRIBUTARY_PG_DSN='' start readers "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shards all \
+	TRIBUTARY_PG_DSN='' start readers env "${CH_API_ENV[@]}" "$BIN/cdc-reader" --fleet "$TRIBUTARY_FLEET" --shards all \
 		--metrics-addr "127.0.0.1:$READER_METRICS_BASE"
 	reader_metrics+=("http://127.0.0.1:$READER_METRICS_BASE/metrics")
 	;;

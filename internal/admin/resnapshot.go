@@ -112,8 +112,9 @@ func CheckResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Table, where 
 // RequestResnapshot asks target's reader for a resnapshot of table t
 // (rows matching where; empty: all), after checking that it is safe:
 // the table and predicate (CheckResnapshot), a reader that has stored
-// state for the shard, and no resnapshot running there. It returns the
-// request id. The request is logged.
+// state for the shard (and, for a predicate, can sweep), and no
+// resnapshot of the table running there (other tables' may run). It
+// returns the request id. The request is logged.
 func RequestResnapshot(ctx context.Context, cl *kgo.Client, target ResnapshotTarget, t tables.Table, where string, log *slog.Logger) (string, error) {
 	conn, err := pgx.Connect(ctx, target.DSN)
 	if err != nil {
@@ -131,9 +132,13 @@ func RequestResnapshot(ctx context.Context, cl *kgo.Client, target ResnapshotTar
 	case !st.Found:
 		return "", fmt.Errorf("%w: no reader state for shard %d, slot %s in %s: has its reader run (same --slot and --state-topic)? A resnapshot needs a streaming reader",
 			ErrResnapshotRefused, target.Shard, target.Slot, target.StateTopic)
-	case st.Active != nil:
-		return "", fmt.Errorf("%w: a resnapshot of table %s (%s, id %s) is running on shard %d, phase %s, %d rows so far: one at a time per shard; wait for it (tributaryctl resnapshot --status --shard %d)",
-			ErrResnapshotRefused, st.Active.Table, whereText(st.Active.Where), st.Active.ID, target.Shard, st.Active.Phase, st.Active.Rows(), target.Shard)
+	case st.RunningOf(t.Name) != nil:
+		a := st.RunningOf(t.Name)
+		return "", fmt.Errorf("%w: a resnapshot of table %s (%s, id %s) is running on shard %d, phase %s, %d rows so far: one at a time per table (other tables may be copied meanwhile); wait for it (tributaryctl resnapshot --status --shard %d)",
+			ErrResnapshotRefused, a.Table, whereText(a.Where), a.ID, target.Shard, a.Phase, a.Rows(), target.Shard)
+	case where != "" && !st.Sweeps:
+		return "", fmt.Errorf("%w: the reader of shard %d has no ClickHouse to sweep with: a resnapshot with --where ends with a sweep that deletes the rows the shard no longer has, which the reader runs reading the loaders' database; start cdc-reader with --clickhouse-addr (a read-only user as the API's is enough), or resnapshot every row",
+			ErrResnapshotRefused, target.Shard)
 	}
 	b := make([]byte, 8)
 	rand.Read(b) //nolint:errcheck // never fails
@@ -157,8 +162,9 @@ type statusBoard interface {
 	Finish(key, line string)
 }
 
-// WaitResnapshot follows resnapshot id on target until it ends, writing
-// progress (rows, rate, estimate, ETA) to w every interval: a bar redrawn
+// WaitResnapshot follows resnapshot id on target until it ends (with a
+// predicate: copied and swept, by the reader), writing progress (rows,
+// rate, estimate, ETA; then the sweep's) to w every interval: a bar redrawn
 // in place when w is a progress.Terminal, a line each time otherwise. It
 // fails when the resnapshot failed, or when the reader did not take the
 // request up within accept (another resnapshot took its place, or no
@@ -173,32 +179,39 @@ func WaitResnapshot(ctx context.Context, cl *kgo.Client, target ResnapshotTarget
 		if err != nil {
 			return nil, err
 		}
+		a, running := st.Find(id)
 		switch {
-		case st.Last != nil && st.Last.ID == id:
+		case a != nil && !running:
 			if b, ok := w.(statusBoard); ok {
-				b.Finish(id, ProgressLine(target.Shard, st.Last, rate))
+				b.Finish(id, ProgressLine(target.Shard, a, rate))
 			} else {
-				fmt.Fprintln(w, ProgressLine(target.Shard, st.Last, rate))
+				fmt.Fprintln(w, ProgressLine(target.Shard, a, rate))
 			}
-			if st.Last.Phase == reader.PhaseFailed {
-				return st.Last, fmt.Errorf("resnapshot %s of %s on shard %d failed: %s", id, st.Last.Table, target.Shard, st.Last.Error)
+			if a.Phase == reader.PhaseFailed {
+				return a, fmt.Errorf("resnapshot %s of %s on shard %d failed: %s", id, a.Table, target.Shard, a.Error)
 			}
-			return st.Last, nil
-		case st.Active != nil && st.Active.ID == id:
-			rows := st.Active.Rows()
+			return a, nil
+		case a != nil && a.Phase == reader.PhaseSweeping:
+			if b, ok := w.(statusBoard); ok {
+				b.Show(id, ProgressLine(target.Shard, a, 0))
+			} else {
+				fmt.Fprintln(w, ProgressLine(target.Shard, a, 0))
+			}
+		case a != nil:
+			rows := a.Rows()
 			if !lastAt.IsZero() && rows > lastRows {
 				rate = float64(rows-lastRows) / time.Since(lastAt).Seconds()
 			}
 			lastRows, lastAt = rows, time.Now()
 			if b, ok := w.(statusBoard); ok {
-				b.Show(id, progress.Bar(progress.Status{Label: fmt.Sprintf("resnapshot shard %d %s %s", target.Shard, st.Active.Table, st.Active.Phase),
-					Done: rows, Total: st.Active.Estimate(), Rate: rate}, 30))
+				b.Show(id, progress.Bar(progress.Status{Label: fmt.Sprintf("resnapshot shard %d %s %s", target.Shard, a.Table, a.Phase),
+					Done: rows, Total: a.Estimate(), Rate: rate}, 30))
 			} else {
-				fmt.Fprintln(w, ProgressLine(target.Shard, st.Active, rate))
+				fmt.Fprintln(w, ProgressLine(target.Shard, a, rate))
 			}
 		case time.Since(start) > accept:
 			what := "no resnapshot is running"
-			if st.Active != nil {
+			if len(st.Running) > 0 {
 				what = fmt.Sprintf("resnapshot %s of %s is running instead", st.Active.ID, st.Active.Table)
 			}
 			return nil, fmt.Errorf("%w: the reader of shard %d did not take request %s up within %s (%s): is it running and streaming? Its log says why it refused",
@@ -220,6 +233,20 @@ func ProgressLine(shard int, a *reader.Resnapshot, rate float64) string {
 		if rate > 0 && a.Phase == reader.PhaseCopying {
 			left := time.Duration(float64(max(est-a.Rows(), 0)) / rate * float64(time.Second))
 			line += fmt.Sprintf(", %.0f rows/s, ETA %s", rate, left.Round(time.Second))
+		}
+	}
+	if sw := a.Sweep; sw != nil {
+		switch {
+		case sw.Waiting:
+			line += ", sweep waiting for the loader to apply the shard up to the switch (paused table?)"
+		default:
+			line += fmt.Sprintf(", sweep: %d rows checked, %d deleted", sw.Checked, sw.Deleted)
+		}
+		if sw.Attempts > 1 {
+			line += fmt.Sprintf(" (attempt %d)", sw.Attempts)
+		}
+		if sw.Error != "" && a.Phase == reader.PhaseSweeping {
+			line += " (last attempt failed, retried: " + sw.Error + ")"
 		}
 	}
 	if !a.Finished.IsZero() && !a.Started.IsZero() {

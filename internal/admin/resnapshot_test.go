@@ -24,6 +24,15 @@ func TestProgressLine(t *testing.T) {
 		{"failed", reader.Resnapshot{ResnapshotRequest: reader.ResnapshotRequest{ID: "ef", Table: "docs"}, Phase: reader.PhaseFailed,
 			Started: started, Finished: started.Add(1500 * time.Millisecond), Error: "connection lost"},
 			0, []string{"failed, 0 rows, took 1.5s: connection lost"}, nil},
+		{"sweeping, retried", reader.Resnapshot{ResnapshotRequest: reader.ResnapshotRequest{ID: "gh", Table: "docs", Where: "w = 1"}, Phase: reader.PhaseSweeping,
+			Sweep: &reader.SweepProgress{Checked: 120, Deleted: 3, Attempts: 2, Error: "clickhouse down"}},
+			0, []string{"sweeping", "sweep: 120 rows checked, 3 deleted (attempt 2)", "retried: clickhouse down"}, []string{"ETA"}},
+		{"sweep waiting", reader.Resnapshot{ResnapshotRequest: reader.ResnapshotRequest{ID: "ij", Table: "docs", Where: "w = 1"}, Phase: reader.PhaseSweeping,
+			Sweep: &reader.SweepProgress{Waiting: true, Attempts: 1}},
+			0, []string{"sweep waiting for the loader"}, []string{"attempt"}},
+		{"swept", reader.Resnapshot{ResnapshotRequest: reader.ResnapshotRequest{ID: "kl", Table: "docs", Where: "w = 1"}, Phase: reader.PhaseDone,
+			Sweep: &reader.SweepProgress{Checked: 9, Deleted: 1, Attempts: 1, Error: "old"}},
+			0, []string{"done", "sweep: 9 rows checked, 1 deleted"}, []string{"retried", "attempt"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -32,12 +32,13 @@ type Status struct {
 			Retained float64 `json:"retained_wal_bytes"`
 			WAL      string  `json:"wal_status"`
 			Errors   float64 `json:"errors"`
-			// Resnapshot is the running resnapshot, if any.
-			Resnapshot *struct {
+			// Resnapshots are the running resnapshots, by table.
+			Resnapshots []struct {
 				Table         string  `json:"table"`
 				Progress      float64 `json:"progress"`
 				EstimatedRows float64 `json:"estimated_rows"`
-			} `json:"resnapshot"`
+				SweepPending  bool    `json:"sweep_pending"`
+			} `json:"resnapshots"`
 		} `json:"reader"`
 	} `json:"shards"`
 	ShardsErr string `json:"shards_error"`
@@ -129,7 +130,11 @@ func WriteStatus(w io.Writer, st *Status) error {
 			if r.State == "snapshotting" {
 				state = fmt.Sprintf("snapshotting %.0f%%", 100*r.Progress)
 			}
-			if rs := r.Resnapshot; rs != nil {
+			for _, rs := range r.Resnapshots {
+				if rs.SweepPending {
+					state += fmt.Sprintf(" (resnapshot of %s copied, sweep pending)", rs.Table)
+					continue
+				}
 				state += fmt.Sprintf(" (resnapshot of %s %.0f%%", rs.Table, 100*rs.Progress)
 				if rs.EstimatedRows > 0 {
 					state += fmt.Sprintf(" of ~%.0f rows", rs.EstimatedRows)

@@ -13,7 +13,7 @@ func TestSweepOf(t *testing.T) {
 	tbl := tables.Table{Schema: "public", Name: "docs", IDColumns: []string{"id"}, Topic: "t.docs"}
 	done := &reader.Resnapshot{ResnapshotRequest: reader.ResnapshotRequest{ID: "a", Table: "docs", Where: "w = 1"},
 		Phase: reader.PhaseDone, Epoch: 3, SwitchAt: 0x100}
-	if sw, err := SweepOf(tbl, 2, done); err != nil || sw.Epoch != 3 || sw.SwitchAt != 0x100 || sw.Shard != 2 {
+	if sw, err := SweepOf(tbl, 2, done, 4); err != nil || sw.Epoch != 3 || sw.SwitchAt != 0x100 || sw.Shard != 2 || sw.Partitions != 4 {
 		t.Fatalf("a done resnapshot: %+v, %v", sw, err)
 	}
 	failed := *done
@@ -28,7 +28,7 @@ func TestSweepOf(t *testing.T) {
 		"other table": {&other, "copied table invoices, not docs"},
 		"failed":      {&failed, "ended failed (connection lost)"},
 	} {
-		_, err := SweepOf(tbl, 2, c.a)
+		_, err := SweepOf(tbl, 2, c.a, 4)
 		if !errors.Is(err, ErrResnapshotRefused) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want refused with %q, got %v", name, c.want, err)
 		}

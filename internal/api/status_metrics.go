@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,8 +101,11 @@ type readerView struct {
 	// (Restarts > 0): it waits to retry the shard.
 	Down     bool    `json:"down"`
 	Restarts float64 `json:"restarts"`
-	// Resnapshot is the running resnapshot (nil: none).
-	Resnapshot *resnapshotView `json:"resnapshot,omitempty"`
+	// Resnapshots are the running resnapshots, by table (one table per
+	// resnapshot; several tables may be copied at once); Resnapshot is the
+	// first of them (nil: none).
+	Resnapshots []*resnapshotView `json:"resnapshots,omitempty"`
+	Resnapshot  *resnapshotView   `json:"resnapshot,omitempty"`
 
 	tables    map[string]float64 // snapshot progress by table
 	estimates map[string]float64 // estimated rows by table
@@ -115,6 +119,9 @@ type resnapshotView struct {
 	// EstimatedRows the estimate (0: unknown).
 	Progress      float64 `json:"progress"`
 	EstimatedRows float64 `json:"estimated_rows"`
+	// SweepPending: copied (with a predicate), and the sweep that deletes
+	// the rows the shard no longer has is not done yet.
+	SweepPending bool `json:"sweep_pending"`
 }
 
 // settle computes the snapshot progress from the tables' (the initial
@@ -122,7 +129,7 @@ type resnapshotView struct {
 func (rv *readerView) settle() {
 	for table, p := range rv.tables {
 		rv.SnapshotTables++
-		if r := rv.Resnapshot; r != nil && r.Table == table {
+		if r := rv.resnapshotOf(table); r != nil {
 			r.Progress, r.EstimatedRows = p, rv.estimates[table]
 			continue
 		}
@@ -234,9 +241,26 @@ func readReaders(readers map[int]*readerView, families map[string]*dto.MetricFam
 	each("tributary_reader_snapshot_estimated_rows", func(rv *readerView, m *dto.Metric) { rv.estimates[label(m, "table")] = value(m) })
 	each("tributary_reader_resnapshot_active", func(rv *readerView, m *dto.Metric) {
 		if value(m) == 1 {
-			rv.Resnapshot = &resnapshotView{Table: label(m, "table")}
+			rv.Resnapshots = append(rv.Resnapshots, &resnapshotView{Table: label(m, "table")})
+			slices.SortFunc(rv.Resnapshots, func(a, b *resnapshotView) int { return strings.Compare(a.Table, b.Table) })
+			rv.Resnapshot = rv.Resnapshots[0]
 		}
 	})
+	each("tributary_reader_resnapshot_sweep_pending", func(rv *readerView, m *dto.Metric) {
+		if r := rv.resnapshotOf(label(m, "table")); r != nil && value(m) == 1 {
+			r.SweepPending = true
+		}
+	})
+}
+
+// resnapshotOf is the running resnapshot of table (nil: none).
+func (rv *readerView) resnapshotOf(table string) *resnapshotView {
+	for _, r := range rv.Resnapshots {
+		if r.Table == table {
+			return r
+		}
+	}
+	return nil
 }
 
 // readerState is what the page says a reader is doing: an error first,

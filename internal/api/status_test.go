@@ -318,3 +318,54 @@ tributary_reader_resnapshot_active{shard="5",table="lines"} 0
 	}
 	t.Errorf("/v1/status has no shard 5:\n%s", rec.Body)
 }
+
+// TestStatusShowsResnapshotsAtOnce: a reader copying two tables again at
+// once shows both, and one whose copy is done but whose sweep is not as
+// "copied, sweep pending", on the page and in /v1/status.
+func TestStatusShowsResnapshotsAtOnce(t *testing.T) {
+	const fixture = `# TYPE tributary_reader_snapshot_progress_ratio gauge
+tributary_reader_snapshot_progress_ratio{shard="5",table="orders"} 0.25
+tributary_reader_snapshot_progress_ratio{shard="5",table="lines"} 1
+# TYPE tributary_reader_resnapshot_active gauge
+tributary_reader_resnapshot_active{shard="5",table="orders"} 1
+tributary_reader_resnapshot_active{shard="5",table="lines"} 1
+# TYPE tributary_reader_resnapshot_sweep_pending gauge
+tributary_reader_resnapshot_sweep_pending{shard="5",table="lines"} 1
+tributary_reader_resnapshot_sweep_pending{shard="5",table="orders"} 0
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, fixture) }))
+	t.Cleanup(srv.Close)
+	s := newStatusServer(t, nil, []string{srv.URL})
+	code, body := getStatus(t, s, "")
+	if code != http.StatusOK || !strings.Contains(body, "lines copied, sweep pending") || !strings.Contains(body, "orders 25%") {
+		t.Errorf("status %d; the page does not show both resnapshots, lines' sweep pending:\n%s", code, body)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/v1/status", nil)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	var got struct {
+		Shards []struct {
+			Shard  int `json:"shard"`
+			Reader *struct {
+				Resnapshots []struct {
+					Table        string `json:"table"`
+					SweepPending bool   `json:"sweep_pending"`
+				} `json:"resnapshots"`
+			} `json:"reader"`
+		} `json:"shards"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("/v1/status: %v\n%s", err, rec.Body)
+	}
+	for _, sh := range got.Shards {
+		if sh.Shard != 5 || sh.Reader == nil {
+			continue
+		}
+		rs := sh.Reader.Resnapshots
+		if len(rs) != 2 || rs[0].Table != "lines" || !rs[0].SweepPending || rs[1].Table != "orders" || rs[1].SweepPending {
+			t.Errorf("/v1/status shard 5: want lines (sweep pending) and orders:\n%s", rec.Body)
+		}
+		return
+	}
+	t.Errorf("/v1/status has no shard 5:\n%s", rec.Body)
+}

@@ -33,3 +33,22 @@ func OpenWait(ctx context.Context, o Options, onRetry func(err error, wait time.
 		wait = min(2*wait, 30*time.Second)
 	}
 }
+
+// OpenReadOnly connects to read o.Database only: it creates nothing and
+// asks for readonly = 2 on every connection (DialOptions.ReadOnly), so a
+// read-only user as the API's is enough (the reader's resnapshot sweep
+// reads the loaders' tables with it). It needs no cluster option in cluster
+// mode: a source table is read through its Distributed table, where every
+// version and every shard's copy of an id meet on one ClickHouse shard
+// (FINAL stays exact), and the watermarks are one replica set over every
+// node, which each node answers alone.
+func OpenReadOnly(ctx context.Context, o Options) (*Store, error) {
+	if o.Database == "" {
+		o.Database = "tributary"
+	}
+	conn, err := Dial(ctx, DialOptions{Addr: o.Addr, Username: o.Username, Password: o.Password, MaxOpenConns: 2, TLS: o.TLS, ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{conn: conn, db: o.Database, tables: map[string]*Table{}}, nil
+}

@@ -228,3 +228,13 @@ type Stored struct {
 func (s *Store) EachLiveID(ctx context.Context, t *Table, shard uint16, before uint64, n int, fn func(ids []string) error) error {
 	return s.EachLiveRow(ctx, t, shard, before, nil, n, func(ids []string, _ [][]*string) error { return fn(ids) })
 }
+
+// EachLiveIDOf is EachLiveID on table name with key columns key (the
+// table config's); a table ClickHouse does not have has no live ids.
+func (s *Store) EachLiveIDOf(ctx context.Context, name string, key []string, shard uint16, before uint64, n int, fn func(ids []string) error) error {
+	t, err := s.Lookup(ctx, name, key)
+	if err != nil || t == nil {
+		return err
+	}
+	return s.EachLiveID(ctx, t, shard, before, n, fn)
+}

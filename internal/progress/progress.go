@@ -141,10 +141,39 @@ func (t *Terminal) clear() {
 	t.drawn = 0
 }
 
+// width is the terminal's columns (0: unknown), read at each draw: a
+// status line longer than the terminal would wrap onto a second row, which
+// clear, counting one row per line, would leave on the screen.
+func (t *Terminal) width() int {
+	f, ok := t.out.(*os.File)
+	if !ok {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
+}
+
+// fit cuts line to fewer than width columns (0: as it is), so that the
+// cursor never reaches the last column, where terminals wrap.
+func fit(line string, width int) string {
+	if width <= 1 {
+		return line
+	}
+	r := []rune(line)
+	if len(r) < width {
+		return line
+	}
+	return string(r[:width-1])
+}
+
 func (t *Terminal) draw() {
 	if len(t.lines) == 0 {
 		return
 	}
+	w := t.width()
 	keys := make([]string, 0, len(t.lines))
 	for k := range t.lines {
 		keys = append(keys, k)
@@ -152,7 +181,7 @@ func (t *Terminal) draw() {
 	slices.Sort(keys)
 	out := make([]string, len(keys))
 	for i, k := range keys {
-		out[i] = t.lines[k]
+		out[i] = fit(t.lines[k], w)
 	}
 	io.WriteString(t.out, strings.Join(out, "\n")) //nolint:errcheck // a terminal
 	t.drawn = len(out)

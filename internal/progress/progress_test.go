@@ -1,9 +1,12 @@
 package progress
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestLineAndBar(t *testing.T) {
@@ -57,5 +60,59 @@ func TestTerminal(t *testing.T) {
 		if !IsTerminal(pty) {
 			t.Error("a pseudo-terminal is not taken for a terminal")
 		}
+	}
+}
+
+// TestFit: a status line is cut to fewer columns than the terminal has
+// (runes, not bytes), so that it never wraps; a line that fits, or an
+// unknown width, is left as it is.
+func TestFit(t *testing.T) {
+	for _, c := range []struct {
+		line  string
+		width int
+		want  string
+	}{
+		{"resnapshot [#####-----] 50%", 80, "resnapshot [#####-----] 50%"},
+		{"resnapshot [#####-----] 50%", 12, "resnapshot "},
+		{"ååååå", 4, "ååå"},
+		{"abcd", 4, "abc"},
+		{"abc", 4, "abc"},
+		{"abcd", 0, "abcd"},
+	} {
+		if got := fit(c.line, c.width); got != c.want {
+			t.Errorf("fit(%q, %d) = %q, want %q", c.line, c.width, got, c.want)
+		}
+	}
+}
+
+// TestTerminalWidth: a Terminal on a pseudo-terminal reads its width, and
+// cuts the status lines it draws to it.
+func TestTerminalWidth(t *testing.T) {
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	defer m.Close()
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := unix.IoctlSetWinsize(int(s.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 40}); err != nil {
+		t.Fatal(err)
+	}
+	term := NewTerminal(s)
+	if w := term.width(); w != 40 {
+		t.Fatalf("width of a 40-column pseudo-terminal: %d", w)
+	}
+	if got := fit(Bar(Status{Label: "resnapshot shard 3 documents copying", Done: 540, Total: 1200, Rate: 270}, 30), term.width()); len([]rune(got)) != 39 {
+		t.Errorf("a bar on 40 columns is %d columns: %q", len([]rune(got)), got)
 	}
 }

@@ -30,6 +30,9 @@ type metrics struct {
 	unrouted          *prometheus.CounterVec // relation
 	resnapshots       *prometheus.CounterVec // result
 	resnapshotActive  *prometheus.GaugeVec   // table
+	// resnapshotSweepPending: 1 from a predicate's copy done until its
+	// sweep finished.
+	resnapshotSweepPending *prometheus.GaugeVec // table
 	// up and restarts are the shard's supervisor's (supervise.go): 1
 	// while a run copies or streams, 0 while it connects or waits to retry.
 	up       prometheus.Gauge
@@ -103,10 +106,12 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 		Help: "Resnapshots ended, by result (done, failed; refused: a request the reader would not run).", ConstLabels: l}, []string{"result"})
 	m.resnapshotActive = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tributary_reader_resnapshot_active",
 		Help: "1 while a resnapshot of the table runs (its rows count in tributary_reader_snapshot_rows_total).", ConstLabels: l}, []string{"table"})
+	m.resnapshotSweepPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tributary_reader_resnapshot_sweep_pending",
+		Help: "1 while a resnapshot of the table with a predicate has copied and its sweep (deleting the rows the shard no longer has) is not done.", ConstLabels: l}, []string{"table"})
 	for _, res := range resnapshotResults {
 		m.resnapshots.WithLabelValues(res)
 	}
-	reg.MustRegister(m.resnapshots, m.resnapshotActive, m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.commitAck, m.errors, m.lagBytes, m.lagSeconds,
+	reg.MustRegister(m.resnapshots, m.resnapshotActive, m.resnapshotSweepPending, m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.commitAck, m.errors, m.lagBytes, m.lagSeconds,
 		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks,
 		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes, m.up, m.restarts)
 	for _, k := range errorKinds {

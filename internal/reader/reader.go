@@ -36,6 +36,7 @@
 // snapshot_resumes_total, heartbeats_total, watermarks_total,
 // resnapshots_total{result}, resnapshot_active{table} (a resnapshot's rows
 // and estimate are in the snapshot_* series of its table),
+// resnapshot_sweep_pending{table} (copied, its sweep not done),
 // unrouted_changes_total{relation} (published relations no configured
 // table names, e.g. a table renamed at the source: skipped, and logged once),
 // up (1 while copying or streaming), restarts_total (failed runs retried by
@@ -134,6 +135,13 @@ type Config struct {
 	// and once more with final set when the copy stops (cdc-reader: a bar
 	// on a terminal, progress.Terminal).
 	ShowProgress func(key string, s progress.Status, final bool)
+	// SweepStore, when set, opens the loaders' ClickHouse database for a
+	// resnapshot's sweep (sweep.go), read only; each attempt opens one and
+	// closes it. Without it, resnapshots with a predicate are refused.
+	SweepStore func(ctx context.Context) (SweepStore, error)
+	// SweepBatch is how many candidates one question of a sweep to the
+	// shard covers (0: SweepBatch).
+	SweepBatch int
 }
 
 // Reader streams one shard.
@@ -223,8 +231,9 @@ func (cfg Config) withDefaults() Config {
 // newReader builds a Reader on metrics registered already: Supervise
 // builds one per run of a shard, all on the shard's metrics.
 func newReader(cfg Config, log *slog.Logger, m *metrics) *Reader {
-	return &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: m,
-		resnap: resnapshots{wake: make(chan struct{}, 1)}}
+	r := &Reader{cfg: cfg, log: log.With(slog.Int("shard", cfg.Shard)), m: m}
+	r.resnap.wake, r.resnap.cancel, r.resnap.started = make(chan struct{}, 1), map[string]context.CancelFunc{}, map[string]bool{}
+	return r
 }
 
 // Run prepares the slot, takes the initial snapshot if the slot is new (or
@@ -412,8 +421,8 @@ func (r *Reader) startFrom(ctx context.Context, repl *pgconn.PgConn, sqlConn *pg
 		start = plan.slot.confirmed
 		r.tracker = r.newTracker(start)
 		r.snapCP, r.snapEnd = stored.ConsistentPoint, stored.SnapshotEnd
-		r.resnap.active, r.resnap.last = stored.Resnapshot, stored.LastResnapshot
-		if a := stored.Resnapshot; a != nil {
+		r.resnap.active, r.resnap.ended = resnapshotsOf(stored)
+		for _, a := range r.resnap.active {
 			r.log.Info("start: a resnapshot is unfinished; continuing it", slog.String("id", a.ID), slog.String("table", a.Table),
 				slog.String("phase", a.Phase), slog.Int64("rows", a.Rows()))
 			r.resnap.signal()

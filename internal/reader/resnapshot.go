@@ -43,8 +43,9 @@ package reader
 //     S, so no longer at the source (deleted before or during the copy,
 //     or rows ClickHouse should never have had). With a predicate there is
 //     no such record: the loader cannot tell which of its rows the
-//     predicate covers, so tributaryctl sweeps after the copy instead
-//     (internal/admin, sweep.go, with the same version argument).
+//     predicate covers, so the reader sweeps after the copy instead
+//     (sweep.go, with the same version argument), as the resnapshot's
+//     last phase: stored before it starts, so a restart sweeps again.
 //
 // Resumable: the plan and each range's last acknowledged key are stored
 // in the reader state (saved every second), as for the initial snapshot;
@@ -61,10 +62,21 @@ package reader
 // XLogFlush and TransactionIdCommitTree in PostgreSQL's commit, against a
 // round trip through the walsender and the reader.
 //
-// One resnapshot per shard at a time; a TRUNCATE of the table during its
-// copy (or of one of its partitions, or a partition attached) starts it
-// over in a new epoch: a chunk read before the truncate could reach
-// ClickHouse after it, and live again there.
+// Several at once: resnapshots of different tables of the shard run at
+// the same time, one per table. Each switches to an epoch of its own, one
+// switch at a time (each waits for the stream to pass its switch before
+// the next is written), so epochs only grow: a resnapshot A in epoch E1
+// while B switched to E2 > E1 still holds, for A's table, that its copy
+// (E1<<48 | 0) loses to every change committed after A's switch (E1<<48 |
+// LSN before B's, E2<<48 | LSN after), and A's snapshot end or sweep
+// deletes only A's table's rows below E1<<48. A second resnapshot of a
+// table whose resnapshot runs is refused: two copies of one table would
+// need two epochs for one set of rows.
+//
+// A TRUNCATE of the table during its copy (or of one of its partitions,
+// or a partition attached) starts it over in a new epoch: a chunk read
+// before the truncate could reach ClickHouse after it, and live again
+// there.
 
 import (
 	"context"
@@ -72,6 +84,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,6 +112,10 @@ const (
 	PhaseRequested = "requested"
 	// PhaseCopying: the stream switched epoch; chunks are being copied.
 	PhaseCopying = "copying"
+	// PhaseSweeping: copied (with a predicate); the sweep deletes the
+	// rows the shard no longer has (sweep.go). The resnapshot is not done
+	// until it finished.
+	PhaseSweeping = "sweeping"
 	// PhaseDone and PhaseFailed end it.
 	PhaseDone   = "done"
 	PhaseFailed = "failed"
@@ -131,6 +148,9 @@ type Resnapshot struct {
 	Error    string         `json:"error,omitempty"`
 	// Restarts counts starts over (a TRUNCATE during the copy).
 	Restarts int `json:"restarts,omitempty"`
+	// Sweep is the sweep's progress (a resnapshot with a predicate, from
+	// PhaseSweeping on).
+	Sweep *SweepProgress `json:"sweep,omitempty"`
 }
 
 // Rows is how many rows the copy has produced and Kafka acknowledged.
@@ -151,6 +171,10 @@ func (r *Resnapshot) Estimate() int64 {
 
 func (r *Resnapshot) clone() *Resnapshot {
 	c := *r
+	if r.Sweep != nil {
+		sw := *r.Sweep
+		c.Sweep = &sw
+	}
 	if r.Plan != nil {
 		p := copyState(snapshotState{Tables: []tableProgress{*r.Plan}}).Tables[0]
 		c.Plan = &p
@@ -159,16 +183,25 @@ func (r *Resnapshot) clone() *Resnapshot {
 }
 
 // resnapshots is the reader's resnapshot bookkeeping, shared by the stream
-// goroutine (requests, the switch), the resnapshot goroutine (the copy)
-// and every state save. Everything is under mu.
+// goroutine (requests, the switches), the resnapshots' goroutines (the
+// copies and sweeps) and every state save. Everything is under mu, but
+// switching.
 type resnapshots struct {
-	mu     sync.Mutex
-	active *Resnapshot // nil: none running
-	last   *Resnapshot // the last one finished
-	// cancel stops the running copy (a TRUNCATE of its table starts it
-	// over); set by the resnapshot goroutine while it copies.
-	cancel context.CancelFunc
-	wake   chan struct{} // capacity 1: the resnapshot goroutine has work
+	mu sync.Mutex
+	// active are the running resnapshots, at most one per table, in
+	// request order; ended the last finished one of each table, oldest
+	// first.
+	active, ended []*Resnapshot
+	// cancel stops a running copy, by id (a TRUNCATE of its table starts
+	// it over); set by the resnapshot's goroutine while it copies.
+	cancel map[string]context.CancelFunc
+	// started are the ids whose goroutine runs (runResnapshots).
+	started map[string]bool
+	wake    chan struct{} // capacity 1: runResnapshots has work
+	// switching serialises the epoch switches: one resnapshot at a time
+	// writes its switch and waits for the stream to pass it, so that each
+	// gets an epoch of its own.
+	switching sync.Mutex
 }
 
 func (rs *resnapshots) signal() {
@@ -178,14 +211,78 @@ func (rs *resnapshots) signal() {
 	}
 }
 
-// get returns a copy of the running resnapshot (nil: none).
-func (rs *resnapshots) get() *Resnapshot {
+// find is the running resnapshot id (nil: none); call with mu held.
+func (rs *resnapshots) find(id string) *Resnapshot {
+	for _, a := range rs.active {
+		if a.ID == id {
+			return a
+		}
+	}
+	return nil
+}
+
+// ofTable is the running resnapshot of table (nil: none); call with mu held.
+func (rs *resnapshots) ofTable(table string) *Resnapshot {
+	for _, a := range rs.active {
+		if a.Table == table {
+			return a
+		}
+	}
+	return nil
+}
+
+// hasEnded: resnapshot id is the last ended of its table; call with mu held.
+func (rs *resnapshots) hasEnded(id string) bool {
+	for _, a := range rs.ended {
+		if a.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// end moves a from the running to the ended ones, in place of the last
+// ended of its table; call with mu held.
+func (rs *resnapshots) end(a *Resnapshot) {
+	rs.active = slices.DeleteFunc(rs.active, func(x *Resnapshot) bool { return x.ID == a.ID })
+	rs.ended = append(slices.DeleteFunc(rs.ended, func(x *Resnapshot) bool { return x.Table == a.Table }), a)
+}
+
+// get returns a copy of running resnapshot id (nil: not running).
+func (rs *resnapshots) get(id string) *Resnapshot {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if rs.active == nil {
-		return nil
+	if a := rs.find(id); a != nil {
+		return a.clone()
 	}
-	return rs.active.clone()
+	return nil
+}
+
+// lastEnded returns a copy of the last ended resnapshot of table.
+func (rs *resnapshots) lastEnded(table string) *Resnapshot {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, a := range rs.ended {
+		if a.Table == table {
+			return a.clone()
+		}
+	}
+	return nil
+}
+
+// toStart marks the running resnapshots without a goroutine as started
+// and returns their ids.
+func (rs *resnapshots) toStart() []string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var ids []string
+	for _, a := range rs.active {
+		if !rs.started[a.ID] {
+			rs.started[a.ID] = true
+			ids = append(ids, a.ID)
+		}
+	}
+	return ids
 }
 
 // resnapshotRequested handles a request read from the WAL (stream
@@ -208,19 +305,28 @@ func (r *Reader) resnapshotRequested(ctx context.Context, at envelope.LSN, conte
 	rs := &r.resnap
 	rs.mu.Lock()
 	switch {
-	case rs.active != nil && rs.active.ID == req.ID, rs.last != nil && rs.last.ID == req.ID:
+	case rs.find(req.ID) != nil, rs.hasEnded(req.ID):
 		rs.mu.Unlock()
 		r.log.Info("resnapshot request seen again (the WAL replayed): nothing to do", attrs...)
 		return nil
-	case rs.active != nil:
-		running := rs.active.Table
+	case rs.ofTable(req.Table) != nil:
+		running := rs.ofTable(req.Table).ID
 		rs.mu.Unlock()
 		r.m.resnapshots.WithLabelValues("refused").Inc()
-		r.log.Warn("resnapshot request refused: another resnapshot of this shard is running; ask again when it is done",
-			append(attrs, slog.String("running_table", running))...)
+		r.log.Warn("resnapshot request refused: a resnapshot of this table is running on this shard; ask again when it is done",
+			append(attrs, slog.String("running", running))...)
 		return nil
+	case req.Where != "" && r.cfg.SweepStore == nil:
+		// Recorded as failed, so that tributaryctl says why at once.
+		a := &Resnapshot{ResnapshotRequest: req, Phase: PhaseFailed, Finished: time.Now().UTC(),
+			Error: "refused: this reader has no ClickHouse to sweep with (cdc-reader --clickhouse-addr): a resnapshot with --where ends with a sweep that reads the loaders' database; configure it, or resnapshot every row"}
+		rs.end(a)
+		rs.mu.Unlock()
+		r.m.resnapshots.WithLabelValues("refused").Inc()
+		r.log.Warn("resnapshot request refused: a predicate needs a sweep, and this reader has no ClickHouse to sweep with (--clickhouse-addr)", attrs...)
+		return r.storeState(ctx)
 	}
-	rs.active = &Resnapshot{ResnapshotRequest: req, Phase: PhaseRequested}
+	rs.active = append(rs.active, &Resnapshot{ResnapshotRequest: req, Phase: PhaseRequested})
 	rs.mu.Unlock()
 	if err := r.storeState(ctx); err != nil {
 		return fmt.Errorf("store resnapshot request: %w", err)
@@ -237,30 +343,35 @@ func (r *Reader) resnapshotRequested(ctx context.Context, at envelope.LSN, conte
 func (r *Reader) resnapshotSwitch(ctx context.Context, at envelope.LSN, content []byte) error {
 	rs := &r.resnap
 	rs.mu.Lock()
-	a := rs.active
-	if a == nil || a.ID != string(content) || a.Phase != PhaseRequested {
+	a := rs.find(string(content))
+	if a == nil || a.Phase != PhaseRequested {
 		rs.mu.Unlock()
-		return nil // an earlier switch of this one, replayed, or another's
+		return nil // an earlier switch of this one, replayed, or an ended one's
 	}
 	if r.epoch == 1<<16-1 {
 		a.Phase, a.Error, a.Finished = PhaseFailed, fmt.Sprintf("epoch %d is the last one: no epoch left to copy in", r.epoch), time.Now().UTC()
-		rs.last, rs.active = a, nil
+		rs.end(a)
 		rs.mu.Unlock()
 		r.m.resnapshots.WithLabelValues("failed").Inc()
 		return r.storeState(ctx)
 	}
-	a.Phase, a.Epoch, a.SwitchAt = PhaseCopying, r.epoch+1, at
+	epoch := r.epoch + 1
 	rs.mu.Unlock()
-	r.epoch = a.Epoch
+	// The epoch first, the phase after: switchEpoch lets the next
+	// resnapshot switch once it sees the phase, and that one must read
+	// this epoch to take the one after.
+	r.epoch = epoch
 	r.saveMu.Lock()
-	r.state.epoch = a.Epoch
+	r.state.epoch = epoch
 	r.saveMu.Unlock()
+	rs.mu.Lock()
+	a.Phase, a.Epoch, a.SwitchAt = PhaseCopying, epoch, at
+	rs.mu.Unlock()
 	if err := r.storeState(ctx); err != nil {
 		return fmt.Errorf("store resnapshot epoch switch: %w", err)
 	}
 	r.log.Info("resnapshot: epoch switched; changes committed from here on are of the new epoch",
 		slog.String("id", a.ID), slog.String("table", a.Table), slog.Int("epoch", int(a.Epoch)), slog.String("at", at.String()))
-	rs.signal()
 	return nil
 }
 
@@ -270,64 +381,85 @@ func (r *Reader) resnapshotTruncated(table string) {
 	rs := &r.resnap
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	a := rs.active
-	if a == nil || a.Table != table || a.Phase != PhaseCopying {
+	a := rs.ofTable(table)
+	if a == nil || a.Phase != PhaseCopying {
 		return
 	}
 	a.Phase, a.Plan, a.Epoch, a.SwitchAt = PhaseRequested, nil, 0, 0
 	a.Restarts++
-	if rs.cancel != nil {
-		rs.cancel()
+	if cancel := rs.cancel[a.ID]; cancel != nil {
+		cancel()
 	}
 	r.log.Warn("resnapshot: the table was truncated during its copy; starting the copy over in a new epoch",
 		slog.String("id", a.ID), slog.String("table", table))
 }
 
-// runResnapshots is the resnapshot goroutine: it runs the requested
-// resnapshot, one at a time, until ctx ends. A failed resnapshot is
-// recorded in the state (tributaryctl shows it), logged and counted; it
-// does not stop the reader, whose streaming is unaffected by it.
+// runResnapshots is the resnapshots' supervisor: it runs each requested
+// resnapshot in a goroutine of its own until it ends or ctx does, and
+// waits for them. A failed resnapshot is recorded in the state
+// (tributaryctl shows it), logged and counted; it does not stop the
+// reader, whose streaming is unaffected by it.
 func (r *Reader) runResnapshots(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.resnap.wake:
 		}
-		a := r.resnap.get()
-		if a == nil {
+		for _, id := range r.resnap.toStart() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.runResnapshot(ctx, id)
+			}()
+		}
+	}
+}
+
+// runResnapshot runs resnapshot id until it ends (or ctx does), starting
+// its copy over when a truncate asks for it.
+func (r *Reader) runResnapshot(ctx context.Context, id string) {
+	defer func() {
+		r.resnap.mu.Lock()
+		delete(r.resnap.started, id)
+		r.resnap.mu.Unlock()
+	}()
+	for {
+		err := r.resnapshot(ctx, id)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errResnapshotRestart):
 			continue
+		case err != nil:
+			a := r.resnap.get(id)
+			r.finishResnapshot(ctx, id, PhaseFailed, err)
+			if a != nil {
+				r.log.Error("resnapshot failed; streaming goes on (see the runbook, \"One table on one shard is wrong\")",
+					slog.String("id", id), slog.String("table", a.Table), slog.Any("err", err))
+			}
 		}
-		err := r.resnapshot(ctx, a.ID)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, errResnapshotRestart) {
-			r.resnap.signal()
-			continue
-		}
-		if err != nil {
-			r.finishResnapshot(ctx, PhaseFailed, err)
-			r.log.Error("resnapshot failed; streaming goes on (see the runbook, \"One table on one shard is wrong\")",
-				slog.String("id", a.ID), slog.String("table", a.Table), slog.Any("err", err))
-		}
+		return
 	}
 }
 
 // errResnapshotRestart: the copy was stopped to start over.
 var errResnapshotRestart = errors.New("resnapshot starts over")
 
-// finishResnapshot ends the running resnapshot with phase, stores it.
-func (r *Reader) finishResnapshot(ctx context.Context, phase string, cause error) {
+// finishResnapshot ends running resnapshot id with phase, stores it.
+func (r *Reader) finishResnapshot(ctx context.Context, id, phase string, cause error) {
 	rs := &r.resnap
 	rs.mu.Lock()
-	if a := rs.active; a != nil {
+	if a := rs.find(id); a != nil {
 		a.Phase, a.Finished = phase, time.Now().UTC()
 		if cause != nil {
 			a.Error = cause.Error()
 		}
 		r.m.resnapshotActive.WithLabelValues(a.Table).Set(0)
-		rs.last, rs.active = a, nil
+		r.m.resnapshotSweepPending.WithLabelValues(a.Table).Set(0)
+		rs.end(a)
 	}
 	rs.mu.Unlock()
 	r.m.resnapshots.WithLabelValues(phase).Inc()
@@ -336,15 +468,16 @@ func (r *Reader) finishResnapshot(ctx context.Context, phase string, cause error
 	}
 }
 
-// resnapshot runs (or continues) resnapshot id.
+// resnapshot runs (or continues) resnapshot id: the switch, the copy, and
+// the snapshot end or (with a predicate) the sweep.
 func (r *Reader) resnapshot(ctx context.Context, id string) error {
 	conn, err := pgx.Connect(ctx, r.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("resnapshot connection: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	a := r.resnap.get()
-	if a == nil || a.ID != id {
+	a := r.resnap.get(id)
+	if a == nil {
 		return nil
 	}
 	tp, ok := r.cfg.Tables.ByName(a.Table)
@@ -358,6 +491,27 @@ func (r *Reader) resnapshot(ctx context.Context, id string) error {
 			return err
 		}
 	}
+	if a.Phase == PhaseCopying {
+		if err := r.copyPhase(ctx, conn, t, a); err != nil {
+			return err
+		}
+	}
+	if a.Where != "" {
+		if err := r.sweepPhase(ctx, t, id); err != nil {
+			return err
+		}
+	}
+	r.finishResnapshot(ctx, id, PhaseDone, nil)
+	done := r.resnap.lastEnded(t.Name)
+	r.log.Info("resnapshot complete", slog.String("id", id), slog.String("table", t.Name), slog.Int64("rows", done.Rows()),
+		slog.Int("epoch", int(done.Epoch)), slog.Duration("took", done.Finished.Sub(done.Started).Round(time.Millisecond)))
+	return nil
+}
+
+// copyPhase plans a's copy (or resumes it from its stored progress),
+// copies it and, without a predicate, sends its snapshot end.
+func (r *Reader) copyPhase(ctx context.Context, conn *pgx.Conn, t tables.Table, a *Resnapshot) error {
+	id := a.ID
 	if a.Plan == nil {
 		if err := waitVisible(ctx, conn, r.log); err != nil {
 			return err
@@ -367,16 +521,19 @@ func (r *Reader) resnapshot(ctx context.Context, id string) error {
 			return err
 		}
 		r.resnap.mu.Lock()
-		if r.resnap.active == nil || r.resnap.active.ID != id || r.resnap.active.Phase != PhaseCopying {
+		cur := r.resnap.find(id)
+		if cur == nil || cur.Phase != PhaseCopying {
 			r.resnap.mu.Unlock()
 			return errResnapshotRestart
 		}
-		r.resnap.active.Plan, r.resnap.active.Started = &plan, time.Now().UTC()
+		cur.Plan, cur.Started = &plan, time.Now().UTC()
 		r.resnap.mu.Unlock()
 		if err := r.storeState(ctx); err != nil {
 			return err
 		}
-		a = r.resnap.get()
+		if a = r.resnap.get(id); a == nil {
+			return errResnapshotRestart
+		}
 		r.log.Info("resnapshot copying", slog.String("id", id), slog.String("table", t.Name), slog.String("where", a.Where),
 			slog.Int("epoch", int(a.Epoch)), slog.Int("ranges", len(plan.Ranges)), slog.Int64("estimated_rows", plan.Estimate))
 	} else {
@@ -388,21 +545,121 @@ func (r *Reader) resnapshot(ctx context.Context, id string) error {
 		return err
 	}
 	if a.Where == "" {
-		if err := r.resnapshotEnd(ctx, t, a); err != nil {
+		return r.resnapshotEnd(ctx, t, a)
+	}
+	// The sweep is stored as due before it starts: from here on a
+	// restart sweeps, whoever asked and whether or not they still wait.
+	r.resnap.mu.Lock()
+	if cur := r.resnap.find(id); cur != nil && cur.Phase == PhaseCopying {
+		cur.Phase, cur.Sweep = PhaseSweeping, &SweepProgress{}
+	}
+	r.resnap.mu.Unlock()
+	return r.storeState(ctx)
+}
+
+// sweepRetry bounds the wait between two sweep attempts.
+const sweepRetry = 30 * time.Second
+
+// sweepPhase runs resnapshot id's sweep until one attempt finishes,
+// storing its progress; a failed attempt (ClickHouse or the shard
+// unreachable, a paused table's wait cut short) is logged, stored and
+// retried after a backoff, since the resnapshot is exact only once swept.
+func (r *Reader) sweepPhase(ctx context.Context, t tables.Table, id string) error {
+	if r.cfg.SweepStore == nil {
+		return errors.New("this reader has no ClickHouse to sweep with (cdc-reader --clickhouse-addr), and the resnapshot's predicate needs its sweep: start it with one and resnapshot again")
+	}
+	r.m.resnapshotSweepPending.WithLabelValues(t.Name).Set(1)
+	wait := time.Second
+	for {
+		err := r.sweepOnce(ctx, t, id)
+		if err == nil || ctx.Err() != nil || errors.Is(err, errResnapshotRestart) {
 			return err
 		}
+		r.updateSweep(ctx, id, func(p *SweepProgress) { p.Error = err.Error() })
+		r.log.Warn("resnapshot sweep failed; trying again", slog.String("id", id), slog.String("table", t.Name),
+			slog.Duration("in", wait), slog.Any("err", err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, sweepRetry)
 	}
-	r.finishResnapshot(ctx, PhaseDone, nil)
-	done := r.resnap.last
-	r.log.Info("resnapshot complete", slog.String("id", id), slog.String("table", t.Name), slog.Int64("rows", done.Rows()),
-		slog.Int("epoch", int(a.Epoch)), slog.Duration("took", time.Since(a.Started).Round(time.Millisecond)))
+}
+
+// sweepOnce is one attempt at resnapshot id's sweep, on connections of
+// its own.
+func (r *Reader) sweepOnce(ctx context.Context, t tables.Table, id string) error {
+	a := r.resnap.get(id)
+	if a == nil || a.Phase != PhaseSweeping {
+		return errResnapshotRestart
+	}
+	store, err := r.cfg.SweepStore(ctx)
+	if err != nil {
+		return fmt.Errorf("open ClickHouse for the sweep: %w", err)
+	}
+	defer store.Close()
+	conn, err := pgx.Connect(ctx, r.cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("sweep connection: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	attempt := 1
+	if a.Sweep != nil {
+		attempt = a.Sweep.Attempts + 1
+	}
+	r.updateSweep(ctx, id, func(p *SweepProgress) { *p = SweepProgress{Attempts: attempt} })
+	r.log.Info("resnapshot sweeping: deleting the rows the shard no longer has", slog.String("id", id), slog.String("table", t.Name),
+		slog.Int("epoch", int(a.Epoch)), slog.Int("attempt", attempt))
+	sw := Sweep{Table: t, Shard: r.cfg.Shard, Epoch: a.Epoch, SwitchAt: a.SwitchAt, Partitions: r.parts[t.Topic], Batch: r.cfg.SweepBatch}
+	last, waiting := time.Now(), false
+	res, err := sw.Run(ctx, store, conn, r.producer, func(p SweepProgress) {
+		if time.Since(last) >= time.Second || p.Waiting != waiting {
+			last, waiting = time.Now(), p.Waiting
+			r.updateSweep(ctx, id, func(sp *SweepProgress) { sp.Checked, sp.Deleted, sp.Waiting = p.Checked, p.Deleted, p.Waiting })
+		}
+	})
+	if err != nil {
+		return err
+	}
+	r.resnap.mu.Lock()
+	if cur := r.resnap.find(id); cur != nil {
+		cur.Sweep = &SweepProgress{Checked: res.Checked, Deleted: res.Deleted, Attempts: attempt}
+	}
+	r.resnap.mu.Unlock()
+	r.log.Info("resnapshot sweep done: rows the shard no longer has are deleted", slog.String("id", id),
+		slog.String("table", t.Name), slog.Int("epoch", int(a.Epoch)), slog.Int64("checked", res.Checked), slog.Int64("deleted", res.Deleted))
 	return nil
 }
 
+// updateSweep changes resnapshot id's sweep progress with f and stores it.
+func (r *Reader) updateSweep(ctx context.Context, id string, f func(*SweepProgress)) {
+	r.resnap.mu.Lock()
+	cur := r.resnap.find(id)
+	if cur != nil {
+		if cur.Sweep == nil {
+			cur.Sweep = &SweepProgress{}
+		}
+		f(cur.Sweep)
+	}
+	r.resnap.mu.Unlock()
+	if cur == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.storeState(sctx); err != nil {
+		r.log.Warn("saving resnapshot sweep progress failed", slog.Any("err", err))
+	}
+}
+
 // switchEpoch records the next epoch on the publication, writes the switch
-// message and waits until the stream passed it. Written again after a
-// restart, the stream switches at whichever comes first.
+// message and waits until the stream passed it, one resnapshot at a time.
+// Written again after a restart, the stream switches at whichever comes
+// first.
 func (r *Reader) switchEpoch(ctx context.Context, conn *pgx.Conn, a *Resnapshot) (*Resnapshot, error) {
+	r.resnap.switching.Lock()
+	defer r.resnap.switching.Unlock()
 	r.saveMu.Lock()
 	next := r.state.epoch + 1
 	r.saveMu.Unlock()
@@ -420,8 +677,8 @@ func (r *Reader) switchEpoch(ctx context.Context, conn *pgx.Conn, a *Resnapshot)
 	}
 	r.log.Info("resnapshot: epoch switch written; waiting for the stream to reach it", slog.String("id", a.ID), slog.String("at", at))
 	for {
-		cur := r.resnap.get()
-		if cur == nil || cur.ID != a.ID {
+		cur := r.resnap.get(a.ID)
+		if cur == nil {
 			return nil, errResnapshotRestart
 		}
 		if cur.Phase == PhaseCopying {
@@ -517,7 +774,7 @@ func (r *Reader) copyResnapshot(ctx context.Context, conn *pgx.Conn, t tables.Ta
 	}
 	defer func() {
 		r.resnap.mu.Lock()
-		r.resnap.cancel = nil
+		delete(r.resnap.cancel, a.ID)
 		r.resnap.mu.Unlock()
 	}()
 
@@ -571,10 +828,10 @@ func (r *Reader) resnapshotTable(ctx context.Context, conn *pgx.Conn, t tables.T
 func (r *Reader) registerResnapshotCancel(a *Resnapshot, cancel context.CancelFunc) bool {
 	r.resnap.mu.Lock()
 	defer r.resnap.mu.Unlock()
-	if r.resnap.active == nil || r.resnap.active.ID != a.ID || r.resnap.active.Phase != PhaseCopying {
+	if cur := r.resnap.find(a.ID); cur == nil || cur.Phase != PhaseCopying {
 		return false
 	}
-	r.resnap.cancel = cancel
+	r.resnap.cancel[a.ID] = cancel
 	return true
 }
 
@@ -686,7 +943,7 @@ func (r *Reader) saveResnapshotProgress(ctx context.Context, id string, prog *sn
 		return
 	}
 	r.resnap.mu.Lock()
-	if a := r.resnap.active; a != nil && a.ID == id && a.Phase == PhaseCopying {
+	if a := r.resnap.find(id); a != nil && a.Phase == PhaseCopying {
 		a.Plan = &cur.Tables[0]
 	}
 	r.resnap.mu.Unlock()
@@ -732,14 +989,22 @@ func (r *Reader) storeState(ctx context.Context) error {
 	defer r.saveMu.Unlock()
 	st := readerState{Slot: r.cfg.Slot, Shard: r.cfg.Shard, SnapshotDone: true, Confirmed: envelope.LSN(r.reported.Load()),
 		ConsistentPoint: r.snapCP, SnapshotEnd: r.snapEnd}
+	st.Sweeps = r.cfg.SweepStore != nil
 	r.resnap.mu.Lock()
-	if r.resnap.active != nil {
-		st.Resnapshot = r.resnap.active.clone()
+	for _, a := range r.resnap.active {
+		st.Resnapshots = append(st.Resnapshots, a.clone())
 	}
-	if r.resnap.last != nil {
-		st.LastResnapshot = r.resnap.last.clone()
+	for _, a := range r.resnap.ended {
+		st.EndedResnapshots = append(st.EndedResnapshots, a.clone())
 	}
 	r.resnap.mu.Unlock()
+	// The fields of readers that ran one at a time, for their tools.
+	if n := len(st.Resnapshots); n > 0 {
+		st.Resnapshot = st.Resnapshots[n-1]
+	}
+	if n := len(st.EndedResnapshots); n > 0 {
+		st.LastResnapshot = st.EndedResnapshots[n-1]
+	}
 	return r.state.save(ctx, st)
 }
 
@@ -751,8 +1016,54 @@ type ResnapshotStatus struct {
 	// Epoch is the reader's current snapshot epoch.
 	Epoch     uint16
 	UpdatedAt time.Time
-	// Active is the running resnapshot (nil: none); Last the last finished.
+	// Running are the running resnapshots (one per table at most), in
+	// request order; Ended the last finished of each table, oldest first.
+	Running, Ended []*Resnapshot
+	// Active is the newest running resnapshot (nil: none); Last the
+	// newest finished.
 	Active, Last *Resnapshot
+	// Sweeps: the reader can sweep (it has ClickHouse), so it takes
+	// resnapshots with a predicate.
+	Sweeps bool
+}
+
+// Find returns resnapshot id as stored, and whether it is running (nil:
+// neither running nor the last ended of its table).
+func (s ResnapshotStatus) Find(id string) (a *Resnapshot, running bool) {
+	for _, a := range s.Running {
+		if a.ID == id {
+			return a, true
+		}
+	}
+	for _, a := range s.Ended {
+		if a.ID == id {
+			return a, false
+		}
+	}
+	return nil, false
+}
+
+// RunningOf is the running resnapshot of table (nil: none).
+func (s ResnapshotStatus) RunningOf(table string) *Resnapshot {
+	for _, a := range s.Running {
+		if a.Table == table {
+			return a
+		}
+	}
+	return nil
+}
+
+// resnapshotsOf are st's running and ended resnapshots, from the fields of
+// readers that ran one at a time when the lists are absent.
+func resnapshotsOf(st *readerState) (running, ended []*Resnapshot) {
+	running, ended = st.Resnapshots, st.EndedResnapshots
+	if len(running) == 0 && st.Resnapshot != nil {
+		running = []*Resnapshot{st.Resnapshot}
+	}
+	if len(ended) == 0 && st.LastResnapshot != nil {
+		ended = []*Resnapshot{st.LastResnapshot}
+	}
+	return running, ended
 }
 
 // ReadResnapshotStatus reads the reader state of the slot of the shard
@@ -767,6 +1078,13 @@ func ReadResnapshotStatus(ctx context.Context, cl *kgo.Client, brokers []string,
 	if st.own == nil {
 		return ResnapshotStatus{}, nil
 	}
-	return ResnapshotStatus{Found: true, Epoch: st.own.Epoch, UpdatedAt: st.own.UpdatedAt,
-		Active: st.own.Resnapshot, Last: st.own.LastResnapshot}, nil
+	out := ResnapshotStatus{Found: true, Epoch: st.own.Epoch, UpdatedAt: st.own.UpdatedAt, Sweeps: st.own.Sweeps}
+	out.Running, out.Ended = resnapshotsOf(st.own)
+	if n := len(out.Running); n > 0 {
+		out.Active = out.Running[n-1]
+	}
+	if n := len(out.Ended); n > 0 {
+		out.Last = out.Ended[n-1]
+	}
+	return out, nil
 }

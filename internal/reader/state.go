@@ -56,11 +56,20 @@ type readerState struct {
 	Timeline uint32 `json:"timeline,omitempty"`
 	// Snapshot is the progress of an unfinished snapshot (nil once done).
 	Snapshot *snapshotState `json:"snapshot,omitempty"`
-	// Resnapshot is the resnapshot running (resnapshot.go), with its
-	// progress; LastResnapshot the last one finished (done or failed).
+	// Resnapshots are the resnapshots running (resnapshot.go), with
+	// their progress; EndedResnapshots the last one finished (done or
+	// failed) of each table.
+	Resnapshots      []*Resnapshot `json:"resnapshots,omitempty"`
+	EndedResnapshots []*Resnapshot `json:"ended_resnapshots,omitempty"`
+	// Resnapshot and LastResnapshot are the newest of each, as readers
+	// that ran one resnapshot at a time stored them (read when the lists
+	// are absent).
 	Resnapshot     *Resnapshot `json:"resnapshot,omitempty"`
 	LastResnapshot *Resnapshot `json:"last_resnapshot,omitempty"`
-	UpdatedAt      time.Time   `json:"updated_at"`
+	// Sweeps: the reader has ClickHouse to sweep with (Config.SweepStore),
+	// so it takes resnapshots with a predicate.
+	Sweeps    bool      `json:"sweeps,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // shardIdentity is what reader state is keyed by: the PostgreSQL cluster

@@ -3,6 +3,7 @@ package reader
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -153,5 +154,36 @@ func TestStateRecords(t *testing.T) {
 	}
 	if !old.SnapshotDone || old.Epoch != 2 || old.Confirmed == 0 || old.SystemID != "" {
 		t.Errorf("old-format record read as %+v", old)
+	}
+}
+
+// TestResnapshotsOf: the running and ended resnapshots of a state, from
+// its lists, or from the single fields a reader that ran one at a time
+// stored.
+func TestResnapshotsOf(t *testing.T) {
+	a := &Resnapshot{ResnapshotRequest: ResnapshotRequest{ID: "a", Table: "docs"}, Phase: PhaseCopying}
+	b := &Resnapshot{ResnapshotRequest: ResnapshotRequest{ID: "b", Table: "invoices"}, Phase: PhaseSweeping}
+	done := &Resnapshot{ResnapshotRequest: ResnapshotRequest{ID: "c", Table: "docs"}, Phase: PhaseDone}
+	for name, c := range map[string]struct {
+		st             readerState
+		running, ended []string
+	}{
+		"lists":         {readerState{Resnapshots: []*Resnapshot{a, b}, EndedResnapshots: []*Resnapshot{done}, Resnapshot: b, LastResnapshot: done}, []string{"a", "b"}, []string{"c"}},
+		"one at a time": {readerState{Resnapshot: a, LastResnapshot: done}, []string{"a"}, []string{"c"}},
+		"none":          {readerState{}, nil, nil},
+	} {
+		running, ended := resnapshotsOf(&c.st)
+		ids := func(rs []*Resnapshot) (out []string) {
+			for _, r := range rs {
+				out = append(out, r.ID)
+			}
+			return out
+		}
+		if got := ids(running); !slices.Equal(got, c.running) {
+			t.Errorf("%s: running %v, want %v", name, got, c.running)
+		}
+		if got := ids(ended); !slices.Equal(got, c.ended) {
+			t.Errorf("%s: ended %v, want %v", name, got, c.ended)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/fleet"
+	"github.com/tributary/tributary/internal/progress"
 	"github.com/tributary/tributary/internal/ring"
 	"github.com/tributary/tributary/internal/tables"
 )
@@ -63,6 +64,10 @@ type Config struct {
 	MaxDifferences int
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
+	// ShowProgress, when set, gets each table's comparison progress (ids
+	// checked of ids) as it goes, and once more with final set when the
+	// table is done (cmd/verify: a bar on a terminal, progress.Terminal).
+	ShowProgress func(key string, s progress.Status, final bool)
 	// HTTPClient is used for the API if set.
 	HTTPClient *http.Client
 	// Ring is the published ring map, if the loaders run with one: revenue

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tributary/tributary/internal/progress"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -401,7 +402,7 @@ type checked struct{ rows, viaAPI int }
 func (v *verifier) checkIDs(ctx context.Context, ts *tableState, ids []string, viaAPI func(string) bool, progress bool) ([]Difference, map[int]checked, error) {
 	var diffs []Difference
 	counts := map[int]checked{}
-	start, last := time.Now(), time.Now()
+	start, last, shown := time.Now(), time.Now(), time.Time{}
 	apiDone := 0
 	for from := 0; from < len(ids); from += chunkIDs {
 		chunk := ids[from:min(from+chunkIDs, len(ids))]
@@ -468,15 +469,28 @@ func (v *verifier) checkIDs(ctx context.Context, ts *tableState, ids []string, v
 			}
 			counts[shard] = c
 		}
+		done := from + len(chunk)
+		if show := v.cfg.ShowProgress; progress && show != nil && (time.Since(shown) >= time.Second || done == len(ids)) {
+			shown = time.Now()
+			show("verify "+ts.t.Name, progressStatus(ts.t.Name, done, len(ids), start), done == len(ids))
+		}
 		if progress && time.Since(last) >= progressEvery {
 			last = time.Now()
-			done := from + len(chunk)
 			v.log.Info("progress", slog.String("table", ts.t.Name), slog.Int("ids_checked", done),
 				slog.Int("ids", len(ids)), slog.Int("via_api", apiDone), slog.Int("differences", len(diffs)),
 				slog.Float64("ids_per_s", float64(done)/time.Since(start).Seconds()))
 		}
 	}
 	return diffs, counts, nil
+}
+
+// progressStatus is the comparison of table's ids as a progress status.
+func progressStatus(table string, done, total int, start time.Time) progress.Status {
+	s := progress.Status{Label: "verify " + table, Done: int64(done), Total: int64(total)}
+	if secs := time.Since(start).Seconds(); secs > 0 {
+		s.Rate = float64(done) / secs
+	}
+	return s
 }
 
 // sourceRows reads the rows with the given ids from every shard in
