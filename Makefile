@@ -117,7 +117,7 @@ CLUSTER_TESTS := TestCluster|TestEndToEndTwoShards$$|TestVerify$$|TestAPIReadYou
 test-cluster: install
 	TRIBUTARY_HOME=$(CLUSTER_HOME) TRIBUTARY_PORT_OFFSET=$(CLUSTER_PORT_OFFSET) TRIBUTARY_KAFKA=real TRIBUTARY_KAFKA_BROKERS_COUNT=3 TRIBUTARY_CLICKHOUSE=cluster $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(CLUSTER_HOME)/stack.env \
-		$(GO) test -count=1 -timeout 20m -v -run '$(CLUSTER_TESTS)' ./tests
+		$(GO) test -count=1 -timeout 30m -v -run '$(CLUSTER_TESTS)' ./tests
 
 cluster-down:
 	TRIBUTARY_HOME=$(CLUSTER_HOME) $(STACK) down

@@ -292,9 +292,11 @@ func stackUp(ctx context.Context, t *testing.T, st *Stack) {
 	if os.Getenv("TRIBUTARY_WAIT_TIMEOUT") == "" {
 		up.Env = append(up.Env, "TRIBUTARY_WAIT_TIMEOUT=300")
 	}
+	started := time.Now()
 	if out, err := up.CombinedOutput(); err != nil {
 		t.Fatalf("stack.sh up: %v\n%s", err, out)
 	}
+	t.Logf("stack.sh up: what was down is back in %s", time.Since(started).Round(100*time.Millisecond))
 }
 
 // TestClusterFaultsUnderWrites: under writes on two shards, one fault
@@ -358,8 +360,11 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	for _, s := range p.shards {
 		go func(shard int) {
 			// Paced: unpaced, the faults' minutes wrote 150,000 rows at
-			// load 40, and verifying them took 6 of the test's 13 minutes.
-			err := churnPaced(wctx, st.ShardDSNs[shard], tbl, shard, 25*time.Millisecond)
+			// load 40, and verifying them took 6 of the test's 13
+			// minutes; at 25 ms, 114,000 rows took 185 s to verify and
+			// 59 s to converge at load 60-110. At 100 ms each shard
+			// still writes several times a second through every fault.
+			err := churnPaced(wctx, st.ShardDSNs[shard], tbl, shard, 100*time.Millisecond)
 			if wctx.Err() != nil {
 				err = nil
 			}
@@ -369,6 +374,7 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	time.Sleep(3 * time.Second)
 
 	// 1. A ClickHouse replica.
+	faultAt := time.Now()
 	killPidFile(t, filepath.Join(home, "clickhouse", "node-2", "clickhouse-server.pid"), "ClickHouse node 2")
 	r := p.waitReady(ctx, "degraded, naming node 2", func(r readyAnswer) bool { return r.Status == "degraded" })
 	if !strings.Contains(r.Message, "shard 1 replica 2 ("+p.store.Nodes()[1].Addr+")") || !strings.Contains(r.Message, "other replicas") {
@@ -384,9 +390,10 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	}
 	stackUp(ctx, t, st)
 	p.waitReady(ctx, "ready once node 2 is back", func(r readyAnswer) bool { return r.Status == "ready" })
-	t.Log("ClickHouse node 2 back")
+	t.Logf("ClickHouse node 2 back, %s after it was killed", time.Since(faultAt).Round(time.Second))
 
 	// 2. A Kafka broker.
+	faultAt = time.Now()
 	victim := partitionLeader(ctx, t, adm, p.topic(), 0)
 	killPidFile(t, filepath.Join(home, "kafka", fmt.Sprintf("node-%d", victim), "kafka.pid"), fmt.Sprintf("Kafka node %d (leader of %s/0)", victim, p.topic()))
 	time.Sleep(10 * time.Second) // writes go on through the other two brokers
@@ -394,7 +401,7 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	p.waitFor(ctx, 3*time.Minute, fmt.Sprintf("Kafka node %d back in every in-sync replica set", victim), func() bool {
 		return inAllISRs(ctx, adm, int32(victim), p.topic())
 	})
-	t.Logf("Kafka node %d back", victim)
+	t.Logf("Kafka node %d back in every in-sync replica set, %s after it was killed", victim, time.Since(faultAt).Round(time.Second))
 
 	// 3. ZooKeeper.
 	killPidFile(t, filepath.Join(home, "zookeeper", "zookeeper.pid"), "ZooKeeper")
@@ -441,9 +448,11 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	// Every id is checked in ClickHouse, 500 per shard also through the
 	// API: every id one by one took longer than the test's budget at load
 	// average 45-80 (twice, after the comparison above had passed).
+	verifyAt := time.Now()
 	if rep := p.runVerifyWith(ctx, func(c *verify.Config) { c.APISample = 500 }); !rep.Passed {
 		t.Fatalf("verify after the faults: %+v", rep.Differences)
 	}
+	t.Logf("verified in %s", time.Since(verifyAt).Round(time.Second))
 	if n := p.dlqRecords(ctx); n != 0 {
 		t.Errorf("%d records in the DLQ after the faults, want 0", n)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestRevenuePreaggregateNeverStale(t *testing.T) {
 			// 64 bits: the rows span many and a change dirties few) and
 			// does not aggregate: the test runs the rounds.
 			const bits = 30
-			p.startMeteredLoader(runCtx, "l1", func(c *loader.Config) { c.PreaggBlockBits = bits })
+			reg := p.startMeteredLoader(runCtx, "l1", func(c *loader.Config) { c.PreaggBlockBits = bits })
 			tbl := pgx.Identifier{p.table()}.Sanitize()
 			rng := rand.New(rand.NewPCG(2026, 12))
 			ids := map[int][]string{}
@@ -113,10 +114,15 @@ func TestRevenuePreaggregateNeverStale(t *testing.T) {
 			for s, lsn := range pos {
 				p.revAfter = append(p.revAfter, fmt.Sprintf("%d:%s", s, lsn))
 			}
-			for _, groups := range [][]string{{"day"}, {"month", "shard"}, {"week"}, nil} {
+			written := time.Now()
+			for i, groups := range [][]string{{"day"}, {"month", "shard"}, {"week"}, nil} {
 				p.compareRevenue(ctx, cfg, revFrom, revTo, groups, nil, nil, nil)
+				if i == 0 {
+					t.Logf("the writes visible through after= %s after the position was read", time.Since(written).Round(time.Millisecond))
+				}
 			}
 			p.revAfter = nil
+			logFreshness(t, reg)
 			// Without after=, once the freshness covers the writes.
 			p.waitRevenueFresh(ctx, pos)
 			p.compareRevenue(ctx, cfg, revFrom, revTo, []string{"day", "shard"}, nil, []string{"EUR", "USD"}, nil)
@@ -125,6 +131,45 @@ func TestRevenuePreaggregateNeverStale(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logFreshness logs where the loader's watermarks spent their time
+// (tributary_loader_freshness_seconds by stage, and the commit-to-watermark
+// delay): the mean, and the bucket bound the slowest fell under.
+func logFreshness(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, mf := range mfs {
+		if mf.GetName() != "tributary_loader_freshness_seconds" && mf.GetName() != "tributary_loader_watermark_delay_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			if h.GetSampleCount() == 0 {
+				continue
+			}
+			name := "delay"
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "stage" {
+					name = l.GetValue()
+				}
+			}
+			slowest := "+Inf"
+			for _, b := range h.GetBucket() {
+				if b.GetCumulativeCount() == h.GetSampleCount() {
+					slowest = fmt.Sprintf("%gs", b.GetUpperBound())
+					break
+				}
+			}
+			parts = append(parts, fmt.Sprintf("%s mean %.3fs max <= %s", name,
+				h.GetSampleSum()/float64(h.GetSampleCount()), slowest))
+		}
+	}
+	t.Logf("loader freshness over %s", strings.Join(parts, "; "))
 }
 
 // revChanged counts the groups of a that differ from b.

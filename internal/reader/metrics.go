@@ -37,6 +37,9 @@ type metrics struct {
 	// while a run copies or streams, 0 while it connects or waits to retry.
 	up       prometheus.Gauge
 	restarts prometheus.Counter
+	// kafkaRetries counts transient Kafka answers retried at start-up
+	// (stateStore.endOffsets).
+	kafkaRetries prometheus.Counter
 }
 
 // resnapshotResults are the result labels of tributary_reader_resnapshots_total.
@@ -99,6 +102,8 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 		Help: "1 while the shard's reader copies or streams; 0 while it connects, or waits to retry after a failure (tributary_reader_restarts_total counts those).", ConstLabels: l})
 	m.restarts = prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_restarts_total",
 		Help: "Runs of the shard's reader that failed and were retried after a backoff (a process serving several shards retries each alone).", ConstLabels: l})
+	m.kafkaRetries = prometheus.NewCounter(prometheus.CounterOpts{Name: "tributary_reader_kafka_retries_total",
+		Help: "Kafka answers retried at start-up because they were transient (the state topic's partition unknown to a broker or without a leader, as right after a broker restart).", ConstLabels: l})
 	m.unrouted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_unrouted_changes_total",
 		Help:        "Changes of published relations that no configured table names (skipped). A table renamed at the source shows here: its changes are not replicated until the table config names it.",
 		ConstLabels: l}, []string{"relation"})
@@ -113,7 +118,7 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 	}
 	reg.MustRegister(m.resnapshots, m.resnapshotActive, m.resnapshotSweepPending, m.unrouted, m.changes, m.bytes, m.produced, m.produceSeconds, m.commitAck, m.errors, m.lagBytes, m.lagSeconds,
 		m.confirmedLSN, m.retainedBytes, m.walStatus, m.snapshotRows, m.heartbeats, m.watermarks,
-		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes, m.up, m.restarts)
+		m.snapshotChunks, m.snapshotEstimated, m.snapshotProgress, m.snapshotResumes, m.up, m.restarts, m.kafkaRetries)
 	for _, k := range errorKinds {
 		m.errors.WithLabelValues(k)
 	}

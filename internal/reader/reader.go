@@ -40,7 +40,10 @@
 // unrouted_changes_total{relation} (published relations no configured
 // table names, e.g. a table renamed at the source: skipped, and logged once),
 // up (1 while copying or streaming), restarts_total (failed runs retried by
-// Supervise: a process serving many shards, supervise.go).
+// Supervise: a process serving many shards, supervise.go),
+// kafka_retries_total (transient Kafka answers retried while reading the
+// state topic at start-up, e.g. a partition unknown to a broker just
+// restarted: state.go).
 package reader
 
 import (
@@ -358,7 +361,7 @@ func (r *Reader) planStart(ctx context.Context, repl *pgconn.PgConn, sqlConn *pg
 		return startPlan{}, fmt.Errorf("identify system of shard %d: %w", r.cfg.Shard, err)
 	}
 	id := shardIdentity{SystemID: sys.SystemID, Database: sys.DBName, Slot: r.cfg.Slot}
-	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic, id: id, timeline: uint32(sys.Timeline)}
+	r.state = &stateStore{cl: r.producer, topic: r.cfg.StateTopic, id: id, timeline: uint32(sys.Timeline), retried: r.stateRetried}
 	if err := ensureStateTopic(ctx, r.producer, r.cfg.StateTopic, r.cfg.ReplicationFactor); err != nil {
 		return startPlan{}, err
 	}
@@ -388,6 +391,14 @@ func (r *Reader) planStart(ctx context.Context, repl *pgconn.PgConn, sqlConn *pg
 	plan := startPlan{slot: slot, stored: stored}
 	plan.action, plan.why = decideStart(slot, stored)
 	return plan, r.pickEpoch(ctx, sqlConn, plan)
+}
+
+// stateRetried counts and logs a transient Kafka answer while reading the
+// state topic (stateStore.endOffsets), before its retry.
+func (r *Reader) stateRetried(err error, wait time.Duration) {
+	r.m.kafkaRetries.Inc()
+	r.log.Warn("state topic: Kafka cannot answer for a partition yet (a broker restarting?); retrying",
+		slog.String("state_topic", r.cfg.StateTopic), slog.Any("err", err), slog.Duration("retry_in", wait))
 }
 
 // pickEpoch chooses the run's snapshot epoch (r.epoch) from the stored

@@ -148,7 +148,17 @@ type stateStore struct {
 	id       shardIdentity
 	epoch    uint16 // stamped on every state saved
 	timeline uint32 // likewise
+	// endsWait bounds how long load asks again for the topic's end
+	// offsets while Kafka answers them with a transient error (0:
+	// defaultEndsWait); retried, if set, is called before each wait.
+	endsWait time.Duration
+	retried  func(err error, wait time.Duration)
 }
+
+// defaultEndsWait is how long load waits for the state topic's end
+// offsets to be answerable: a restarted broker took over 90 s to rejoin
+// a 3-node cluster at load 40-60 (tests/cluster_test.go, stackUp).
+const defaultEndsWait = 2 * time.Minute
 
 func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string, rf int16) error {
 	adm := kadm.NewClient(cl)
@@ -177,15 +187,9 @@ func ensureStateTopic(ctx context.Context, cl *kgo.Client, topic string, rf int1
 // topic from the start to its current end.
 func (s *stateStore) load(ctx context.Context, brokers []string, kafkaOpts []kgo.Opt) (storedStates, error) {
 	st := storedStates{others: map[string]*readerState{}}
-	adm := kadm.NewClient(s.cl)
-	ends, err := adm.ListEndOffsets(ctx, s.topic)
+	ends, err := s.endOffsets(ctx)
 	if err != nil {
-		return st, fmt.Errorf("state topic offsets: %w", err)
-	}
-	// A partition whose end cannot be read is an error, never "no state":
-	// taking it for empty would drop the slot and re-snapshot the shard.
-	if err := ends.Error(); err != nil {
-		return st, fmt.Errorf("state topic offsets: %w", err)
+		return st, err
 	}
 	want := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -223,6 +227,49 @@ func (s *stateStore) load(ctx context.Context, brokers []string, kafkaOpts []kgo
 		})
 	}
 	return st, nil
+}
+
+// endOffsets lists the end offset of every partition of the state topic.
+// A partition whose end cannot be read is an error, never "no state":
+// taking it for empty would drop the slot and re-snapshot the shard. But
+// an error Kafka calls retriable — the topic not yet in the answering
+// broker's metadata, a partition without a leader or whose leader moved
+// (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE,
+// NOT_LEADER_OR_FOLLOWER), as right after a broker restart — is asked
+// again after a backoff (50 ms, doubling to 2 s) until endsWait has
+// passed; any other error ends the start at once.
+func (s *stateStore) endOffsets(ctx context.Context) (kadm.ListedOffsets, error) {
+	within := s.endsWait
+	if within <= 0 {
+		within = defaultEndsWait
+	}
+	deadline := time.Now().Add(within)
+	adm := kadm.NewClient(s.cl)
+	backoff := 50 * time.Millisecond
+	for {
+		ends, err := adm.ListEndOffsets(ctx, s.topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			return ends, nil
+		}
+		if ctx.Err() != nil || !kerr.IsRetriable(err) {
+			return nil, fmt.Errorf("state topic offsets: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("state topic offsets: still %w after %s", err, within)
+		}
+		if s.retried != nil {
+			s.retried(err, backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("state topic offsets: %w (last answer: %w)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }
 
 // note takes one state record into st: the newest record of a key wins, a
