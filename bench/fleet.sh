@@ -79,7 +79,7 @@ postgres_pids() {
 ticks() { # summed utime+stime of the pids (fields 14 and 15 of /proc/PID/stat)
 	local p sum=0 f
 	for p in "$@"; do
-		read -r -a f <"/proc/$p/stat" 2>/dev/null || continue
+		read -r -a f 2>/dev/null <"/proc/$p/stat" || continue # quiet: a process may end meanwhile
 		sum=$((sum + f[13] + f[14]))
 	done
 	echo "$sum"
