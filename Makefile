@@ -18,7 +18,7 @@ help:
 	@echo "make test-cluster - the ClickHouse cluster suite on its own stack (3 ClickHouse servers + ZooKeeper; make cluster-down stops it)"
 	@echo "make unit    - unit tests only (no services)"
 	@echo "make down    - stop the demo processes and the stack (make purge also deletes .stack)"
-	@echo "make fleet-verify - a 32-shard fleet (FLEET_SHARDS=N) on its own stack: demo traffic, then make verify, timed (make fleet-down stops it)"
+	@echo "make fleet-verify - a 32-shard fleet (FLEET_SHARDS=N) on its own stack: demo traffic, then make verify, each step timed (FLEET_FRESH=1: cold; FLEET_DOWN=1: stop after; else make fleet-down stops it)"
 	@echo "make verify  - compare the running demo's API with the shards (scatter-gather ground truth; FLEET=file: another fleet file)"
 	@echo "make loadgen ARGS=...  - more demo traffic (ARGS=\"--rows-per-op 100 --rate 50\": bulk, 5,000 rows/s)"
 	@echo "make bench-loader - Kafka -> ClickHouse loader throughput (prints numbers)"
@@ -123,20 +123,22 @@ cluster-down:
 	TRIBUTARY_HOME=$(CLUSTER_HOME) $(STACK) down
 
 # A fleet of many shards on one machine, checked end to end (docs/deploy.md,
-# "A fleet on one machine"): its own stack (FLEET_HOME, ports at
-# FLEET_PORT_OFFSET) of FLEET_SHARDS PostgreSQL shards on Apache Kafka, the
-# demo's processes (one cdc-reader process serving every shard, a loader,
-# the API) and its traffic, then make verify; prints the time from the
-# start. The stack stays up for a look (make fleet-down stops it).
+# "A fleet on one machine"; deploy/local/fleet-verify.sh): its own stack
+# (FLEET_HOME, ports at FLEET_PORT_OFFSET) of FLEET_SHARDS PostgreSQL
+# shards on Apache Kafka, the demo's processes (one cdc-reader process
+# serving every shard, a loader, the API) and its traffic, then make
+# verify; prints each step's time and the load, and exits non-zero when a
+# step fails. FLEET_FRESH=1 purges the home first (a cold start);
+# FLEET_DOWN=1 stops the stack at the end, passed or not (else it stays up
+# for a look: make fleet-down stops it).
 FLEET_SHARDS ?= 32
 FLEET_HOME ?= $(CURDIR)/.stack-fleet
 FLEET_PORT_OFFSET ?= 200
+FLEET_FRESH ?= 0
+FLEET_DOWN ?= 0
 fleet-verify: install build
-	@start=$$(date +%s); \
-	TRIBUTARY_HOME=$(FLEET_HOME) TRIBUTARY_PORT_OFFSET=$(FLEET_PORT_OFFSET) TRIBUTARY_SHARDS=$(FLEET_SHARDS) TRIBUTARY_KAFKA=real $(STACK) up && \
-	TRIBUTARY_HOME=$(FLEET_HOME) TRIBUTARY_DEMO_READERS=one deploy/local/demo.sh && \
-	$(MAKE) --no-print-directory verify TRIBUTARY_HOME=$(FLEET_HOME) && \
-	echo "fleet-verify: $(FLEET_SHARDS) shards: stack, demo traffic and make verify passed in $$(($$(date +%s) - start)) s"
+	FLEET_SHARDS=$(FLEET_SHARDS) FLEET_HOME=$(FLEET_HOME) FLEET_PORT_OFFSET=$(FLEET_PORT_OFFSET) \
+		FLEET_FRESH=$(FLEET_FRESH) FLEET_DOWN=$(FLEET_DOWN) deploy/local/fleet-verify.sh
 
 fleet-down:
 	TRIBUTARY_HOME=$(FLEET_HOME) deploy/local/demo.sh stop

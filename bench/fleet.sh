@@ -14,7 +14,12 @@
 #     tributary_loader_records_total{kind="watermark"}), so that CPU and
 #     allocations (go_memstats_mallocs_total) per watermark record follow;
 #     at rest the loader handles watermarks only (an idle shard's round
-#     follows its heartbeat), so its CPU then is the watermark cost;
+#     follows its heartbeat), so its CPU then is the watermark cost, given
+#     also per shard; and the times it lost its consumer group in the
+#     window (tributary_loader_partitions_lost_total, group session
+#     errors) and the mean round trip of its heartbeats to the group
+#     coordinator: a window in which it lost it measured a loader that was
+#     not consuming;
 #   - PostgreSQL: the proportional set size (PSS, /proc/PID/smaps_rollup:
 #     shared memory counted once), process count and CPU of all the shards
 #     (the processes alive at the window's start);
@@ -74,7 +79,7 @@ postgres_pids() {
 ticks() { # summed utime+stime of the pids (fields 14 and 15 of /proc/PID/stat)
 	local p sum=0 f
 	for p in "$@"; do
-		read -r -a f <"/proc/$p/stat" 2>/dev/null || continue
+		read -r -a f 2>/dev/null <"/proc/$p/stat" || continue # quiet: a process may end meanwhile
 		sum=$((sum + f[13] + f[14]))
 	done
 	echo "$sum"
@@ -96,6 +101,9 @@ pss_kb() { field_kb smaps_rollup Pss: "$@"; }
 metric() { # sum of the loader's samples of metric $1 with labels matching $2
 	curl -fsS "$LOADER_METRICS" | awk -v m="$1" -v l="$2" '$1 ~ "^"m && $1 ~ l {s += $2} END {printf "%.0f", s}'
 }
+metric_ms() { # the same sum, in thousandths (a seconds metric in ms), whole
+	curl -fsS "$LOADER_METRICS" | awk -v m="$1" -v l="$2" '$1 ~ "^"m && $1 ~ l {s += $2} END {printf "%.0f", 1000*s}'
+}
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
 SHARDS=$(grep -c '"shard"' "$TRIBUTARY_FLEET")
@@ -104,22 +112,30 @@ PG=()
 
 # window NAME: sample for WINDOW seconds and print one line of figures.
 window() {
-	local name=$1 l r0 l0 p0 r1 l1 p1 w0 w1 m0 m1 rss hwm lrss pss
+	local name=$1 l r0 l0 p0 r1 l1 p1 w0 w1 m0 m1 g0 g1 e0 e1 hc0 hc1 hs0 hs1 rss hwm lrss pss
 	l=$(load1)
 	mapfile -t PG < <(postgres_pids)
 	r0=$(ticks "${READERS[@]}") l0=$(ticks "${LOADER[@]}") p0=$(ticks "${PG[@]}")
 	w0=$(metric tributary_loader_records_total 'kind="watermark"') m0=$(metric go_memstats_mallocs_total '')
+	g0=$(metric tributary_loader_partitions_lost_total '') e0=$(metric tributary_loader_group_session_errors_total '')
+	hc0=$(metric tributary_loader_group_request_seconds_count 'request="heartbeat"')
+	hs0=$(metric_ms tributary_loader_group_request_seconds_sum 'request="heartbeat"')
 	sleep "$WINDOW"
 	r1=$(ticks "${READERS[@]}") l1=$(ticks "${LOADER[@]}") p1=$(ticks "${PG[@]}")
 	w1=$(metric tributary_loader_records_total 'kind="watermark"') m1=$(metric go_memstats_mallocs_total '')
+	g1=$(metric tributary_loader_partitions_lost_total '') e1=$(metric tributary_loader_group_session_errors_total '')
+	hc1=$(metric tributary_loader_group_request_seconds_count 'request="heartbeat"')
+	hs1=$(metric_ms tributary_loader_group_request_seconds_sum 'request="heartbeat"')
 	rss=$(status_kb VmRSS "${READERS[@]}") hwm=$(status_kb VmHWM "${READERS[@]}") lrss=$(status_kb VmRSS "${LOADER[@]}")
 	pss=$(pss_kb "${PG[@]}")
 	awk -v n="$name" -v s="$SHARDS" -v procs="${#READERS[@]}" -v l="$l" -v w="$WINDOW" -v hz="$HZ" \
 		-v rt=$((r1 - r0)) -v lt=$((l1 - l0)) -v pt=$((p1 - p0)) -v wm=$((w1 - w0)) -v ma=$((m1 - m0)) \
-		-v rss="$rss" -v hwm="$hwm" -v lrss="$lrss" -v pss="$pss" -v pgn="${#PG[@]}" 'BEGIN {
+		-v rss="$rss" -v hwm="$hwm" -v lrss="$lrss" -v pss="$pss" -v pgn="${#PG[@]}" -v gl=$((g1 - g0)) -v ge=$((e1 - e0)) -v hc=$((hc1 - hc0)) -v hs=$((hs1 - hs0)) 'BEGIN {
 		printf "%s: shards %d, load %s | readers (%d proc): RSS %.1f MB (%.2f MB/shard), peak %.1f MB, CPU %.1f %% | ", n, s, l, procs, rss/1024, rss/1024/s, hwm/1024, 100*rt/hz/w
-		printf "loader: RSS %.1f MB, CPU %.1f %%, watermarks %.0f/s", lrss/1024, 100*lt/hz/w, wm/w
+		printf "loader: RSS %.1f MB, CPU %.1f %% (%.3f %%/shard), watermarks %.0f/s", lrss/1024, 100*lt/hz/w, 100*lt/hz/w/s, wm/w
 		if (wm > 0) printf " (%.3f CPU-ms, %.0f allocs each)", 1000*lt/hz/wm, ma/wm
+		printf ", group lost %d, session errors %d, heartbeats %d", gl, ge, hc
+		if (hc > 0) printf " (%.0f ms each)", hs/hc
 		printf " | postgres: %d processes, PSS %.0f MB (%.1f MB/shard), CPU %.1f %%\n", pgn, pss/1024, pss/1024/s, 100*pt/hz/w
 	}'
 }

@@ -31,6 +31,15 @@ WAIT_TIMEOUT=${TRIBUTARY_WAIT_TIMEOUT:-90}
 KAFKA_HEAP=${TRIBUTARY_KAFKA_HEAP:--Xmx512m -Xms128m}
 # Unset: C1 only (stack.d/kafka.sh, "start-up"); set, even empty, it replaces that.
 KAFKA_JIT=${TRIBUTARY_KAFKA_JIT--XX:TieredStopAtLevel=1}
+# How long a Kafka node's controller waits for its heartbeat before fencing
+# it (stack.d/kafka.sh, kafka_write_config): short, a kill -9'ed broker
+# comes back in seconds; long, a broker stalled by a loaded machine keeps
+# its partitions.
+KAFKA_BROKER_SESSION_MS=${TRIBUTARY_KAFKA_BROKER_SESSION_MS:-3000}
+[[ $KAFKA_BROKER_SESSION_MS =~ ^[0-9]+$ ]] && ((KAFKA_BROKER_SESSION_MS >= 1000)) || {
+	echo "stack.sh: TRIBUTARY_KAFKA_BROKER_SESSION_MS must be a number of milliseconds, at least 1000 (two heartbeats of 500 ms), got '$KAFKA_BROKER_SESSION_MS'" >&2
+	exit 2
+}
 # TRIBUTARY_SECURE=1 gives Apache Kafka a SASL_SSL listener beside the
 # plaintext one (stack.d/kafka.sh); 0 leaves the stack as it always was.
 # Unset, it is what this home's last `up` had (load_state), else 0: a test
@@ -126,6 +135,10 @@ Environment:
   TRIBUTARY_PORT_OFFSET   added to every port, a multiple of 200 up to $MAX_PORT_OFFSET, for several stacks on one
                           machine (default: the offset this home was started with, else 0)
   TRIBUTARY_KAFKA_HEAP    JVM heap flags of the Kafka broker (default "-Xmx512m -Xms128m")
+  TRIBUTARY_KAFKA_BROKER_SESSION_MS
+                          how long a Kafka node may miss its controller's heartbeats before it
+                          is fenced (default 3000: a killed broker is back in seconds; make
+                          fleet-verify uses 30000, so that a stalled broker keeps its partitions)
   TRIBUTARY_KAFKA_JIT     JIT flags of the Kafka broker (default "-XX:TieredStopAtLevel=1", C1
                           only, for a fast start; empty: the JVM's tiered default)
   TRIBUTARY_SECURE        1: Apache Kafka also listens with SASL_SSL (the stack's CA, user

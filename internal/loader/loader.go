@@ -36,6 +36,9 @@
 //	watermark_lsn{shard}               newest watermark written, by shard
 //	consumer_lag_records{topic,partition} records in Kafka one sample ago not yet committed by the group (lag.go)
 //	commit_errors_total                failed offset commits (the batch is replayed)
+//	group_request_seconds{request}     round trip of the group's requests: heartbeat, join, sync, commit (group.go)
+//	group_session_errors_total         group sessions ended by an error (expelled, join refused, ...)
+//	partitions_lost_total              times the partitions were lost rather than revoked
 //	stage_seconds_total{stage}         wall time per stage of the loop: where the time goes
 //	freshness_seconds{stage}           a watermark record's way from its commit to ClickHouse, per stage
 //	                                   (reader, kafka, batch, insert, watermark; freshness.go)
@@ -397,6 +400,7 @@ func (l *Loader) newClient() (*kgo.Client, error) {
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			l.forget.Store(true)
+			l.m.group.lost(m)
 			l.log.Warn("partitions lost", slog.Any("partitions", m))
 			l.elect.revoked(m)
 		}),
@@ -405,6 +409,9 @@ func (l *Loader) newClient() (*kgo.Client, error) {
 		kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { l.rebalanceWanted.Store(true) }),
 		// DLQ produces: idempotent, acks=all (franz-go defaults).
 		kgo.AllowAutoTopicCreation(),
+		// Why a session ends, and how long the coordinator takes (group.go).
+		kgo.WithHooks(l.m.group),
+		kgo.WithLogger(kafkaLogger{l.log}),
 	)
 	if l.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(l.cfg.InstanceID))

@@ -44,6 +44,7 @@ type metrics struct {
 	imageEvictions  prometheus.Counter
 	monitorErrors   *prometheus.CounterVec // monitor
 	fresh           freshness              // freshness.go
+	group           *groupMetrics          // group.go
 }
 
 // Stages of the loader's loop, for tributary_loader_stage_seconds_total.
@@ -132,6 +133,7 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 	}, []string{"monitor"})
 	reg.MustRegister(m.toastBases, m.imageBytes, m.imageEntries, m.imageEvictions, m.monitorErrors)
 	m.fresh = newFreshness(reg)
+	m.group = newGroupMetrics(reg)
 	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
 	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
 		m.insertErrors, m.schemaChanges, m.tableStopped, m.tablePaused, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)

@@ -156,9 +156,14 @@ group.initial.rebalance.delay.ms=0
 # (DUPLICATE_BROKER_REGISTRATION, retried every heartbeat interval). With
 # the defaults (9 s, 2 s) that was 8-10 s of every restart; the broker
 # heartbeats its controller every 500 ms, so 3 s of silence (six missed
-# heartbeats) still means a stalled broker, not a slow one.
+# heartbeats) still means a stalled broker, not a slow one. A stall longer
+# than the session fences the broker: a single node then leads no
+# partition until it is unfenced, and its group coordinator unloads and
+# reloads every group (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+# consumers expelled). A fleet on a loaded machine stalls for longer
+# (TRIBUTARY_KAFKA_BROKER_SESSION_MS; make fleet-verify: 30 s).
 broker.heartbeat.interval.ms=500
-broker.session.timeout.ms=3000
+broker.session.timeout.ms=$KAFKA_BROKER_SESSION_MS
 EOF
 	# Kafka 4 logs through log4j2; SLF4J is bound to it by the jar set.
 	cat >"$dir/log4j2.properties" <<EOF

@@ -244,6 +244,48 @@ EOF
 	printf '%s\n' "$stamp" >"$stamp_file"
 }
 
+# pg_initdb makes a new data directory $1 (logging to $2) with initdb.
+# initdb writes PG_VERSION early; our marker (.initialized) says it finished.
+pg_initdb() {
+	local dir=$1 initlog=$2
+	rm -rf "$dir"
+	as_postgres "$PG_BIN/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C \
+		--no-sync >"$initlog" 2>&1 || return 1
+	as_postgres touch "$dir/.initialized"
+}
+
+# PG_CLONE (TRIBUTARY_PG_CLONE=1): a new shard is a copy of one initdb's
+# data directory (pg_template_dir, made once per home, never started), not an
+# initdb of its own. initdb is most of a new shard's cost (about 8 s a
+# shard at load 50-90 here, against a copy's fraction of a second), so a
+# fleet of many shards comes up several times sooner. The copies share a
+# PostgreSQL system identifier, as physical clones of one database do:
+# the reader keys its state by system identifier, database and slot
+# (docs/reader.md), and every shard has its own slot, so nothing mixes.
+# Off by default: tests that run readers of several shards under one slot
+# name need the shards to be separate clusters.
+PG_CLONE=${TRIBUTARY_PG_CLONE:-0}
+[[ $PG_CLONE == 0 || $PG_CLONE == 1 ]] || {
+	echo "stack.sh: TRIBUTARY_PG_CLONE must be 0 or 1, got '$PG_CLONE'" >&2
+	exit 2
+}
+pg_template_dir() { printf '%s/template' "$PG_ROOT"; }
+
+# pg_template makes the template when a shard still needs a data directory.
+# It runs before the shards' parallel jobs, which only copy it.
+pg_template() {
+	local i dir
+	dir=$(pg_template_dir)
+	[[ ! -f $dir/.initialized ]] || return 0
+	for ((i = 0; i < SHARDS; i++)); do
+		[[ -f $(pg_dir "$i")/.initialized ]] || break
+	done
+	((i < SHARDS)) || return 0
+	pg_initdb "$dir" "$PG_ROOT/template.initdb.log" ||
+		die "the shards' template: initdb failed (log: $PG_ROOT/template.initdb.log)"
+	log "postgres: initialized the shards' template $dir (TRIBUTARY_PG_CLONE=1)"
+}
+
 # pg_up brings shard i to running and set up.
 pg_up() {
 	local i=$1 dir port
@@ -252,13 +294,17 @@ pg_up() {
 	if pg_running "$i"; then
 		log "postgres shard $i: running on port $port"
 	else
-		# initdb writes PG_VERSION early; our marker says it finished.
-		if [[ ! -f $dir/.initialized ]]; then
-			rm -rf "$dir"
-			as_postgres "$PG_BIN/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C \
-				--no-sync >"$PG_ROOT/shard$i.initdb.log" 2>&1 ||
+		if [[ ! -f $dir/.initialized ]] && ((PG_CLONE)); then
+			# Copied beside, then renamed: a copy cut short leaves no
+			# directory with the template's .initialized in it.
+			local copy=$PG_ROOT/.copy-shard$i
+			rm -rf "$dir" "$copy"
+			cp -a "$(pg_template_dir)" "$copy" && mv "$copy" "$dir" ||
+				die "shard $i: copying the template $(pg_template_dir) to $dir failed"
+			log "postgres shard $i: copied the template to $dir"
+		elif [[ ! -f $dir/.initialized ]]; then
+			pg_initdb "$dir" "$PG_ROOT/shard$i.initdb.log" ||
 				die "shard $i: initdb failed (log: $PG_ROOT/shard$i.initdb.log)"
-			as_postgres touch "$dir/.initialized"
 			log "postgres shard $i: initialized $dir"
 		fi
 		pg_write_config "$i"
@@ -272,6 +318,7 @@ pg_up() {
 pg_up_all() {
 	# initdb is CPU-bound: a few at a time use both cores without thrashing.
 	local i par=4 jobs=()
+	((PG_CLONE == 0)) || pg_template
 	for ((i = 0; i < SHARDS; i++)); do
 		jobs+=("shard$i:pg_up $i")
 		if ((${#jobs[@]} == par)); then
