@@ -93,8 +93,9 @@ test-chdb: install
 # The chaos soak (cmd/chaos, internal/chaos; docs/operations.md, "Verifying and benchmarking"): the demo
 # fleet on real Kafka under mixed traffic with a seeded random fault
 # schedule over every component for CHAOS_DURATION, then convergence, the
-# verifier and one verdict; exit 1 when it fails. Not part of make test
-# nor, yet, of .ci/run (docs/operations.md, "Verifying and benchmarking"). The demo's processes must not
+# verifier and one verdict; exit 1 when it fails. Not part of make test;
+# CI runs the 5-minute version on a home and offset of its own
+# (docs/operations.md, "Verifying and benchmarking"). The demo's processes must not
 # run beside it (same ports): they are stopped first. CHAOS_FLAGS: more
 # flags (--seed N repeats a schedule; bin/chaos --help).
 CHAOS_DURATION ?= 30m

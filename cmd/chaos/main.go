@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -64,7 +65,13 @@ func run(ctx context.Context, c chaos.Config) error {
 	if err != nil {
 		return err
 	}
-	v.Print(os.Stdout)
+	return report(os.Stdout, v)
+}
+
+// report prints the verdict and returns an error when it failed, which
+// flagenv.Main turns into exit status 1 (what make chaos and CI see).
+func report(w io.Writer, v *chaos.Verdict) error {
+	v.Print(w)
 	if !v.Passed() {
 		return fmt.Errorf("failed verdict (seed %d)", v.Seed)
 	}

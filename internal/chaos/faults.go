@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,20 +53,47 @@ func (f *fault) component() string {
 }
 
 // injector injects faults into the fleet and the stack and recovers from
-// them. Its random source is used by draw only (one goroutine); inject
+// them. Its random source and deck are used by draw only (one goroutine); inject
 // runs on many at once, for faults of different components.
 type injector struct {
 	st    *stack
 	fleet *fleetProcs
 	rng   *rand.Rand
+	deck  []string // kinds not dealt yet (draw)
 	log   *os.File // stack.sh output
 }
 
 // draw picks the next fault, of a component that busy does not name; nil
-// when every one it tried is busy.
+// when every component is busy. Kinds are dealt from a shuffled deck, the
+// whole deck before a new one, so a soak of len(Kinds) faults or more has
+// every kind (drawn freely, a 5-minute soak's 10 faults held no kill of
+// Kafka or ClickHouse). A kind whose component is busy stays in the deck
+// for a later draw; only when every kind left in it is busy does the
+// fault come from outside the deck.
 func (in *injector) draw(busy func(component string) bool) *fault {
-	for range 64 {
-		f := &fault{kind: Kinds[in.rng.IntN(len(Kinds))]}
+	if len(in.deck) == 0 {
+		in.deck = slices.Clone(Kinds)
+		in.rng.Shuffle(len(in.deck), func(i, j int) { in.deck[i], in.deck[j] = in.deck[j], in.deck[i] })
+	}
+	for i, kind := range in.deck {
+		if f := in.free(kind, busy); f != nil {
+			in.deck = slices.Delete(in.deck, i, i+1)
+			return f
+		}
+	}
+	for _, i := range in.rng.Perm(len(Kinds)) {
+		if f := in.free(Kinds[i], busy); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// free is a fault of kind on a target that busy does not name (a shard
+// kind tries several shards), or nil.
+func (in *injector) free(kind string, busy func(component string) bool) *fault {
+	for range 4 * len(in.st.shards) {
+		f := &fault{kind: kind}
 		switch f.kind {
 		case KillReader, CrashPostgres:
 			f.target = "shard " + strconv.Itoa(in.st.shards[in.rng.IntN(len(in.st.shards))].Number)

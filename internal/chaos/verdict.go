@@ -63,9 +63,24 @@ func (v *Verdict) failures() []string {
 	if len(v.Faults) < v.MinFaults {
 		out = append(out, fmt.Sprintf("%d faults, want at least %d", len(v.Faults), v.MinFaults))
 	}
+	injected := map[string]bool{}
 	for _, f := range v.Faults {
+		injected[f.kind] = true
 		if f.err != nil {
 			out = append(out, fmt.Sprintf("%s %s at %s: %v", f.kind, f.target, f.at.UTC().Format("15:04:05"), f.err))
+		}
+	}
+	// A soak asked for as many faults as there are kinds must have
+	// recovered from each kind (the schedule deals them all: draw).
+	if v.MinFaults >= len(Kinds) {
+		var missing []string
+		for _, k := range Kinds {
+			if !injected[k] {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, "no fault of kind "+strings.Join(missing, ", "))
 		}
 	}
 	if !v.VerifyPassed {

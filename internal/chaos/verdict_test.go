@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,18 @@ func TestVerdict(t *testing.T) {
 		{"a 5xx after fresh", func(v *Verdict) { v.Answers = append(v.Answers, answer{at: at(16), route: "/v1/shards", code: 500}) }, "1 API 5xx"},
 		{"refused before the first fault", func(v *Verdict) { v.Answers = append(v.Answers, answer{at: at(9), route: "/readyz"}) }, "1 API 5xx"},
 		{"too few faults", func(v *Verdict) { v.MinFaults = 2 }, "1 faults, want at least 2"},
+		{"a kind never injected", func(v *Verdict) {
+			v.MinFaults = len(Kinds)
+			for _, k := range Kinds[1:] {
+				v.Faults = append(v.Faults, &fault{kind: k, at: at(10), recovered: time.Second, fresh: 5 * time.Second})
+			}
+		}, "no fault of kind " + Kinds[0]},
+		{"every kind injected", func(v *Verdict) {
+			v.MinFaults = len(Kinds)
+			for _, k := range Kinds {
+				v.Faults = append(v.Faults, &fault{kind: k, at: at(10), recovered: time.Second, fresh: 5 * time.Second})
+			}
+		}, ""},
 		{"a recovery failed", func(v *Verdict) { v.Faults[0].err = errors.New("stack.sh up: exit 1") }, "stack.sh up"},
 		{"verifier", func(v *Verdict) { v.VerifyPassed = false }, "verifier"},
 		{"dead letters", func(v *Verdict) { v.DLQ = 3 }, "3 dead-letter records"},
@@ -85,6 +98,43 @@ func TestDrawSkipsRecovering(t *testing.T) {
 	}
 	if f := in.draw(func(string) bool { return true }); f != nil {
 		t.Errorf("drew %s %s with every component recovering", f.kind, f.target)
+	}
+}
+
+// TestDrawDealsEveryKind: every len(Kinds) faults drawn in a row hold
+// every kind once; a kind whose component is recovering when its turn
+// comes is dealt later, once it is back, instead of being lost.
+func TestDrawDealsEveryKind(t *testing.T) {
+	st := &stack{shards: []fleet.Endpoint{{Number: 3}, {Number: 5}}}
+	in := &injector{st: st, rng: rand.New(rand.NewPCG(7, 8))}
+	none := func(string) bool { return false }
+	for deck := range 3 {
+		kinds := map[string]int{}
+		for range Kinds {
+			kinds[in.draw(none).kind]++
+		}
+		for _, k := range Kinds {
+			if kinds[k] != 1 {
+				t.Errorf("deck %d: %s drawn %d times, want 1 (%v)", deck, k, kinds[k], kinds)
+			}
+		}
+	}
+	// Kafka recovers while its kinds come up: they wait in the deck.
+	kafka := func(c string) bool { return c == "kafka" }
+	var dealt []string
+	for range len(Kinds) - 2 {
+		f := in.draw(kafka)
+		if f == nil || f.component() == "kafka" {
+			t.Fatalf("drew %+v while Kafka recovers", f)
+		}
+		dealt = append(dealt, f.kind)
+	}
+	for range 2 {
+		dealt = append(dealt, in.draw(none).kind)
+	}
+	slices.Sort(dealt)
+	if want := slices.Sorted(slices.Values(Kinds)); !slices.Equal(dealt, want) {
+		t.Errorf("one deck dealt around a recovering Kafka: %v, want every kind once: %v", dealt, want)
 	}
 }
 
