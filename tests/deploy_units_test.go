@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"debug/elf"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +67,70 @@ func TestSystemdUnits(t *testing.T) {
 		out, err = cmd.CombinedOutput()
 		if err != nil || strings.Contains(string(out), "not defined") || strings.Contains(string(out), "invalid") {
 			t.Errorf("%s: %s %s --help: %v\n%s", u, filepath.Base(m[1]), strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// TestDockerfile: the image's build step, run as deploy/docker/Dockerfile
+// writes it (no Docker engine here: the go build alone, with its
+// environment and flags), gives static binaries — the distroless/static
+// base has no C library — and holds every binary a unit or the Helm chart
+// starts from /usr/local/bin.
+func TestDockerfile(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/docker/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.ReplaceAll(string(raw), "\\\n", " ")
+	m := regexp.MustCompile(`(?m)^RUN CGO_ENABLED=0 go build (.*) -o /out/ (.*)$`).FindStringSubmatch(joined)
+	if m == nil {
+		t.Fatal("Dockerfile: no `RUN CGO_ENABLED=0 go build ... -o /out/ <packages>` step")
+	}
+	out := t.TempDir()
+	// As Docker's RUN does: the line through /bin/sh, here writing to out.
+	line := "CGO_ENABLED=0 go build " + m[1] + " -o " + out + "/ " + m[2]
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir = ".."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", line, err, b)
+	}
+	built := map[string]bool{}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		built[e.Name()] = true
+		f, err := elf.Open(filepath.Join(out, e.Name()))
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s is dynamically linked: the static base image cannot run it", e.Name())
+			}
+		}
+		f.Close()
+	}
+	started := regexp.MustCompile(`/usr/local/bin/([a-z-]+)`)
+	files, _ := filepath.Glob("../deploy/helm/tributary/templates/*.yaml")
+	units, _ := filepath.Glob("../deploy/systemd/*.service")
+	files = append(files, units...)
+	entry := started.FindAllStringSubmatch(string(raw), -1)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range started.FindAllStringSubmatch(string(b), -1) {
+			if !built[s[1]] {
+				t.Errorf("%s starts /usr/local/bin/%s, which the image does not build (it has %v)", filepath.Base(f), s[1], slices.Sorted(maps.Keys(built)))
+			}
+		}
+	}
+	for _, s := range entry {
+		if !built[s[1]] {
+			t.Errorf("the Dockerfile names /usr/local/bin/%s, which it does not build", s[1])
 		}
 	}
 }
