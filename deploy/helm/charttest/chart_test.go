@@ -213,11 +213,19 @@ func checkReaders(t *testing.T, cm corev1.ConfigMap, readers []appsv1.Deployment
 		if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 			t.Errorf("reader %s: %d replicas, strategy %q; want 1 and Recreate", d.Name, *d.Spec.Replicas, d.Spec.Strategy.Type)
 		}
-		set := ""
+		set, chUser := "", ""
 		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
 			if v, ok := strings.CutPrefix(a, "--shards="); ok {
 				set = v
 			}
+			if v, ok := strings.CutPrefix(a, "--clickhouse-user="); ok {
+				chUser = v
+			}
+		}
+		// The sweep that ends a resnapshot --where reads ClickHouse, as the
+		// read-only user: without it such resnapshots are refused.
+		if chUser == "" || strings.Contains(chUser, "loader") {
+			t.Errorf("reader %s: --clickhouse-user=%q; want the read-only user (the sweep reads ClickHouse)", d.Name, chUser)
 		}
 		shards, err := parseSet(set)
 		if err != nil {
