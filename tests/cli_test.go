@@ -13,7 +13,7 @@ import (
 // exit status 2 and a message naming it, before anything is started.
 func TestCommandsHelp(t *testing.T) {
 	bin := t.TempDir()
-	out, err := exec.Command("go", "build", "-o", bin+"/", "../cmd/...").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin+"/", "../cmd/...", "../bench").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -27,7 +27,7 @@ func TestCommandsHelp(t *testing.T) {
 		"embedded-kafka": nil,
 		"bench":          {"loader"},
 	}
-	for _, b := range []string{"reader", "api", "latency", "sustain"} {
+	for _, b := range []string{"reader", "api", "latency", "sustain", "peers"} {
 		commands["bench "+b] = nil
 	}
 	for _, a := range []string{"status", "pause", "resume", "dlq list", "dlq replay", "resnapshot", "teardown"} {
