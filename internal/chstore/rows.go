@@ -238,3 +238,9 @@ func (s *Store) EachLiveIDOf(ctx context.Context, name string, key []string, sha
 	}
 	return s.EachLiveID(ctx, t, shard, before, n, fn)
 }
+
+// IsUnknownTable reports an error of a query on a table ClickHouse does
+// not have (both 18.16's and current ClickHouse's wording).
+func IsUnknownTable(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE"))
+}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/tributary/tributary/internal/chstore"
 )
 
 // AnomalyState selects anomalies by their state.
@@ -121,7 +123,7 @@ func (q *Queries) Duplicates(ctx context.Context, req DuplicatesRequest) (*Dupli
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
 	rows, err := q.conn.Query(ctx, sql, args...)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return page, nil
 		}
 		return nil, fmt.Errorf("read anomalies: %w", err)

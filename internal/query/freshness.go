@@ -47,7 +47,7 @@ func (q *Queries) StoppedTables(ctx context.Context, now time.Time) ([]StoppedTa
 		FROM %s.%s GROUP BY table, loader ORDER BY table, loader`, quote(q.db), chstore.StoppedTablesTable)
 	rows, err := q.conn.Query(ctx, sql)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("read stopped tables: %w", err)

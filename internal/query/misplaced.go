@@ -89,7 +89,7 @@ func (q *Queries) Misplaced(ctx context.Context, req MisplacedRequest) (*Misplac
 		want := limit + 1 - len(page.Rows)
 		rows, err := chstore.ListMisplaced(ctx, q.conn, q.db, t.Name, t.Key(), t.ShardKey, after, want)
 		if err != nil {
-			if isUnknownTable(err) {
+			if chstore.IsUnknownTable(err) {
 				continue
 			}
 			return nil, fmt.Errorf("misplaced rows: %w", err)

@@ -126,7 +126,7 @@ func (q *Queries) RowWithMoves(ctx context.Context, l *MoveLog, id any) (copies 
 	}
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), planRowWithMoves(q.db, l), id, id)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			// The documents table missing is Row's to report; only a
 			// missing index makes the next request read its state again.
 			if strings.Contains(err.Error(), l.Index().Table()) {

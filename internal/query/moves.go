@@ -35,6 +35,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/tables"
 )
 
@@ -240,7 +241,7 @@ func MoveColumns(l *MoveLog) string { return l.moveColumns() }
 func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id any) (*Move, error) {
 	if q.moveIndexBuilt(ctx, l) {
 		m, err := q.latestMoveRead(ctx, l, planLatestMoveIndexed(q.db, l), id)
-		if err == nil || !isUnknownTable(err) {
+		if err == nil || !chstore.IsUnknownTable(err) {
 			if err != nil {
 				return nil, fmt.Errorf("read move log: %w", err)
 			}
@@ -251,7 +252,7 @@ func (q *Queries) LatestMove(ctx context.Context, l *MoveLog, id any) (*Move, er
 	}
 	m, err := q.latestMoveRead(ctx, l, planLatestMove(q.db, l), id)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("read move log: %w", err)
@@ -318,7 +319,7 @@ func (q *Queries) MoveAnomalies(ctx context.Context, l *MoveLog, req MoveAnomali
 		l.moveColumns(), kind, quote(q.db), quote(l.Log.Name), cond, started, l.identityOrder(), limit+1)
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(plainWhere)), sql, args...)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return page, nil
 		}
 		return nil, fmt.Errorf("read move anomalies: %w", err)
@@ -350,7 +351,7 @@ func (q *Queries) MoveAnomalyCounts(ctx context.Context, l *MoveLog, cutoff time
 		kind, quote(q.db), quote(l.Log.Name), cond)
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(plainWhere)), sql, args...)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return 0, 0, nil
 		}
 		return 0, 0, fmt.Errorf("count move anomalies: %w", err)

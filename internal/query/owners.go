@@ -13,7 +13,7 @@ type KeyOwner = chstore.KeyOwner
 // table; values never placed (or no ownership table yet) are absent.
 func (q *Queries) Owners(ctx context.Context, table string, keys []string) (map[string]KeyOwner, error) {
 	out, err := chstore.KeyOwners(ctx, q.conn, q.db, table, keys)
-	if err != nil && isUnknownTable(err) {
+	if err != nil && chstore.IsUnknownTable(err) {
 		return map[string]KeyOwner{}, nil
 	}
 	return out, err

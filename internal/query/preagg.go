@@ -105,7 +105,7 @@ func (q *Queries) PreaggDirty(ctx context.Context, table string, st *revenuebloc
 // rows by outdated ownership and must not answer.
 func (q *Queries) RingVersion(ctx context.Context, table string) (int64, error) {
 	v, err := chstore.RingVersion(ctx, q.conn, q.db, table)
-	if err != nil && isUnknownTable(err) {
+	if err != nil && chstore.IsUnknownTable(err) {
 		return 0, nil
 	}
 	return v, err

@@ -99,7 +99,7 @@ func (q *Queries) Row(ctx context.Context, table, idColumn string, id any) ([]Co
 func (q *Queries) pointCopies(ctx context.Context, table, sql string, args ...any) ([]Copy, error) {
 	rows, err := q.conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(pointLookup)), sql, args...)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)
 		}
 		return nil, fmt.Errorf("read %s: %w", table, err)
@@ -134,7 +134,7 @@ func (q *Queries) RowsOf(ctx context.Context, table, idColumn string, ids []stri
 		quote(idColumn), quote(q.db), quote(table), idText, strings.Join(ids, ","))
 	rows, err := q.conn.Query(ctx, sql)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, table)
 		}
 		return nil, fmt.Errorf("read %s: %w", table, err)

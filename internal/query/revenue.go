@@ -229,7 +229,7 @@ func (q *Queries) Revenue(ctx context.Context, cfg *tables.Revenue, req RevenueR
 func (q *Queries) runRevenuePlan(ctx context.Context, cfg *tables.Revenue, plan revenuePlan, maxRows int) ([]RevenueRow, int32, error) {
 	rows, err := q.conn.Query(ctx, plan.sql, plan.args...)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return nil, 0, fmt.Errorf("%w: %s", ErrUnknownTable, cfg.Table)
 		}
 		return nil, 0, fmt.Errorf("revenue query on %s: %w", cfg.Table, err)

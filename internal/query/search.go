@@ -23,6 +23,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/rowkey"
 )
 
@@ -188,7 +189,7 @@ func (q *Queries) Search(ctx context.Context, req SearchRequest) (*SearchPage, e
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_move_to_prewhere": 0}))
 	rows, err := q.conn.Query(ctx, sql, args...)
 	if err != nil {
-		if isUnknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownTable, req.Table)
 		}
 		return nil, fmt.Errorf("search %s: %w", req.Table, err)
@@ -245,9 +246,4 @@ func searchKey(ex []any, shard int) (SearchKey, error) {
 	}
 	k.ID = rowkey.Encode(parts)
 	return k, nil
-}
-
-// isUnknownTable reports a query on a table ClickHouse does not have.
-func isUnknownTable(err error) bool {
-	return strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE")
 }

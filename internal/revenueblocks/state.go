@@ -3,7 +3,6 @@ package revenueblocks
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -39,7 +38,7 @@ func ReadState(ctx context.Context, conn driver.Conn, db, table string) (*State,
 		FROM %s.%s WHERE source_table = ? GROUP BY shard ORDER BY shard`,
 		chstore.Quote(db), StateTable), table)
 	if err != nil {
-		if unknownTable(err) {
+		if chstore.IsUnknownTable(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("read pre-aggregate state: %w", err)
@@ -71,8 +70,4 @@ func ReadState(ctx context.Context, conn driver.Conn, db, table string) (*State,
 		}
 	}
 	return st, rows.Err()
-}
-
-func unknownTable(err error) bool {
-	return strings.Contains(err.Error(), "doesn't exist") || strings.Contains(err.Error(), "UNKNOWN_TABLE")
 }
