@@ -76,7 +76,7 @@ func (l *Loader) apply(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, 
 	// next batch, before this one's commit (a crash writes and checks
 	// again). Neither waits for the other: readers waiting on a watermark
 	// (read-your-writes) do not wait for the checks.
-	return batchTail{commit: sb.commit, recs: recs, detects: detects, inserted: inserted, watermarks: l.watermarkWrite(ctx, sb.wms)}, nil
+	return batchTail{commit: sb.commit, detects: detects, inserted: inserted, watermarks: l.watermarkWrite(ctx, sb.wms)}, nil
 }
 
 // sortedBatch is a batch's records sorted by what becomes of them.

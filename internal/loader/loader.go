@@ -412,7 +412,6 @@ func (l *Loader) newClient() (*kgo.Client, error) {
 		// Why a session ends, and how long the coordinator takes (group.go).
 		kgo.WithHooks(l.m.group),
 		kgo.WithLogger(kafkaLogger{l.log}),
-		kgo.WithPools(&decompressPool{}), // pool.go
 	)
 	if l.cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(l.cfg.InstanceID))

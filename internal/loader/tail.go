@@ -57,9 +57,6 @@ type batchTail struct {
 	detects []func() error
 	// commit are the records whose offsets may then be committed.
 	commit []*kgo.Record
-	// recs are all the batch's records, recycled once the tail has
-	// ended (pool.go).
-	recs []*kgo.Record
 	// inserted is when the batch's rows were in ClickHouse (freshness.go).
 	inserted time.Time
 }
@@ -93,7 +90,6 @@ func (l *Loader) startTail(ctx context.Context, cl *kgo.Client, bt batchTail) *t
 			t.err = err
 			return
 		}
-		defer recycle(bt.recs) // after the commit: the copies in commit need nothing of them
 		if len(commit) == 0 {
 			return
 		}
