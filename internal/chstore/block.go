@@ -91,8 +91,9 @@ func (b *Block) Set(i int, r *Row) error {
 			return &ConvertError{Table: b.t.Name, Column: c.Name, Err: fmt.Errorf("NULL in key column")}
 		}
 		if err := b.cols[ci].parse(i, *p); err != nil {
-			// The value is a slice of a fetched record, whose bytes are
-			// reused once its batch is done: the error may outlive it.
+			// The value is a slice of a fetched record (the envelope
+			// decoder does not copy) and the error may outlive the batch:
+			// it must not pin the record's buffer.
 			return &ConvertError{Table: b.t.Name, Column: c.Name, Value: strings.Clone(*p), Err: err}
 		}
 		if c.Nullable {
