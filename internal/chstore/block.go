@@ -91,7 +91,10 @@ func (b *Block) Set(i int, r *Row) error {
 			return &ConvertError{Table: b.t.Name, Column: c.Name, Err: fmt.Errorf("NULL in key column")}
 		}
 		if err := b.cols[ci].parse(i, *p); err != nil {
-			return &ConvertError{Table: b.t.Name, Column: c.Name, Value: *p, Err: err}
+			// The value is a slice of a fetched record (the envelope
+			// decoder does not copy) and the error may outlive the batch:
+			// it must not pin the record's buffer.
+			return &ConvertError{Table: b.t.Name, Column: c.Name, Value: strings.Clone(*p), Err: err}
 		}
 		if c.Nullable {
 			b.isNull[ci][i] = false

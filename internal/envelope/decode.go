@@ -207,7 +207,16 @@ func (p *parser) rawString() ([]byte, error) {
 	p.i++
 	ascii := true
 	for p.i < len(p.b) {
-		c := p.b[p.i]
+		// Most bytes are plain: one table look-up each.
+		b, i := p.b, p.i
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		p.i = i
+		if i >= len(b) {
+			break
+		}
+		c := b[i]
 		switch {
 		case c == '"':
 			s := p.b[start+1 : p.i]
@@ -221,13 +230,21 @@ func (p *parser) rawString() ([]byte, error) {
 			return p.slowString(start)
 		case c < 0x20:
 			return nil, p.errorf("control character in string")
-		case c >= 0x80:
-			ascii = false
 		}
+		ascii = false // c >= 0x80
 		p.i++
 	}
 	return nil, p.errorf("unterminated string")
 }
+
+// plain marks the bytes a string's content may hold as they are: not a
+// quote, a backslash, a control character or part of a multi-byte rune.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (p *parser) slowString(start int) ([]byte, error) {
 	p.fast = false
@@ -362,11 +379,15 @@ func (p *parser) skip(depth int) error {
 }
 
 // field resolves a key to a known name: an exact match first, then a
-// case-insensitive one, as encoding/json does.
-func field(key []byte, names ...string) string {
-	for _, n := range names {
-		if string(key) == n {
-			return n
+// case-insensitive one, as encoding/json does. The exact match starts at
+// names[*next] and *next becomes the index after the match: encoders write
+// the fields in one order, so the next key is usually the next name.
+func field(key []byte, next *int, names ...string) string {
+	for j := range names {
+		k := (*next + j) % len(names)
+		if string(key) == names[k] {
+			*next = k + 1
+			return names[k]
 		}
 	}
 	for _, n := range names {
@@ -384,8 +405,9 @@ func (p *parser) event(e *Event) error {
 	if p.null() {
 		return p.end()
 	}
+	next := 0
 	err := p.object(func(key []byte) error {
-		switch field(key, eventFields...) {
+		switch field(key, &next, eventFields...) {
 		case "v":
 			return p.integer(math.MinInt, math.MaxInt, func(v int64) { e.V = int(v) })
 		case "kind":
@@ -532,8 +554,9 @@ func (p *parser) columns(e *Event) error {
 			cols = append(cols, c)
 			return nil
 		}
+		next := 0
 		err := p.object(func(key []byte) error {
-			switch field(key, columnFields...) {
+			switch field(key, &next, columnFields...) {
 			case "name":
 				return p.str(&c.Name)
 			case "type":
@@ -587,7 +610,8 @@ func (p *parser) peekPos() int {
 	return p.i
 }
 
-// row decodes a row image; keys are interned. Like encoding/json, a second
+// row decodes a row image; keys are interned (the column list's names,
+// or the Decoder's). Like encoding/json, a second
 // occurrence of the field merges into the first map.
 func (p *parser) row(dst *map[string]*string) error {
 	if p.null() {
@@ -598,14 +622,20 @@ func (p *parser) row(dst *map[string]*string) error {
 		*dst = make(map[string]*string, len(p.d.cols))
 	}
 	m := *dst
+	j := 0 // the key's position: keys usually come in column order
 	return p.object(func(key []byte) error {
-		name, ok := p.d.names[string(key)]
-		if !ok {
+		var name string
+		if cols := p.d.cols; j < len(cols) && string(key) == cols[j].Name {
+			name = cols[j].Name
+		} else if n, ok := p.d.names[string(key)]; ok {
+			name = n
+		} else {
 			name = string(key)
 			if len(p.d.names) < 4096 {
 				p.d.names[name] = name
 			}
 		}
+		j++
 		if p.null() {
 			m[name] = nil
 			return nil

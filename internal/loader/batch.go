@@ -88,13 +88,39 @@ type sortedBatch struct {
 	commit  []*kgo.Record // the records whose offsets may be committed
 	// Counted per batch, added once: a labelled counter costs a hash of its
 	// labels on every call.
-	counts map[[2]string]int // by topic and kind
+	counts    map[string]*[len(recordKinds)]int // by topic, then kind (recordKinds)
+	last      *[len(recordKinds)]int            // counts of lastTopic
+	lastTopic string
+}
+
+// recordKinds are the kind label's values of tributary_loader_records_total,
+// indexed by the count constants.
+var recordKinds = [...]string{countChange: "change", countWatermark: "watermark", countInvalid: "invalid"}
+
+const (
+	countChange = iota
+	countWatermark
+	countInvalid
+)
+
+// count counts one record of topic as recordKinds[kind]. Records come in
+// runs of one topic: the last topic's counts are at hand without a hash.
+func (sb *sortedBatch) count(topic string, kind int) {
+	if sb.last == nil || sb.lastTopic != topic {
+		c, ok := sb.counts[topic]
+		if !ok {
+			c = new([len(recordKinds)]int)
+			sb.counts[topic] = c
+		}
+		sb.last, sb.lastTopic = c, topic
+	}
+	sb.last[kind]++
 }
 
 // sortBatch sorts a batch's records into changes by table, watermarks and
 // dead letters; records of stopped tables are left out.
 func (l *Loader) sortBatch(recs []*kgo.Record, decoded []decodeResult) *sortedBatch {
-	sb := &sortedBatch{byTable: map[string][]change{}, commit: make([]*kgo.Record, 0, len(recs)), counts: map[[2]string]int{}}
+	sb := &sortedBatch{byTable: map[string][]change{}, commit: make([]*kgo.Record, 0, len(recs)), counts: map[string]*[len(recordKinds)]int{}}
 	seenWM := map[partShard]uint64{} // the newest watermark so far, by partition and shard
 	reject := func(d deadLetter) {
 		sb.dead = append(sb.dead, d)
@@ -111,14 +137,14 @@ func (l *Loader) sortBatch(recs []*kgo.Record, decoded []decodeResult) *sortedBa
 		}
 		ev, err := decoded[i].ev, decoded[i].err
 		if err != nil {
-			sb.counts[[2]string{r.Topic, "invalid"}]++
+			sb.count(r.Topic, countInvalid)
 			reject(deadLetter{r, "decode", err})
 			continue
 		}
 		ps := partShard{r.Topic, r.Partition, uint16(ev.Shard)}
 		switch ev.Kind {
 		case envelope.KindWatermark:
-			sb.counts[[2]string{r.Topic, "watermark"}]++
+			sb.count(r.Topic, countWatermark)
 			sb.wms = append(sb.wms, chstore.Watermark{
 				Topic: r.Topic, Partition: r.Partition, Partitions: ev.Partitions,
 				Shard: uint16(ev.Shard), CommitLSN: uint64(ev.CommitLSN), CommitTS: ev.CommitTime,
@@ -126,7 +152,7 @@ func (l *Loader) sortBatch(recs []*kgo.Record, decoded []decodeResult) *sortedBa
 			seenWM[ps] = max(seenWM[ps], uint64(ev.CommitLSN))
 			sb.commit = append(sb.commit, r)
 		case envelope.KindChange:
-			sb.counts[[2]string{r.Topic, "change"}]++
+			sb.count(r.Topic, countChange)
 			if ev.Table != t.Name {
 				reject(deadLetter{r, "wrong_table", fmt.Errorf("record of table %q in topic %q", ev.Table, r.Topic)})
 				continue
@@ -141,9 +167,13 @@ func (l *Loader) sortBatch(recs []*kgo.Record, decoded []decodeResult) *sortedBa
 }
 
 // countRecords adds a batch's counts of records by topic and kind.
-func (l *Loader) countRecords(counts map[[2]string]int) {
-	for k, n := range counts {
-		l.m.records.WithLabelValues(k[0], k[1]).Add(float64(n))
+func (l *Loader) countRecords(counts map[string]*[len(recordKinds)]int) {
+	for topic, c := range counts {
+		for kind, n := range c {
+			if n > 0 {
+				l.m.records.WithLabelValues(topic, recordKinds[kind]).Add(float64(n))
+			}
+		}
 	}
 }
 
@@ -233,7 +263,8 @@ func (l *Loader) convertAll(t *chstore.Table, key []string, cs []change, now tim
 			if isCut(ev) || len(ev.Unchanged) > 0 {
 				continue
 			}
-			out[i].err = block.Set(i, sourceRow(ev, key))
+			row := sourceRow(ev, key)
+			out[i].err = block.Set(i, &row)
 			out[i].done = true
 		}
 	})
@@ -242,9 +273,10 @@ func (l *Loader) convertAll(t *chstore.Table, key []string, cs []change, now tim
 
 // sourceRow is the row a change writes: its new image, or for a delete the
 // old one (at least the key) marked deleted. A key column the old image
-// lacks is taken from the event's key text.
-func sourceRow(ev *envelope.Event, key []string) *chstore.Row {
-	row := &chstore.Row{
+// lacks is taken from the event's key text. A value, not a pointer: the
+// row lives on the converting goroutine's stack.
+func sourceRow(ev *envelope.Event, key []string) chstore.Row {
+	row := chstore.Row{
 		Shard: uint16(ev.Shard), Version: ev.RowVersion(), CommitLSN: uint64(ev.CommitLSN),
 		CommitTS: ev.CommitTime, Values: ev.After,
 	}

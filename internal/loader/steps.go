@@ -257,7 +257,7 @@ func (l *Loader) newTableBatch(name string, key []string, t *chstore.Table, cs [
 	cfg, _ := l.cfg.Tables.ByName(name)
 	b := &tableBatch{l: l, name: name, key: key, t: t, cfg: cfg, cs: cs, clock: clock, bases: bases,
 		cacheCols: l.toastCols[name], latest: map[chstore.RowKey]int{}, batchVersion: map[chstore.RowKey]uint64{},
-		rows: make([]int, 0, len(cs)), lifecycle: idSet{seen: map[string]bool{}}}
+		rows: make([]int, 0, len(cs)), lifecycle: idSet{seen: make(map[string]bool, len(cs)/4)}} // inserts and deletes: sized for a quarter, not grown from empty
 	b.block, b.pre = l.convertAll(t, key, cs, time.Now())
 	return b
 }
@@ -359,12 +359,12 @@ func (b *tableBatch) change(ctx context.Context, i int) error {
 	if !b.pre[i].done {
 		row := sourceRow(ev, b.key)
 		if len(ev.Unchanged) > 0 {
-			ok, ferr := b.fill(ctx, c, k, ver, row)
+			ok, ferr := b.fill(ctx, c, k, ver, &row)
 			if ferr != nil || !ok {
 				return ferr
 			}
 		}
-		err = b.block.Set(i, row)
+		err = b.block.Set(i, &row)
 	}
 	if err != nil {
 		b.dead = append(b.dead, deadLetter{c.rec, "convert", err})

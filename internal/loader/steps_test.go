@@ -116,7 +116,7 @@ func (f *fakeStore) MultiShardIDs(_ context.Context, _ *chstore.Table, ids []str
 }
 
 // notesConfig is a one-table config; notes are keyed by a bigint id.
-func notesConfig(t *testing.T) *tables.Config {
+func notesConfig(t testing.TB) *tables.Config {
 	t.Helper()
 	c, err := tables.Parse([]byte(`{"topic_prefix":"unit.","tables":[{"name":"notes","id_column":"id","id_layout":"serial"}]}`))
 	if err != nil {
@@ -126,7 +126,7 @@ func notesConfig(t *testing.T) *tables.Config {
 }
 
 // stepLoader is a loader over st with the image cache of cacheBytes.
-func stepLoader(t *testing.T, st store, cacheBytes int64) *Loader {
+func stepLoader(t testing.TB, st store, cacheBytes int64) *Loader {
 	t.Helper()
 	l := New(Config{Tables: notesConfig(t), ImageCacheBytes: cacheBytes},
 		nil, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
