@@ -703,29 +703,19 @@ func waitVisible(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("resnapshot: transactions committed before the switch: %w", err)
 	}
-	start := time.Now()
-	nextLog := start.Add(10 * time.Second)
-	for len(pending) > 0 {
-		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*)::int FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE x::text = ANY($1)`, pending).Scan(&n)
-		if err != nil {
-			return fmt.Errorf("resnapshot: transactions committed before the switch: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-		if time.Now().After(nextLog) {
-			log.Warn("resnapshot waits for transactions that committed before its switch but are not visible yet (synchronous replication?)",
-				slog.Any("xids", pending), slog.Duration("waited", time.Since(start)))
-			nextLog = time.Now().Add(10 * time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	if len(pending) == 0 {
+		return nil
 	}
-	return nil
+	return waitXids(ctx, log, "resnapshot waits for transactions that committed before its switch but are not visible yet (synchronous replication?)",
+		func(ctx context.Context) ([]string, error) {
+			var left []string
+			err := conn.QueryRow(ctx, `SELECT COALESCE(array_agg(x::text), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x
+				WHERE x::text = ANY($1)`, pending).Scan(&left)
+			if err != nil {
+				return nil, fmt.Errorf("resnapshot: transactions committed before the switch: %w", err)
+			}
+			return left, nil
+		})
 }
 
 // resnapshotPlan plans the copy of t's rows matching where. The estimate

@@ -194,23 +194,35 @@ func waitCommitted(ctx context.Context, conn *pgx.Conn, snapName string, log *sl
 	if err != nil {
 		return fmt.Errorf("import slot snapshot %s: %w", snapName, err)
 	}
+	return waitXids(ctx, log, "snapshot waits for transactions that committed before the slot's consistent point but are not visible yet (synchronous replication?)",
+		func(ctx context.Context) ([]string, error) {
+			var running []string
+			err := conn.QueryRow(ctx, `SELECT COALESCE(array_agg(x::text), '{}')
+				FROM pg_snapshot_xip(pg_current_snapshot()) x
+				WHERE x < pg_snapshot_xmax($1::pg_snapshot)
+				  AND x <> ALL (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))`, exported).Scan(&running)
+			if err != nil {
+				return nil, fmt.Errorf("check transactions committed before the slot: %w", err)
+			}
+			return running, nil
+		})
+}
+
+// waitXids polls running (every 50 ms) until it returns no transaction,
+// logging waiting with the ones left every 10 s.
+func waitXids(ctx context.Context, log *slog.Logger, waiting string, running func(context.Context) ([]string, error)) error {
 	start := time.Now()
 	nextLog := start.Add(10 * time.Second)
 	for {
-		var running []string
-		err := conn.QueryRow(ctx, `SELECT COALESCE(array_agg(x::text), '{}')
-			FROM pg_snapshot_xip(pg_current_snapshot()) x
-			WHERE x < pg_snapshot_xmax($1::pg_snapshot)
-			  AND x <> ALL (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))`, exported).Scan(&running)
+		xids, err := running(ctx)
 		if err != nil {
-			return fmt.Errorf("check transactions committed before the slot: %w", err)
+			return err
 		}
-		if len(running) == 0 {
+		if len(xids) == 0 {
 			return nil
 		}
 		if time.Now().After(nextLog) {
-			log.Warn("snapshot waits for transactions that committed before the slot's consistent point but are not visible yet (synchronous replication?)",
-				slog.Any("xids", running), slog.Duration("waited", time.Since(start)))
+			log.Warn(waiting, slog.Any("xids", xids), slog.Duration("waited", time.Since(start)))
 			nextLog = time.Now().Add(10 * time.Second)
 		}
 		select {
