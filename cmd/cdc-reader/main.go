@@ -222,9 +222,7 @@ func (c *Config) Validate() error {
 	case c.DSN == "":
 		errs = append(errs, errors.New("$TRIBUTARY_PG_DSN or --fleet is required (the DSN is not a flag: it holds a password)"))
 	}
-	if c.TablesFile == "" {
-		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
-	}
+	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
 	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
 	if c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16 {
 		errs = append(errs, fmt.Errorf("--replication-factor must be 0 (the cluster's default) or a replica count, got %d", c.ReplicationFactor))

@@ -104,9 +104,7 @@ func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, c.Logging.Validate())
 	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
-	if c.TablesFile == "" {
-		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
-	}
+	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
 	errs = append(errs, c.ClickHouse.Validate()...)
 	if c.ClickHouseCluster != "" && c.ClickHouse.TLS.On() {
 		// The nodes are reached at the ports system.clusters lists, which

@@ -123,6 +123,19 @@ func (s *Set) Parse(args []string) error {
 	return nil
 }
 
+// Required is the error of a required setting left empty: "--flag (or
+// $ENV) is required", then ": why" when why is not empty; nil when v is
+// set.
+func Required(v, flag, env, why string) error {
+	if v != "" {
+		return nil
+	}
+	if why != "" {
+		why = ": " + why
+	}
+	return fmt.Errorf("--%s (or $%s) is required%s", flag, env, why)
+}
+
 // UsageError is a setting Parse refused (an unknown flag, a bad value, a
 // bad environment variable, a stray argument): the command was called
 // wrongly and should exit with status 2.

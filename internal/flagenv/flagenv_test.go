@@ -36,3 +36,15 @@ func TestBool(t *testing.T) {
 		})
 	}
 }
+
+func TestRequired(t *testing.T) {
+	if err := Required("x.json", "tables", "TRIBUTARY_TABLES", ""); err != nil {
+		t.Fatalf("a set value: %v", err)
+	}
+	if err := Required("", "tables", "TRIBUTARY_TABLES", ""); err == nil || err.Error() != "--tables (or $TRIBUTARY_TABLES) is required" {
+		t.Fatalf("empty: %v", err)
+	}
+	if err := Required("", "fleet", "TRIBUTARY_FLEET", "the shards"); err == nil || err.Error() != "--fleet (or $TRIBUTARY_FLEET) is required: the shards" {
+		t.Fatalf("empty with why: %v", err)
+	}
+}
