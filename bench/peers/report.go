@@ -3,11 +3,11 @@ package peers
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"io"
 	"os"
 	"runtime"
 	"strings"
-	"text/tabwriter"
 )
 
 func printRun(r runResult) {
@@ -46,28 +46,21 @@ func printTable(w io.Writer, results []runResult) {
 		return
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tcase\tchanges/s\tCPU cores\tCPU-s per M changes\tpeak RSS MB\tstart-up s\tB/record\tload avg\t")
-	for _, r := range results {
+	benchwork.Table(w, "system\tcase\tchanges/s\tCPU cores\tCPU-s per M changes\tpeak RSS MB\tstart-up s\tB/record\tload avg\t", results, func(r runResult) string {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t%s\t\n", r.System, r.Case, r.LoadAvgBefore)
-			continue
+			return fmt.Sprintf("%s\t%s\tFAILED\t\t\t\t\t\t%s\t", r.System, r.Case, r.LoadAvgBefore)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t\n",
+		return fmt.Sprintf("%s\t%s\t%.0f\t%.2f\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t",
 			r.System, r.Case, r.ChangesPerSec, r.Cores, r.CPUSecPerM, r.PeakRSSMB, r.StartupSeconds, r.RecordBytes, r.LoadAvgBefore)
-	}
-	tw.Flush()
+	})
 	rs := ratios(results)
 	if len(rs) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tributary ÷\tcase\tchanges/s (goal ≥ 2)\tCPU-s per change\tpeak RSS (goal ≤ 0.05)\t")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.3f\t\n", r.Versus, r.Case, r.Throughput, r.CPUPerChg, r.PeakRSS)
-	}
-	tw.Flush()
+	benchwork.Table(w, "tributary ÷\tcase\tchanges/s (goal ≥ 2)\tCPU-s per change\tpeak RSS (goal ≤ 0.05)\t", rs, func(r ratio) string {
+		return fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%.3f\t", r.Versus, r.Case, r.Throughput, r.CPUPerChg, r.PeakRSS)
+	})
 }
 
 func writeJSON(c config, results []runResult, lats []latResult) error {
@@ -127,22 +120,16 @@ func printLatency(w io.Writer, lats []latResult) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commit → Kafka (LogAppendTime) latency, ms")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\ttarget changes/s\tachieved\tchanges\tp50\tp95\tp99\tmax\tmean\tCPU cores\tdrain s\tpeak RSS MB\tload avg\t")
-	for _, r := range lats {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%s\t\n",
+	benchwork.Table(w, "system\ttarget changes/s\tachieved\tchanges\tp50\tp95\tp99\tmax\tmean\tCPU cores\tdrain s\tpeak RSS MB\tload avg\t", lats, func(r latResult) string {
+		return fmt.Sprintf("%s\t%d\t%.0f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%s\t",
 			r.System, r.RateTarget, r.RateAchieved, r.Changes, r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.MeanMs, r.Cores, r.DrainSeconds, r.PeakRSSMB, r.LoadAvg)
-	}
-	tw.Flush()
+	})
 	rs := latRatios(lats)
 	if len(rs) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tributary ÷\tchanges/s\tp50\tp95\tp99\t")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t\n", r.Versus, r.Rate, r.P50, r.P95, r.P99)
-	}
-	tw.Flush()
+	benchwork.Table(w, "tributary ÷\tchanges/s\tp50\tp95\tp99\t", rs, func(r latRatio) string {
+		return fmt.Sprintf("%s\t%d\t%.3f\t%.3f\t%.3f\t", r.Versus, r.Rate, r.P50, r.P95, r.P99)
+	})
 }

@@ -2,9 +2,9 @@ package reader
 
 import (
 	"fmt"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"io"
 	"slices"
-	"text/tabwriter"
 )
 
 // Output of `bench reader`: per-run lines, the summary table, JSON records.
@@ -139,19 +139,16 @@ func printRun(r readerRun) {
 }
 
 func printSummary(w io.Writer, sum []readerSummary) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tclient\treps\tchanges\tchanges/s (median)\tmin..max\ts\tcores\tCPU s/M\tpeak RSS MB\twalsender CPU s\tbroker CPU s\tmachine busy\tratio\t")
 	opt := func(v float64, f string) string {
 		if v <= 0 {
 			return ""
 		}
 		return fmt.Sprintf(f, v)
 	}
-	for _, s := range sum {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f..%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.1f..%.1f\t%s\t\n", s.Case, s.Client, s.Reps, s.Changes,
+	benchwork.Table(w, "case\tclient\treps\tchanges\tchanges/s (median)\tmin..max\ts\tcores\tCPU s/M\tpeak RSS MB\twalsender CPU s\tbroker CPU s\tmachine busy\tratio\t", sum, func(s readerSummary) string {
+		return fmt.Sprintf("%s\t%s\t%d\t%d\t%.0f\t%.0f..%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.1f..%.1f\t%s\t", s.Case, s.Client, s.Reps, s.Changes,
 			s.MedianPerSec, s.MinPerSec, s.MaxPerSec, s.MedianSeconds, s.MedianCores, s.MedianCPUPerM,
 			opt(s.MaxPeakRSSMB, "%.0f"), opt(s.MedianWalsenderCPU, "%.2f"), opt(s.MedianBrokerCPU, "%.2f"),
 			slices.Min(s.MachineBusyCores), slices.Max(s.MachineBusyCores), opt(s.Ratio, "%.2f"))
-	}
-	tw.Flush()
+	})
 }

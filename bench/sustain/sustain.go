@@ -428,15 +428,12 @@ func printSustainTable(w io.Writer, steps []susStep) {
 	if len(steps) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered changes/s\tops/s\tgenerated rows/s\tcaptured changes/s\tloader rec/s\tbacklog half->end\tstale end s\tloader stages busy\tsustained\tload1\t")
-	for _, st := range steps {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f->%.0f\t%.1f\t%.0f%%\t%v\t%.1f\t\n", st.OfferedChanges, st.AchievedOps, st.AchievedRows, st.ChangesPerS,
+	benchwork.Table(w, "offered changes/s\tops/s\tgenerated rows/s\tcaptured changes/s\tloader rec/s\tbacklog half->end\tstale end s\tloader stages busy\tsustained\tload1\t", steps, func(st susStep) string {
+		return fmt.Sprintf("%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f->%.0f\t%.1f\t%.0f%%\t%v\t%.1f\t", st.OfferedChanges, st.AchievedOps, st.AchievedRows, st.ChangesPerS,
 			st.RecordsPerS, st.BacklogStart, st.BacklogEnd, st.StalenessEnd, 100*st.Pipeline.LoaderApplyBusy, st.Sustained, st.Load1)
-	}
-	tw.Flush()
+	})
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "process"
 	for _, st := range steps {
 		header += fmt.Sprintf("\t%d: cores\tpeak MB", st.OfferedChanges)
