@@ -206,17 +206,14 @@ func (ri *readerInstance) stop() error {
 // and stops it once it streams, so that the measured run resumes from the
 // slot like a restarted reader.
 func (b *readerBench) primeReader(ctx context.Context, n names, rep int, cleanups *[]func(context.Context) error) error {
-	slot := n.table + "_r" + strconv.Itoa(rep)
+	slot := slotName(n, rep)
 	b.logs.reset()
 	ri, topics, err := b.startReader(ctx, n, rep, slot)
 	if err != nil {
 		return err
 	}
 	*cleanups = append(*cleanups, b.deleteTopics(topics...), benchwork.DropSlot(b.pg, slot))
-	_, err = waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(context.Context) (bool, error) {
-		_, ok := b.logs.get("streaming")
-		return ok, nil
-	})
+	_, err = b.waitLogged(ctx, ri, b.cfg.timeout, "streaming")
 	if serr := ri.stop(); err == nil && serr != nil {
 		err = serr
 	}
@@ -225,8 +222,8 @@ func (b *readerBench) primeReader(ctx context.Context, n names, rep int, cleanup
 
 // streamRun resumes the primed reader slot and measures it to the target.
 func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN) (readerRun, error) {
-	slot := n.table + "_r" + strconv.Itoa(rep)
-	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
+	slot := slotName(n, rep)
+	res := b.tributaryRun(c, rep)
 	m := b.beginMeasure(c, rep)
 	ri, _, err := b.startReader(ctx, n, rep, slot)
 	if err != nil {
@@ -248,9 +245,7 @@ func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep
 	if !ok {
 		return res, errors.New("reader reached the target without logging \"streaming\"")
 	}
-	m.end(&res, streaming, done)
-	b.printMarks(streaming, done)
-	res.StartupSeconds = streaming.at.Sub(ri.started).Seconds()
+	b.endMeasure(m, &res, ri, streaming, done)
 	ws.fill(&res)
 	if err := ri.stop(); err != nil {
 		return res, fmt.Errorf("reader stop: %w", err)
@@ -263,20 +258,15 @@ func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep
 // complete": every chunk acknowledged by Kafka and the state stored. Kafka's
 // end offsets must then cover every row (a sanity check).
 func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, rep int, cleanups *[]func(context.Context) error) (readerRun, error) {
-	slot := n.table + "_r" + strconv.Itoa(rep)
-	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
+	slot := slotName(n, rep)
+	res := b.tributaryRun(c, rep)
 	m := b.beginMeasure(c, rep)
 	ri, topics, err := b.startReader(ctx, n, rep, slot)
 	if err != nil {
 		return res, err
 	}
 	*cleanups = append(*cleanups, b.deleteTopics(topics...), benchwork.DropSlot(b.pg, slot))
-	var done time.Time
-	_, err = waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(context.Context) (bool, error) {
-		mk, ok := b.logs.get("snapshot complete")
-		done = mk.at
-		return ok, nil
-	})
+	complete, err := b.waitLogged(ctx, ri, b.cfg.timeout, "snapshot complete")
 	if err != nil {
 		ri.stop() //nolint:errcheck // reporting the first error
 		return res, fmt.Errorf("reader: %w", err)
@@ -285,9 +275,7 @@ func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, r
 	if !ok {
 		return res, errors.New("snapshot complete without the reader logging the slot's creation")
 	}
-	m.end(&res, created, done)
-	b.printMarks(created, done)
-	res.StartupSeconds = created.at.Sub(ri.started).Seconds()
+	b.endMeasure(m, &res, ri, created, complete.at)
 	offs, err := b.adm.ListEndOffsets(ctx, topics[0])
 	if err != nil {
 		ri.stop() //nolint:errcheck // reporting the first error
@@ -301,10 +289,7 @@ func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, r
 	}
 	// Stop only once it streams: stopping between the snapshot and
 	// START_REPLICATION would fail its start-up.
-	if _, err := waitFor(ctx, b.cfg.poll, time.Minute, ri.stopped, func(context.Context) (bool, error) {
-		_, ok := b.logs.get("streaming")
-		return ok, nil
-	}); err != nil {
+	if _, err := b.waitLogged(ctx, ri, time.Minute, "streaming"); err != nil {
 		ri.stop() //nolint:errcheck // reporting the first error
 		return res, fmt.Errorf("reader after the snapshot: %w", err)
 	}
@@ -312,6 +297,34 @@ func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, r
 		return res, fmt.Errorf("reader stop: %w", err)
 	}
 	return res, nil
+}
+
+// slotName is the slot of repetition rep of the reader's runs on n.
+func slotName(n names, rep int) string { return n.table + "_r" + strconv.Itoa(rep) }
+
+// tributaryRun is the result of one of the reader's runs before it is measured.
+func (b *readerBench) tributaryRun(c *readerCase, rep int) readerRun {
+	return readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
+}
+
+// waitLogged waits (up to timeout, or until the reader stops) for the
+// reader to log msg, and returns when it did.
+func (b *readerBench) waitLogged(ctx context.Context, ri *readerInstance, timeout time.Duration, msg string) (mark, error) {
+	var mk mark
+	_, err := waitFor(ctx, b.cfg.poll, timeout, ri.stopped, func(context.Context) (bool, error) {
+		var ok bool
+		mk, ok = b.logs.get(msg)
+		return ok, nil
+	})
+	return mk, err
+}
+
+// endMeasure ends m into res for the run from mark from to done, prints
+// the marks, and sets the reader's start-up time (its start to from).
+func (b *readerBench) endMeasure(m *measure, res *readerRun, ri *readerInstance, from mark, done time.Time) {
+	m.end(res, from, done)
+	b.printMarks(from, done)
+	res.StartupSeconds = from.at.Sub(ri.started).Seconds()
 }
 
 // selectAll is the snapshot's reference: the reader's query, text format,
