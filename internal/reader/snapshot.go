@@ -441,13 +441,25 @@ func (r *Reader) copyRanges(ctx context.Context, plan *snapshotState, tabs []sna
 			}
 		}
 	}
+	return copyQueue(ctx, r, queue, "snapshot", "", func(gctx context.Context, wc *pgx.Conn, enc *envelope.Encoder, pace *pacer, wk snapWork) error {
+		return r.copyWork(gctx, ctx, wc, enc, pace, prog, plan, tabs, wk, cp)
+	})
+}
+
+// copyQueue copies queue's items on up to SnapshotWorkers connections of
+// their own, each item by copy under one shared pacer; setup (when not
+// empty) runs first on each connection, and what names them in errors. The
+// first error ends every worker.
+func copyQueue[T any](ctx context.Context, r *Reader, queue []T, what, setup string,
+	copy func(gctx context.Context, wc *pgx.Conn, enc *envelope.Encoder, pace *pacer, item T) error) error {
 	var mu sync.Mutex
 	next := 0
-	take := func() (snapWork, bool) {
+	take := func() (T, bool) {
 		mu.Lock()
 		defer mu.Unlock()
+		var none T
 		if next >= len(queue) {
-			return snapWork{}, false
+			return none, false
 		}
 		next++
 		return queue[next-1], true
@@ -458,16 +470,21 @@ func (r *Reader) copyRanges(ctx context.Context, plan *snapshotState, tabs []sna
 		g.Go(func() error {
 			wc, err := pgx.Connect(gctx, r.cfg.DSN)
 			if err != nil {
-				return fmt.Errorf("snapshot connection: %w", err)
+				return fmt.Errorf("%s connection: %w", what, err)
 			}
 			defer wc.Close(context.WithoutCancel(gctx))
+			if setup != "" {
+				if _, err := wc.Exec(gctx, setup); err != nil {
+					return fmt.Errorf("%s connection: %w", what, err)
+				}
+			}
 			var enc envelope.Encoder
 			for {
-				wk, ok := take()
+				item, ok := take()
 				if !ok {
 					return nil
 				}
-				if err := r.copyWork(gctx, ctx, wc, &enc, pace, prog, plan, tabs, wk, cp); err != nil {
+				if err := copy(gctx, wc, &enc, pace, item); err != nil {
 					return err
 				}
 			}
