@@ -30,7 +30,7 @@ type floor struct {
 	table    string
 }
 
-func newLatFloor(ctx context.Context, brokers, chAddr, chUser, chPassword string) (*floor, error) {
+func newFloor(ctx context.Context, brokers, chAddr, chUser, chPassword string) (*floor, error) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	f := &floor{topic: "tributary_bench_floor_" + run, table: "default.tributary_bench_floor_" + run}
 	var err error

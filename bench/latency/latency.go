@@ -199,7 +199,7 @@ func Run(ctx context.Context, args []string) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	b, err := newLatBench(ctx, c)
+	b, err := newBench(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func Run(ctx context.Context, args []string) error {
 	return b.run(ctx)
 }
 
-func newLatBench(ctx context.Context, c config) (*bench, error) {
+func newBench(ctx context.Context, c config) (*bench, error) {
 	b := &bench{cfg: c, shards: slices.Sorted(maps.Keys(c.dsns)), pools: map[int]*pgxpool.Pool{}, owned: map[int][]int64{},
 		client: &http.Client{Timeout: c.wait + 10*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	m, err := b.ringMap()
@@ -297,7 +297,7 @@ func (b *bench) run(ctx context.Context) error {
 
 	var floor *floor
 	if c.kafkaBrokers != "" && c.chAddr != "" {
-		if floor, err = newLatFloor(ctx, c.kafkaBrokers, c.chAddr, c.chUser, c.chPassword); err != nil {
+		if floor, err = newFloor(ctx, c.kafkaBrokers, c.chAddr, c.chUser, c.chPassword); err != nil {
 			return err
 		}
 		defer floor.close(ctx)

@@ -38,7 +38,7 @@ type bench struct {
 	logs *logMarks
 }
 
-func newReaderBench(ctx context.Context, c config) (*bench, error) {
+func newBench(ctx context.Context, c config) (*bench, error) {
 	pg, err := pgx.Connect(ctx, c.dsn)
 	if err != nil {
 		return nil, fmt.Errorf("connect shard %d: %w", c.shard, err)

@@ -146,7 +146,7 @@ a superuser DSN for the local stack).`)
 		return err
 	}
 
-	b, err := newReaderBench(ctx, c)
+	b, err := newBench(ctx, c)
 	if err != nil {
 		return err
 	}
