@@ -143,13 +143,11 @@ func derive(a, b benchwork.Scrape, wall time.Duration) derived {
 	out.LoaderBatches = d("tributary_loader_batch_records_count")
 	out.LoaderRecordsPerBatch = ratio(d("tributary_loader_batch_records_sum"), out.LoaderBatches)
 	out.LoaderStageMSPerBatch = map[string]float64{}
-	for k := range b {
-		if st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage="); ok {
-			out.LoaderStageMSPerBatch[st] = 1000 * ratio(d(k), out.LoaderBatches)
-		}
+	for st, secs := range benchwork.LoaderStageSeconds(a, b) {
+		out.LoaderStageMSPerBatch[st] = 1000 * ratio(secs, out.LoaderBatches)
 	}
-	out.LoaderInsertMS = 1000 * ratio(d("tributary_loader_insert_seconds_sum"), d("tributary_loader_insert_seconds_count"))
-	out.ReaderProduceMS = 1000 * ratio(d("tributary_reader_produce_seconds_sum"), d("tributary_reader_produce_seconds_count"))
+	out.LoaderInsertMS = benchwork.MeanMS(a, b, "tributary_loader_insert_seconds")
+	out.ReaderProduceMS = benchwork.MeanMS(a, b, "tributary_reader_produce_seconds")
 	// Watermark rounds summed over the readers: per reader, the interval.
 	if wm := d("tributary_reader_watermarks_total"); wm > 0 {
 		readers := 0

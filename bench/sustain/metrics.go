@@ -87,22 +87,16 @@ func derive(a, b benchwork.Scrape, wall time.Duration) pipeline {
 		p.LoaderRecordsPerBatch = d("tributary_loader_batch_records_sum") / p.LoaderBatches
 	}
 	p.LoaderStageBusy, p.LoaderStageMSPerBatch = map[string]float64{}, map[string]float64{}
-	for k := range b {
-		st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage=")
-		if !ok {
-			continue
-		}
-		p.LoaderStageBusy[st] = d(k) / secs
+	for st, ss := range benchwork.LoaderStageSeconds(a, b) {
+		p.LoaderStageBusy[st] = ss / secs
 		if p.LoaderBatches > 0 {
-			p.LoaderStageMSPerBatch[st] = 1000 * d(k) / p.LoaderBatches
+			p.LoaderStageMSPerBatch[st] = 1000 * ss / p.LoaderBatches
 		}
 		if st != "poll" && st != "decode" {
-			p.LoaderApplyBusy += d(k) / secs
+			p.LoaderApplyBusy += ss / secs
 		}
 	}
-	if n := d("tributary_reader_produce_seconds_count"); n > 0 {
-		p.ReaderProduceMS = 1000 * d("tributary_reader_produce_seconds_sum") / n
-	}
+	p.ReaderProduceMS = benchwork.MeanMS(a, b, "tributary_reader_produce_seconds")
 	for k, v := range b {
 		if strings.HasPrefix(k, "tributary_reader_lag_seconds|shard=") {
 			p.ReaderLagSecondsMax = max(p.ReaderLagSecondsMax, v)
