@@ -26,19 +26,27 @@ type ratio struct {
 
 func ratios(results []runResult) []ratio {
 	var out []ratio
-	for _, t := range results {
-		if t.System != "tributary" {
-			continue
-		}
-		for _, d := range results {
-			if d.Case != t.Case || !strings.HasPrefix(d.System, "debezium") || d.Error != "" {
-				continue
-			}
+	versusDebezium(results, func(r runResult) string { return r.System }, func(t, d runResult) bool { return d.Case == t.Case && d.Error == "" },
+		func(t, d runResult) {
 			out = append(out, ratio{Case: t.Case, Versus: d.System, Throughput: t.ChangesPerSec / d.ChangesPerSec,
 				CPUPerChg: t.CPUSecPerM / d.CPUSecPerM, PeakRSS: t.PeakRSSMB / d.PeakRSSMB})
+		})
+	return out
+}
+
+// versusDebezium calls pair with every tributary result t of rs and every
+// Debezium variant's result d that compares with it (same(t, d)).
+func versusDebezium[T any](rs []T, system func(T) string, same func(t, d T) bool, pair func(t, d T)) {
+	for _, t := range rs {
+		if system(t) != "tributary" {
+			continue
+		}
+		for _, d := range rs {
+			if strings.HasPrefix(system(d), "debezium") && same(t, d) {
+				pair(t, d)
+			}
 		}
 	}
-	return out
 }
 
 func printTable(w io.Writer, results []runResult) {
@@ -100,17 +108,10 @@ type latRatio struct {
 
 func latRatios(lats []latResult) []latRatio {
 	var out []latRatio
-	for _, t := range lats {
-		if t.System != "tributary" {
-			continue
-		}
-		for _, d := range lats {
-			if d.RateTarget != t.RateTarget || !strings.HasPrefix(d.System, "debezium") {
-				continue
-			}
+	versusDebezium(lats, func(r latResult) string { return r.System }, func(t, d latResult) bool { return d.RateTarget == t.RateTarget },
+		func(t, d latResult) {
 			out = append(out, latRatio{Rate: t.RateTarget, Versus: d.System, P50: t.P50ms / d.P50ms, P95: t.P95ms / d.P95ms, P99: t.P99ms / d.P99ms})
-		}
-	}
+		})
 	return out
 }
 
