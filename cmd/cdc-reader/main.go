@@ -227,39 +227,27 @@ func (c *Config) Validate() error {
 	if c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16 {
 		errs = append(errs, fmt.Errorf("--replication-factor must be 0 (the cluster's default) or a replica count, got %d", c.ReplicationFactor))
 	}
-	if c.Partitions < 1 {
-		errs = append(errs, fmt.Errorf("--partitions must be >= 1, got %d", c.Partitions))
-	}
+	errs = append(errs, flagenv.AtLeast("partitions", c.Partitions, 1))
 	if c.StatusInterval <= 0 || c.WatermarkInterval <= 0 || c.HeartbeatInterval < 0 {
 		errs = append(errs, errors.New("--status-interval and --watermark-interval must be > 0, --heartbeat-interval >= 0"))
 	}
-	if c.WatermarkMinGap < 0 {
-		errs = append(errs, fmt.Errorf("--watermark-min-gap must be >= 0, got %s", c.WatermarkMinGap))
-	}
-	if c.MaxBuffered < 1 {
-		errs = append(errs, fmt.Errorf("--max-buffered must be >= 1, got %d", c.MaxBuffered))
-	}
+	errs = append(errs, flagenv.NotNegative("watermark-min-gap", c.WatermarkMinGap))
+	errs = append(errs, flagenv.AtLeast("max-buffered", c.MaxBuffered, 1))
 	if c.MaxBufferedBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--max-buffered-bytes must be >= 1 MiB (a record must fit), got %d", c.MaxBufferedBytes))
 	}
 	if c.SnapshotWorkers < 1 || c.SnapshotWorkers > 64 {
 		errs = append(errs, fmt.Errorf("--snapshot-workers must be 1..64, got %d", c.SnapshotWorkers))
 	}
-	if c.SnapshotChunkRows < 1 {
-		errs = append(errs, fmt.Errorf("--snapshot-chunk-rows must be >= 1, got %d", c.SnapshotChunkRows))
-	}
-	if c.SnapshotMaxRate < 0 {
-		errs = append(errs, fmt.Errorf("--snapshot-max-rows-per-second must be >= 0, got %d", c.SnapshotMaxRate))
-	}
+	errs = append(errs, flagenv.AtLeast("snapshot-chunk-rows", c.SnapshotChunkRows, 1))
+	errs = append(errs, flagenv.NotNegative("snapshot-max-rows-per-second", c.SnapshotMaxRate))
 	if c.SnapshotProgress <= 0 {
 		errs = append(errs, errors.New("--snapshot-progress-interval must be > 0"))
 	}
 	if c.ClickHouse.Addr != "" {
 		errs = append(errs, c.ClickHouse.TLS.Validate()...)
 	}
-	if c.SweepBatch < 1 {
-		errs = append(errs, fmt.Errorf("--sweep-batch must be >= 1, got %d", c.SweepBatch))
-	}
+	errs = append(errs, flagenv.AtLeast("sweep-batch", c.SweepBatch, 1))
 	return errors.Join(errs...)
 }
 
