@@ -35,31 +35,48 @@ const hashCombineConst uint64 = 0x49a0f4dd15e5a8e3
 // and PostgreSQL's 3923095.
 const jenkinsInit uint32 = 0x9e3779b9 + 3923095
 
-// jenkinsMix is lookup3's mix(): six steps, each of which mixes one word
-// with the one before it (a with c, b with a, c with b, then again) by the
-// step's rotation.
+// jenkinsMix and jenkinsFinal are lookup3's mix() and final(), written out
+// step by step as lookup3 writes them: each step is alike but for the words
+// and the rotation, and a loop over them costs several times more on the
+// loader's per-row routing (internal/loader/partition.go).
 func jenkinsMix(a, b, c uint32) (uint32, uint32, uint32) {
-	s := [3]uint32{a, b, c}
-	for i, r := range [6]int{4, 6, 8, 16, 19, 4} {
-		x, prev, next := i%3, (i+2)%3, (i+1)%3
-		s[x] -= s[prev]
-		s[x] ^= bits.RotateLeft32(s[prev], r)
-		s[prev] += s[next]
-	}
-	return s[0], s[1], s[2]
+	a -= c
+	a ^= bits.RotateLeft32(c, 4)
+	c += b
+	b -= a
+	b ^= bits.RotateLeft32(a, 6)
+	a += c
+	c -= b
+	c ^= bits.RotateLeft32(b, 8)
+	b += a
+	a -= c
+	a ^= bits.RotateLeft32(c, 16)
+	c += b
+	b -= a
+	b ^= bits.RotateLeft32(a, 19)
+	a += c
+	c -= b
+	c ^= bits.RotateLeft32(b, 4)
+	b += a
+	return a, b, c
 }
 
-// jenkinsFinal is lookup3's final(): seven steps, each of which folds the
-// word before it into one word (c from b, a from c, b from a, then again).
 func jenkinsFinal(a, b, c uint32) (uint32, uint32, uint32) {
-	s := [3]uint32{a, b, c}
-	for i, r := range [7]int{14, 11, 25, 16, 4, 14, 24} {
-		x := (i + 2) % 3
-		prev := (x + 2) % 3
-		s[x] ^= s[prev]
-		s[x] -= bits.RotateLeft32(s[prev], r)
-	}
-	return s[0], s[1], s[2]
+	c ^= b
+	c -= bits.RotateLeft32(b, 14)
+	a ^= c
+	a -= bits.RotateLeft32(c, 11)
+	b ^= a
+	b -= bits.RotateLeft32(a, 25)
+	c ^= b
+	c -= bits.RotateLeft32(b, 16)
+	a ^= c
+	a -= bits.RotateLeft32(c, 4)
+	b ^= a
+	b -= bits.RotateLeft32(a, 14)
+	c ^= b
+	c -= bits.RotateLeft32(b, 24)
+	return a, b, c
 }
 
 // seedState is the initial state for hashing n bytes, perturbed by a
