@@ -327,9 +327,6 @@ func TestCurrentClickHouseAnswersAlike(t *testing.T) {
 	// (the first recomputes every block).
 	rev := &tables.Revenue{Table: "t", AmountColumn: "amount", CurrencyColumn: "cur", TimeColumn: "created",
 		StatusColumn: "status", CountStatuses: []string{"paid"}, RefundStatuses: []string{"refunded"}, WorkspaceColumn: "ws"}
-	if err := preagg.EnsureMarks(ctx, store); err != nil {
-		t.Fatal(err)
-	}
 	marks := preagg.NewMarks("t", 2)
 	marks.Add(0, "5", 90)
 	if err := marks.Write(ctx, store); err != nil {

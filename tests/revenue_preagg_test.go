@@ -71,9 +71,6 @@ func TestRevenuePreaggregateNeverStale(t *testing.T) {
 			// One round.
 			agg := preagg.New(preagg.Config{Revenue: cfg, IDColumn: "id", ShardKey: p.tables.Tables[0].ShardKey,
 				Topic: p.topic(), BlockBits: bits}, p.store, p.log, prometheus.NewRegistry())
-			if err := preagg.EnsureMarks(ctx, p.store); err != nil {
-				t.Fatal(err)
-			}
 			outcome, err := agg.Round(ctx)
 			if err != nil || outcome != "full" {
 				t.Fatalf("first round: %s, %v; want full", outcome, err)

@@ -334,9 +334,6 @@ func apiPreaggregate(ctx context.Context, store *chstore.Store, tcfg *tables.Con
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a := preagg.New(preagg.Config{Revenue: rev, IDColumn: t.IDColumn, ShardKey: t.ShardKey, Topic: t.Topic},
 		store, log, prometheus.NewRegistry())
-	if err := preagg.EnsureMarks(ctx, store); err != nil {
-		return 0, err
-	}
 	start := time.Now()
 	outcome, err := a.Round(ctx)
 	if err != nil {

@@ -4,36 +4,13 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/tributary/tributary/internal/httpjson"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
 )
-
-func apiGetJSON(ctx context.Context, client *http.Client, url string, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if out != nil && resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s: %w", url, err)
-		}
-	}
-	return resp.StatusCode, nil
-}
 
 // checkIDs fetches n random documents (deleted ones and misses included)
 // and compares them with their final version.
@@ -48,7 +25,7 @@ func (d *apiData) checkIDs(ctx context.Context, client *http.Client, base string
 			} `json:"copies"`
 		}
 		id := d.id(tDocs, i, d.c.docs)
-		code, err := apiGetJSON(ctx, client, fmt.Sprintf("%s/v1/documents/%d", base, id), &doc)
+		code, err := httpjson.Get(ctx, client, fmt.Sprintf("%s/v1/documents/%d", base, id), &doc)
 		if err != nil {
 			return err
 		}
@@ -68,7 +45,7 @@ func (d *apiData) checkIDs(ctx context.Context, client *http.Client, base string
 					id, i, cp.Shard, cp.Row["title"], d.shard(tDocs, i), d.title(i, u))
 			}
 		}
-		code, err = apiGetJSON(ctx, client, fmt.Sprintf("%s/v1/documents/%d", base, d.missID(i, d.c.docs)), nil)
+		code, err = httpjson.Get(ctx, client, fmt.Sprintf("%s/v1/documents/%d", base, d.missID(i, d.c.docs)), nil)
 		if err != nil {
 			return err
 		}
@@ -156,7 +133,7 @@ func (d *apiData) checkRevenue(ctx context.Context, client *http.Client, base st
 		to := from.AddDate(0, 1, 0)
 		var got apiRevenueAnswer
 		url := fmt.Sprintf("%s/v1/revenue?from=%s&to=%s&group_by=day", base, from.Format(time.DateOnly), to.Format(time.DateOnly))
-		if code, err := apiGetJSON(ctx, client, url, &got); err != nil || code != http.StatusOK {
+		if code, err := httpjson.Get(ctx, client, url, &got); err != nil || code != http.StatusOK {
 			return fmt.Errorf("%s: %d %v", url, code, err)
 		}
 		if err := apiCompareRevenue(url, got, "day", d.expectRevenue(from, to, apiDayKey)); err != nil {
@@ -168,7 +145,7 @@ func (d *apiData) checkRevenue(ctx context.Context, client *http.Client, base st
 	}
 	var got apiRevenueAnswer
 	url := fmt.Sprintf("%s/v1/revenue?from=%s&to=%s&group_by=month,currency", base, apiDataStart.Format(time.DateOnly), apiDataEnd.Format(time.DateOnly))
-	if code, err := apiGetJSON(ctx, client, url, &got); err != nil || code != http.StatusOK {
+	if code, err := httpjson.Get(ctx, client, url, &got); err != nil || code != http.StatusOK {
 		return fmt.Errorf("%s: %d %v", url, code, err)
 	}
 	if err := apiCompareRevenue(url, got, "month", d.expectRevenue(apiDataStart, apiDataEnd, apiMonthKey)); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tributary/tributary/bench/internal/benchwork"
+	"github.com/tributary/tributary/internal/httpjson"
 )
 
 // request returns a scenario's next URL for a client's random source and
@@ -155,7 +156,7 @@ func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*ra
 	fmt.Printf("scenario %s: %d clients%s, %s (+%s warm-up), load average before %.2f\n", name, c.clients, paced, c.duration, c.warmup, benchwork.LoadAvg1())
 	lat, errs, first, wall := apiRunLoad(ctx, c.clients, c.rate, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, r *rand.Rand) error {
 		url, want := next(r)
-		code, err := apiGetJSON(ctx, client, url, nil)
+		code, err := httpjson.Get(ctx, client, url, nil)
 		if err != nil {
 			return err
 		}

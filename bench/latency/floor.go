@@ -21,18 +21,18 @@ import (
 	"github.com/tributary/tributary/internal/flagenv"
 )
 
-// latFloor is the floor's connections: a producer and a ClickHouse pool,
+// floor is the floor's connections: a producer and a ClickHouse pool,
 // and the bench's own topic and table (dropped by close).
-type latFloor struct {
+type floor struct {
 	producer *kgo.Client
 	ch       driver.Conn
 	topic    string
 	table    string
 }
 
-func newLatFloor(ctx context.Context, brokers, chAddr, chUser, chPassword string) (*latFloor, error) {
+func newFloor(ctx context.Context, brokers, chAddr, chUser, chPassword string) (*floor, error) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	f := &latFloor{topic: "tributary_bench_floor_" + run, table: "default.tributary_bench_floor_" + run}
+	f := &floor{topic: "tributary_bench_floor_" + run, table: "default.tributary_bench_floor_" + run}
 	var err error
 	f.producer, err = kgo.NewClient(kgo.SeedBrokers(flagenv.List(brokers)...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(f.topic))
@@ -58,7 +58,7 @@ func newLatFloor(ctx context.Context, brokers, chAddr, chUser, chPassword string
 
 // sample is one floor measurement: the produce acknowledgement, then the
 // insert; it returns both and their sum's outcome.
-func (f *latFloor) sample(ctx context.Context, n int) (produce, insert time.Duration, err error) {
+func (f *floor) sample(ctx context.Context, n int) (produce, insert time.Duration, err error) {
 	t0 := time.Now()
 	if err := f.producer.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(n))}).FirstErr(); err != nil {
 		return 0, 0, fmt.Errorf("floor produce: %w", err)
@@ -80,7 +80,7 @@ func (f *latFloor) sample(ctx context.Context, n int) (produce, insert time.Dura
 
 // close drops the bench's table and closes the connections (the topic
 // stays: it is one record per sample).
-func (f *latFloor) close(ctx context.Context) {
+func (f *floor) close(ctx context.Context) {
 	if f.ch != nil {
 		f.ch.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+f.table) //nolint:errcheck // best effort
 		f.ch.Close()
@@ -88,8 +88,8 @@ func (f *latFloor) close(ctx context.Context) {
 	f.producer.Close()
 }
 
-// latFloorSample is one floor measurement.
-type latFloorSample struct {
+// floorSample is one floor measurement.
+type floorSample struct {
 	ProduceMS float64 `json:"produce_ms"`
 	InsertMS  float64 `json:"insert_ms"`
 	Err       string  `json:"error,omitempty"`
@@ -97,10 +97,10 @@ type latFloorSample struct {
 
 // runFloor takes n floor samples at rate per second, one at a time (a
 // sample that takes longer than the interval delays the next).
-func runFloor(ctx context.Context, f *latFloor, n, rate int) []latFloorSample {
+func runFloor(ctx context.Context, f *floor, n, rate int) []floorSample {
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
-	out := make([]latFloorSample, 0, n)
+	out := make([]floorSample, 0, n)
 	for i := range n {
 		if i > 0 {
 			select {
@@ -110,7 +110,7 @@ func runFloor(ctx context.Context, f *latFloor, n, rate int) []latFloorSample {
 			}
 		}
 		p, ins, err := f.sample(ctx, i)
-		s := latFloorSample{ProduceMS: latMSOf(p), InsertMS: latMSOf(ins)}
+		s := floorSample{ProduceMS: msOf(p), InsertMS: msOf(ins)}
 		if err != nil {
 			s.Err = err.Error()
 		}
@@ -127,33 +127,33 @@ const (
 )
 
 // floorSummaries are the floor's rows (none without samples).
-func floorSummaries(fs []latFloorSample) []latSummary {
+func floorSummaries(fs []floorSample) []summary {
 	if len(fs) == 0 {
 		return nil
 	}
-	row := func(name string, v func(latFloorSample) float64) latSummary {
-		return latSummarize(name, len(fs), func(i int) (float64, string) {
+	row := func(name string, v func(floorSample) float64) summary {
+		return summarize(name, len(fs), func(i int) (float64, string) {
 			if fs[i].Err != "" {
 				return 0, "error"
 			}
 			return v(fs[i]), "ok"
 		})
 	}
-	return []latSummary{
-		row(floorRow, func(s latFloorSample) float64 { return s.ProduceMS + s.InsertMS }),
-		row(floorProduceRow, func(s latFloorSample) float64 { return s.ProduceMS }),
-		row(floorInsertRow, func(s latFloorSample) float64 { return s.InsertMS }),
+	return []summary{
+		row(floorRow, func(s floorSample) float64 { return s.ProduceMS + s.InsertMS }),
+		row(floorProduceRow, func(s floorSample) float64 { return s.ProduceMS }),
+		row(floorInsertRow, func(s floorSample) float64 { return s.InsertMS }),
 	}
 }
 
-// latRatios are the issue's goals as ratios of p99s in one run (0: a row
+// ratios are the issue's goals as ratios of p99s in one run (0: a row
 // is missing).
-type latRatios struct {
+type ratios struct {
 	RYWToVisibleP99   float64 `json:"ryw_to_visible_p99"`
 	VisibleToFloorP99 float64 `json:"visible_to_floor_p99"`
 }
 
-func latRatiosOf(rows []latSummary) latRatios {
+func ratiosOf(rows []summary) ratios {
 	p99 := map[string]float64{}
 	for _, r := range rows {
 		if r.OK > 0 {
@@ -166,5 +166,5 @@ func latRatiosOf(rows []latSummary) latRatios {
 		}
 		return p99[a] / p99[b]
 	}
-	return latRatios{RYWToVisibleP99: ratio(latRYWRow, latVisibleRow), VisibleToFloorP99: ratio(latVisibleRow, floorRow)}
+	return ratios{RYWToVisibleP99: ratio(rywRow, visibleRow), VisibleToFloorP99: ratio(visibleRow, floorRow)}
 }

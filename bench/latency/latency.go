@@ -54,7 +54,7 @@ import (
 	"github.com/tributary/tributary/internal/ring"
 )
 
-const latUsage = `bench latency — commit on a shard -> visible through the API (a running pipeline: make demo).
+const usage = `bench latency — commit on a shard -> visible through the API (a running pipeline: make demo).
 
 The shards are the fleet file's (--fleet, $TRIBUTARY_FLEET: stack.env names
 the local stack's); a bearer token, if the API
@@ -66,8 +66,8 @@ Example:
   flock /tmp/tributary-bench.lock go run ./bench latency --samples 300 --rate 10 --background-rate 200
   flock /tmp/tributary-bench.lock go run ./bench latency --poll 0 --background-rate 20000 --rows-per-op 100`
 
-// latConfig is the latency benchmark's configuration.
-type latConfig struct {
+// config is the latency benchmark's configuration.
+type config struct {
 	demo          benchwork.Demo // where the demo's processes listen: the defaults
 	apiURL        string
 	token         string
@@ -92,7 +92,7 @@ type latConfig struct {
 	kafkaBrokers, chAddr, chUser, chPassword string
 }
 
-func (c *latConfig) validate() error {
+func (c *config) validate() error {
 	switch {
 	case c.samples < 1 || c.rate < 1:
 		return errors.New("--samples and --rate must be >= 1")
@@ -121,8 +121,8 @@ func (c *latConfig) validate() error {
 	return nil
 }
 
-// latSample is one measured write.
-type latSample struct {
+// sample is one measured write.
+type sample struct {
 	Shard     int    `json:"shard"`
 	Workspace int64  `json:"workspace"`
 	ID        int64  `json:"id"`
@@ -141,8 +141,8 @@ type latSample struct {
 	Err            string  `json:"write_error,omitempty"`
 }
 
-// latSummary is one row of the table.
-type latSummary struct {
+// summary is one row of the table.
+type summary struct {
 	Name   string         `json:"name"`
 	N      int            `json:"n"`
 	OK     int            `json:"ok"`
@@ -154,9 +154,9 @@ type latSummary struct {
 	MeanMS float64        `json:"mean_ms"`
 }
 
-// latBench holds the connections of one run.
-type latBench struct {
-	cfg    latConfig
+// bench holds the connections of one run.
+type bench struct {
+	cfg    config
 	shards []int                 // the fleet's shard numbers, ascending
 	pools  map[int]*pgxpool.Pool // by shard number
 	owned  map[int][]int64       // by shard number: workspaces the ring map places there
@@ -165,12 +165,12 @@ type latBench struct {
 
 // Run is `bench latency`: args are its flags.
 func Run(ctx context.Context, args []string) error {
-	var c latConfig
+	var c config
 	var err error
 	if c.demo, err = benchwork.DemoOf(os.Getenv); err != nil {
 		return err
 	}
-	fs := flagenv.New("bench latency", latUsage)
+	fs := flagenv.New("bench latency", usage)
 	fs.String(&c.apiURL, "api", "TRIBUTARY_API_URL", c.demo.APIURL, "the running API (default: the demo's on this stack, 8080 + $TRIBUTARY_PORT_OFFSET)")
 	fs.Secret(&c.token, "TRIBUTARY_API_TOKEN")
 	fs.String(&c.fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards to write to (required; the stack's is in stack.env)")
@@ -199,7 +199,7 @@ func Run(ctx context.Context, args []string) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	b, err := newLatBench(ctx, c)
+	b, err := newBench(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -207,8 +207,8 @@ func Run(ctx context.Context, args []string) error {
 	return b.run(ctx)
 }
 
-func newLatBench(ctx context.Context, c latConfig) (*latBench, error) {
-	b := &latBench{cfg: c, shards: slices.Sorted(maps.Keys(c.dsns)), pools: map[int]*pgxpool.Pool{}, owned: map[int][]int64{},
+func newBench(ctx context.Context, c config) (*bench, error) {
+	b := &bench{cfg: c, shards: slices.Sorted(maps.Keys(c.dsns)), pools: map[int]*pgxpool.Pool{}, owned: map[int][]int64{},
 		client: &http.Client{Timeout: c.wait + 10*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	m, err := b.ringMap()
 	if err != nil {
@@ -251,7 +251,7 @@ func newLatBench(ctx context.Context, c latConfig) (*latBench, error) {
 	return b, nil
 }
 
-func (b *latBench) close() {
+func (b *bench) close() {
 	for _, p := range b.pools {
 		if p != nil {
 			p.Close()
@@ -259,7 +259,7 @@ func (b *latBench) close() {
 	}
 }
 
-func (b *latBench) run(ctx context.Context) error {
+func (b *bench) run(ctx context.Context) error {
 	c := b.cfg
 	resp, err := b.get(ctx, c.apiURL+"/readyz")
 	if err != nil {
@@ -295,9 +295,9 @@ func (b *latBench) run(ctx context.Context) error {
 		}
 	}
 
-	var floor *latFloor
+	var floor *floor
 	if c.kafkaBrokers != "" && c.chAddr != "" {
-		if floor, err = newLatFloor(ctx, c.kafkaBrokers, c.chAddr, c.chUser, c.chPassword); err != nil {
+		if floor, err = newFloor(ctx, c.kafkaBrokers, c.chAddr, c.chUser, c.chPassword); err != nil {
 			return err
 		}
 		defer floor.close(ctx)
@@ -307,12 +307,12 @@ func (b *latBench) run(ctx context.Context) error {
 	before := b.scrape(ctx)
 	fmt.Printf("latency: %d samples at %d/s over %d shards, api %s, background %d changes/s (%d rows per operation); load average %s\n",
 		c.samples, c.rate, len(c.dsns), c.apiURL, c.bgRate, c.rowsPerOp, load0)
-	samples := make([]latSample, c.samples)
+	samples := make([]sample, c.samples)
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(c.rate))
 	defer tick.Stop()
 	start := time.Now()
-	floorDone := make(chan []latFloorSample, 1)
+	floorDone := make(chan []floorSample, 1)
 	if floor != nil {
 		go func() { floorDone <- runFloor(ctx, floor, c.samples, c.rate) }()
 	} else {
@@ -354,14 +354,14 @@ func (b *latBench) run(ctx context.Context) error {
 	}
 	samples = samples[:started]
 
-	rows := append(latSummaries(samples, c.poll > 0), floorSummaries(floorSamples)...)
+	rows := append(summaries(samples, c.poll > 0), floorSummaries(floorSamples)...)
 	fmt.Printf("\n%-34s %5s %5s  %-22s %8s %8s %8s %8s %8s\n", "from COMMIT returning to", "n", "ok", "failures", "p50", "p90", "p99", "max", "mean")
 	for _, r := range rows {
-		fmt.Printf("%-34s %5d %5d  %-22s %8s %8s %8s %8s %8s\n", r.Name, r.N, r.OK, latFails(r.Fails),
-			latMS(r.P50MS), latMS(r.P90MS), latMS(r.P99MS), latMS(r.MaxMS), latMS(r.MeanMS))
+		fmt.Printf("%-34s %5d %5d  %-22s %8s %8s %8s %8s %8s\n", r.Name, r.N, r.OK, fails(r.Fails),
+			ms(r.P50MS), ms(r.P90MS), ms(r.P99MS), ms(r.MaxMS), ms(r.MeanMS))
 	}
 	fmt.Println("(percentiles over the ok samples; failures: timeout = 503 not_yet_visible / no row within --timeout, missing = answered without the row, error = anything else, e.g. 503 backend_unavailable)")
-	ratios := latRatiosOf(rows)
+	ratios := ratiosOf(rows)
 	if ratios.RYWToVisibleP99 > 0 || ratios.VisibleToFloorP99 > 0 {
 		fmt.Printf("ratios of p99s: read-your-writes / visible %.2f (goal <= 1.2), visible / physical floor %.2f (goal <= 3)\n",
 			ratios.RYWToVisibleP99, ratios.VisibleToFloorP99)
@@ -393,10 +393,10 @@ func (b *latBench) run(ctx context.Context) error {
 		fmt.Printf("background: %d ops (%d errors), %d rows changed over the run: %.0f ops/s, %.0f changes/s\n",
 			bgOps, bgErrs, bgRows, float64(bgOps)/secs, float64(bgRows)/secs)
 	}
-	derived := latDerive(before, after, wall)
-	latPrintDerived(derived)
-	stages := latStageSummaries(before, after)
-	latPrintStages(stages)
+	derived := derive(before, after, wall)
+	printDerived(derived)
+	stages := stageSummaries(before, after)
+	printStages(stages)
 	fmt.Printf("wall %s; load average before %s, after %s\n", wall.Round(time.Millisecond), load0, load1)
 
 	if c.jsonOut != "" {
@@ -416,7 +416,7 @@ func (b *latBench) run(ctx context.Context) error {
 	return nil
 }
 
-func (b *latBench) ringMap() (*ring.Map, error) {
+func (b *bench) ringMap() (*ring.Map, error) {
 	if b.cfg.ringFile != "" {
 		return ring.Load(b.cfg.ringFile)
 	}
@@ -424,11 +424,11 @@ func (b *latBench) ringMap() (*ring.Map, error) {
 }
 
 // sample writes one document and measures both latencies.
-func (b *latBench) sample(ctx context.Context, shard int, ws int64, i int) latSample {
-	s := latSample{Shard: shard, Workspace: ws}
+func (b *bench) sample(ctx context.Context, shard int, ws int64, i int) sample {
+	s := sample{Shard: shard, Workspace: ws}
 	t0 := time.Now()
 	committed, err := b.write(ctx, &s, i)
-	s.CommitMS = latMSOf(committed.Sub(t0))
+	s.CommitMS = msOf(committed.Sub(t0))
 	if err != nil {
 		s.Err = err.Error()
 		s.RYWOutcome, s.VisibleOutcome = "error", "error"
@@ -447,7 +447,7 @@ func (b *latBench) sample(ctx context.Context, shard int, ws int64, i int) latSa
 
 // write inserts and commits one document, then reads the WAL position in
 // the same session; it returns when COMMIT returned.
-func (b *latBench) write(ctx context.Context, s *latSample, i int) (time.Time, error) {
+func (b *bench) write(ctx context.Context, s *sample, i int) (time.Time, error) {
 	conn, err := b.pools[s.Shard].Acquire(ctx)
 	if err != nil {
 		return time.Now(), fmt.Errorf("shard %d: %w", s.Shard, err)
@@ -474,10 +474,10 @@ func (b *latBench) write(ctx context.Context, s *latSample, i int) (time.Time, e
 }
 
 // readYourWrites is one after= request: 200 with the row is ok.
-func (b *latBench) readYourWrites(ctx context.Context, s *latSample, committed time.Time) {
+func (b *bench) readYourWrites(ctx context.Context, s *sample, committed time.Time) {
 	u := fmt.Sprintf("%s/v1/documents/%d?after=%d:%s&wait=%s", b.cfg.apiURL, s.ID, s.Shard, s.LSN, b.cfg.wait)
 	found, status, code, err := b.lookup(ctx, u, s.Shard)
-	s.RYWMS = latMSOf(time.Since(committed))
+	s.RYWMS = msOf(time.Since(committed))
 	switch {
 	case err != nil:
 		s.RYWOutcome, s.RYWError = "error", "read-your-writes: "+err.Error()
@@ -494,13 +494,13 @@ func (b *latBench) readYourWrites(ctx context.Context, s *latSample, committed t
 }
 
 // visible polls without after= until a 200 carries the row.
-func (b *latBench) visible(ctx context.Context, s *latSample, committed time.Time) {
+func (b *bench) visible(ctx context.Context, s *sample, committed time.Time) {
 	u := fmt.Sprintf("%s/v1/documents/%d", b.cfg.apiURL, s.ID)
 	for {
 		s.VisiblePolls++
 		found, status, code, err := b.lookup(ctx, u, s.Shard)
 		el := time.Since(committed)
-		s.VisibleMS = latMSOf(el)
+		s.VisibleMS = msOf(el)
 		switch {
 		case err != nil:
 			s.VisibleOutcome, s.VisibleError = "error", "visible: "+err.Error()
@@ -524,7 +524,7 @@ func (b *latBench) visible(ctx context.Context, s *latSample, committed time.Tim
 	}
 }
 
-func (b *latBench) get(ctx context.Context, u string) (*http.Response, error) {
+func (b *bench) get(ctx context.Context, u string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -538,7 +538,7 @@ func (b *latBench) get(ctx context.Context, u string) (*http.Response, error) {
 // lookup GETs a document URL and reports whether the answer holds a copy
 // of the row on shard; for other answers, the status and the error code
 // (not_found, not_yet_visible, backend_unavailable, ...).
-func (b *latBench) lookup(ctx context.Context, u string, shard int) (found bool, status int, code string, err error) {
+func (b *bench) lookup(ctx context.Context, u string, shard int) (found bool, status int, code string, err error) {
 	resp, err := b.get(ctx, u)
 	if err != nil {
 		return false, 0, "", err
@@ -569,6 +569,6 @@ func (b *latBench) lookup(ctx context.Context, u string, shard int) (found bool,
 
 // The rows the ratios compare.
 const (
-	latRYWRow     = "read-your-writes (after=, 1 GET)"
-	latVisibleRow = "visible (GET without after=, poll)"
+	rywRow     = "read-your-writes (after=, 1 GET)"
+	visibleRow = "visible (GET without after=, poll)"
 )

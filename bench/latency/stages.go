@@ -15,13 +15,13 @@ import (
 // watermark record, the API's watermark reading → answer), so that the
 // run says where its milliseconds went.
 
-// latStage is one histogram (and stage label value, if any) of the table.
-type latStage struct {
+// stage is one histogram (and stage label value, if any) of the table.
+type stage struct {
 	name, metric, stage string
 }
 
-// latStages are the rows of the stage table, in pipeline order.
-var latStages = []latStage{
+// stages are the rows of the stage table, in pipeline order.
+var stages = []stage{
 	{"reader: commit -> Kafka ack", "tributary_reader_commit_ack_seconds", ""},
 	{"loader: commit -> produced", "tributary_loader_freshness_seconds", "reader"},
 	{"loader: produced -> polled", "tributary_loader_freshness_seconds", "kafka"},
@@ -32,9 +32,9 @@ var latStages = []latStage{
 	{"api: watermark read -> answer", "tributary_api_read_after_watermark_seconds", ""},
 }
 
-// latStageSummary is one row of the stage table (ms; the quantiles are
+// stageSummary is one row of the stage table (ms; the quantiles are
 // interpolated within the histogram's buckets, as Prometheus does).
-type latStageSummary struct {
+type stageSummary struct {
 	Name   string  `json:"name"`
 	N      float64 `json:"n"`
 	P50MS  float64 `json:"p50_ms"`
@@ -42,11 +42,11 @@ type latStageSummary struct {
 	MeanMS float64 `json:"mean_ms"`
 }
 
-// latStageSummaries are the stage rows of the observations between
+// stageSummaries are the stage rows of the observations between
 // scrapes a and b; stages with none are left out.
-func latStageSummaries(a, b benchwork.Scrape) []latStageSummary {
-	var out []latStageSummary
-	for _, st := range latStages {
+func stageSummaries(a, b benchwork.Scrape) []stageSummary {
+	var out []stageSummary
+	for _, st := range stages {
 		prefix := st.metric + "_bucket|stage=" + st.stage + "|le="
 		var bounds []float64
 		counts := map[float64]float64{}
@@ -79,17 +79,17 @@ func latStageSummaries(a, b benchwork.Scrape) []latStageSummary {
 		if c := b[countKey] - a[countKey]; c > 0 {
 			mean = (b[sumKey] - a[sumKey]) / c
 		}
-		out = append(out, latStageSummary{Name: st.name, N: n,
-			P50MS: 1000 * latBucketQuantile(0.5, bounds, cum), P99MS: 1000 * latBucketQuantile(0.99, bounds, cum), MeanMS: 1000 * mean})
+		out = append(out, stageSummary{Name: st.name, N: n,
+			P50MS: 1000 * bucketQuantile(0.5, bounds, cum), P99MS: 1000 * bucketQuantile(0.99, bounds, cum), MeanMS: 1000 * mean})
 	}
 	return out
 }
 
-// latBucketQuantile is the q-quantile of a histogram with cumulative
+// bucketQuantile is the q-quantile of a histogram with cumulative
 // counts cum at upper bounds (ascending, the last +Inf), interpolated
 // linearly within the bucket it falls in (the lowest from 0); in the +Inf
 // bucket it is the highest finite bound.
-func latBucketQuantile(q float64, bounds, cum []float64) float64 {
+func bucketQuantile(q float64, bounds, cum []float64) float64 {
 	n := cum[len(cum)-1]
 	rank := q * n
 	for i, c := range cum {
@@ -114,14 +114,14 @@ func latBucketQuantile(q float64, bounds, cum []float64) float64 {
 	return bounds[len(bounds)-1]
 }
 
-// latPrintStages prints the stage table.
-func latPrintStages(rows []latStageSummary) {
+// printStages prints the stage table.
+func printStages(rows []stageSummary) {
 	if len(rows) == 0 {
 		fmt.Println("stages: no per-stage histograms scraped (a pipeline older than them, or no metrics endpoints)")
 		return
 	}
 	fmt.Printf("\n%-34s %8s %8s %8s %8s   (the pipeline's own histograms over the run)\n", "stage", "n", "p50", "p99", "mean")
 	for _, r := range rows {
-		fmt.Printf("%-34s %8.0f %8s %8s %8s\n", r.Name, r.N, latMS(r.P50MS), latMS(r.P99MS), latMS(r.MeanMS))
+		fmt.Printf("%-34s %8.0f %8s %8s %8s\n", r.Name, r.N, ms(r.P50MS), ms(r.P99MS), ms(r.MeanMS))
 	}
 }

@@ -31,7 +31,7 @@ tributary_loader_freshness_seconds_count{stage="kafka"} 105
 tributary_loader_freshness_seconds_bucket{stage="batch",le="0.01"} 0
 tributary_loader_freshness_seconds_bucket{stage="batch",le="+Inf"} 0
 `)
-	rows := latStageSummaries(before, after)
+	rows := stageSummaries(before, after)
 	if len(rows) != 1 || rows[0].Name != "loader: produced -> polled" {
 		t.Fatalf("rows %+v, want the kafka stage only (batch has no observations)", rows)
 	}
@@ -41,7 +41,7 @@ tributary_loader_freshness_seconds_bucket{stage="batch",le="+Inf"} 0
 		t.Errorf("kafka stage %+v, want n 100, p50 10 ms, p99 20 ms, mean 15 ms", r)
 	}
 	// Within a bucket, linear: rank 75 of 100 is 25 of the 49 in (10, 20].
-	if got, want := latBucketQuantile(0.75, []float64{0.01, 0.02, math.Inf(1)}, []float64{50, 99, 100}), 0.01+0.01*25/49; !near(got, want) {
+	if got, want := bucketQuantile(0.75, []float64{0.01, 0.02, math.Inf(1)}, []float64{50, 99, 100}), 0.01+0.01*25/49; !near(got, want) {
 		t.Errorf("p75 = %v, want %v", got, want)
 	}
 }

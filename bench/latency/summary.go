@@ -15,25 +15,25 @@ import (
 	"github.com/tributary/tributary/internal/flagenv"
 )
 
-// latSummaries builds the table's rows.
-func latSummaries(samples []latSample, visible bool) []latSummary {
-	row := func(name string, get func(latSample) (float64, string)) latSummary {
-		return latSummarize(name, len(samples), func(i int) (float64, string) { return get(samples[i]) })
+// summaries builds the table's rows.
+func summaries(samples []sample, visible bool) []summary {
+	row := func(name string, get func(sample) (float64, string)) summary {
+		return summarize(name, len(samples), func(i int) (float64, string) { return get(samples[i]) })
 	}
-	ryw := row(latRYWRow, func(s latSample) (float64, string) { return s.RYWMS, s.RYWOutcome })
-	commit := row("(INSERT+COMMIT round trip)", func(s latSample) (float64, string) {
+	ryw := row(rywRow, func(s sample) (float64, string) { return s.RYWMS, s.RYWOutcome })
+	commit := row("(INSERT+COMMIT round trip)", func(s sample) (float64, string) {
 		if s.Err != "" {
 			return 0, "error"
 		}
 		return s.CommitMS, "ok"
 	})
 	if !visible {
-		return []latSummary{ryw, commit}
+		return []summary{ryw, commit}
 	}
-	return []latSummary{
+	return []summary{
 		ryw,
-		row(latVisibleRow, func(s latSample) (float64, string) { return s.VisibleMS, s.VisibleOutcome }),
-		row("  difference, same sample", func(s latSample) (float64, string) {
+		row(visibleRow, func(s sample) (float64, string) { return s.VisibleMS, s.VisibleOutcome }),
+		row("  difference, same sample", func(s sample) (float64, string) {
 			if s.RYWOutcome != "ok" || s.VisibleOutcome != "ok" {
 				return 0, "either failed"
 			}
@@ -43,10 +43,10 @@ func latSummaries(samples []latSample, visible bool) []latSummary {
 	}
 }
 
-// latSummarize is the row name over n samples, get(i) giving sample i's
+// summarize is the row name over n samples, get(i) giving sample i's
 // latency and outcome ("ok" or the failure's kind).
-func latSummarize(name string, n int, get func(i int) (float64, string)) latSummary {
-	r := latSummary{Name: name, N: n, Fails: map[string]int{}}
+func summarize(name string, n int, get func(i int) (float64, string)) summary {
+	r := summary{Name: name, N: n, Fails: map[string]int{}}
 	var ok []float64
 	for i := range n {
 		v, outcome := get(i)
@@ -63,23 +63,23 @@ func latSummarize(name string, n int, get func(i int) (float64, string)) latSumm
 		for _, v := range ok {
 			sum += v
 		}
-		r.P50MS, r.P90MS, r.P99MS = latQuantile(ok, 0.50), latQuantile(ok, 0.90), latQuantile(ok, 0.99)
+		r.P50MS, r.P90MS, r.P99MS = quantile(ok, 0.50), quantile(ok, 0.90), quantile(ok, 0.99)
 		r.MaxMS, r.MeanMS = ok[len(ok)-1], sum/float64(len(ok))
 	}
 	return r
 }
 
-// latQuantile is the nearest-rank quantile of sorted values.
-func latQuantile(sorted []float64, q float64) float64 {
+// quantile is the nearest-rank quantile of sorted values.
+func quantile(sorted []float64, q float64) float64 {
 	i := int(q*float64(len(sorted))+0.999999) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-func latMSOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func latMS(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }
+func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "ms" }
 
-func latFails(m map[string]int) string {
+func fails(m map[string]int) string {
 	if len(m) == 0 {
 		return "-"
 	}
@@ -97,7 +97,7 @@ func latFails(m map[string]int) string {
 
 // scrape reads the pipeline's /metrics endpoints (loader, readers, API);
 // an endpoint that does not answer is left out.
-func (b *latBench) scrape(ctx context.Context) benchwork.Scrape {
+func (b *bench) scrape(ctx context.Context) benchwork.Scrape {
 	out := benchwork.Scrape{}
 	var targets []string
 	if b.cfg.loaderMetrics != "" {
@@ -118,8 +118,8 @@ func (b *latBench) scrape(ctx context.Context) benchwork.Scrape {
 	return out
 }
 
-// latDerived is what the pipeline's own metrics say about the run.
-type latDerived struct {
+// derived is what the pipeline's own metrics say about the run.
+type derived struct {
 	LoaderBatches         float64            `json:"loader_batches"`
 	LoaderRecordsPerBatch float64            `json:"loader_records_per_batch"`
 	LoaderStageMSPerBatch map[string]float64 `json:"loader_stage_ms_per_batch"`
@@ -131,7 +131,7 @@ type latDerived struct {
 	APIDocumentRequests   float64            `json:"api_document_requests"`
 }
 
-func latDerive(a, b benchwork.Scrape, wall time.Duration) latDerived {
+func derive(a, b benchwork.Scrape, wall time.Duration) derived {
 	d := func(k string) float64 { return b[k] - a[k] }
 	ratio := func(x, y float64) float64 {
 		if y <= 0 {
@@ -139,17 +139,15 @@ func latDerive(a, b benchwork.Scrape, wall time.Duration) latDerived {
 		}
 		return x / y
 	}
-	var out latDerived
+	var out derived
 	out.LoaderBatches = d("tributary_loader_batch_records_count")
 	out.LoaderRecordsPerBatch = ratio(d("tributary_loader_batch_records_sum"), out.LoaderBatches)
 	out.LoaderStageMSPerBatch = map[string]float64{}
-	for k := range b {
-		if st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage="); ok {
-			out.LoaderStageMSPerBatch[st] = 1000 * ratio(d(k), out.LoaderBatches)
-		}
+	for st, secs := range benchwork.LoaderStageSeconds(a, b) {
+		out.LoaderStageMSPerBatch[st] = 1000 * ratio(secs, out.LoaderBatches)
 	}
-	out.LoaderInsertMS = 1000 * ratio(d("tributary_loader_insert_seconds_sum"), d("tributary_loader_insert_seconds_count"))
-	out.ReaderProduceMS = 1000 * ratio(d("tributary_reader_produce_seconds_sum"), d("tributary_reader_produce_seconds_count"))
+	out.LoaderInsertMS = benchwork.MeanMS(a, b, "tributary_loader_insert_seconds")
+	out.ReaderProduceMS = benchwork.MeanMS(a, b, "tributary_reader_produce_seconds")
 	// Watermark rounds summed over the readers: per reader, the interval.
 	if wm := d("tributary_reader_watermarks_total"); wm > 0 {
 		readers := 0
@@ -168,7 +166,7 @@ func latDerive(a, b benchwork.Scrape, wall time.Duration) latDerived {
 	return out
 }
 
-func latPrintDerived(d latDerived) {
+func printDerived(d derived) {
 	if d.LoaderBatches == 0 && d.APIDocumentRequests == 0 {
 		fmt.Println("pipeline metrics: none scraped (--loader-metrics, --reader-metrics)")
 		return

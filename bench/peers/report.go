@@ -3,11 +3,11 @@ package peers
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"io"
 	"os"
 	"runtime"
 	"strings"
-	"text/tabwriter"
 )
 
 func printRun(r runResult) {
@@ -26,19 +26,27 @@ type ratio struct {
 
 func ratios(results []runResult) []ratio {
 	var out []ratio
-	for _, t := range results {
-		if t.System != "tributary" {
-			continue
-		}
-		for _, d := range results {
-			if d.Case != t.Case || !strings.HasPrefix(d.System, "debezium") || d.Error != "" {
-				continue
-			}
+	versusDebezium(results, func(r runResult) string { return r.System }, func(t, d runResult) bool { return d.Case == t.Case && d.Error == "" },
+		func(t, d runResult) {
 			out = append(out, ratio{Case: t.Case, Versus: d.System, Throughput: t.ChangesPerSec / d.ChangesPerSec,
 				CPUPerChg: t.CPUSecPerM / d.CPUSecPerM, PeakRSS: t.PeakRSSMB / d.PeakRSSMB})
+		})
+	return out
+}
+
+// versusDebezium calls pair with every tributary result t of rs and every
+// Debezium variant's result d that compares with it (same(t, d)).
+func versusDebezium[T any](rs []T, system func(T) string, same func(t, d T) bool, pair func(t, d T)) {
+	for _, t := range rs {
+		if system(t) != "tributary" {
+			continue
+		}
+		for _, d := range rs {
+			if strings.HasPrefix(system(d), "debezium") && same(t, d) {
+				pair(t, d)
+			}
 		}
 	}
-	return out
 }
 
 func printTable(w io.Writer, results []runResult) {
@@ -46,28 +54,21 @@ func printTable(w io.Writer, results []runResult) {
 		return
 	}
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tcase\tchanges/s\tCPU cores\tCPU-s per M changes\tpeak RSS MB\tstart-up s\tB/record\tload avg\t")
-	for _, r := range results {
+	benchwork.Table(w, "system\tcase\tchanges/s\tCPU cores\tCPU-s per M changes\tpeak RSS MB\tstart-up s\tB/record\tload avg\t", results, func(r runResult) string {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t%s\tFAILED\t\t\t\t\t\t%s\t\n", r.System, r.Case, r.LoadAvgBefore)
-			continue
+			return fmt.Sprintf("%s\t%s\tFAILED\t\t\t\t\t\t%s\t", r.System, r.Case, r.LoadAvgBefore)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t\n",
+		return fmt.Sprintf("%s\t%s\t%.0f\t%.2f\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t",
 			r.System, r.Case, r.ChangesPerSec, r.Cores, r.CPUSecPerM, r.PeakRSSMB, r.StartupSeconds, r.RecordBytes, r.LoadAvgBefore)
-	}
-	tw.Flush()
+	})
 	rs := ratios(results)
 	if len(rs) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tributary ÷\tcase\tchanges/s (goal ≥ 2)\tCPU-s per change\tpeak RSS (goal ≤ 0.05)\t")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.3f\t\n", r.Versus, r.Case, r.Throughput, r.CPUPerChg, r.PeakRSS)
-	}
-	tw.Flush()
+	benchwork.Table(w, "tributary ÷\tcase\tchanges/s (goal ≥ 2)\tCPU-s per change\tpeak RSS (goal ≤ 0.05)\t", rs, func(r ratio) string {
+		return fmt.Sprintf("%s\t%s\t%.2f\t%.2f\t%.3f\t", r.Versus, r.Case, r.Throughput, r.CPUPerChg, r.PeakRSS)
+	})
 }
 
 func writeJSON(c config, results []runResult, lats []latResult) error {
@@ -107,17 +108,10 @@ type latRatio struct {
 
 func latRatios(lats []latResult) []latRatio {
 	var out []latRatio
-	for _, t := range lats {
-		if t.System != "tributary" {
-			continue
-		}
-		for _, d := range lats {
-			if d.RateTarget != t.RateTarget || !strings.HasPrefix(d.System, "debezium") {
-				continue
-			}
+	versusDebezium(lats, func(r latResult) string { return r.System }, func(t, d latResult) bool { return d.RateTarget == t.RateTarget },
+		func(t, d latResult) {
 			out = append(out, latRatio{Rate: t.RateTarget, Versus: d.System, P50: t.P50ms / d.P50ms, P95: t.P95ms / d.P95ms, P99: t.P99ms / d.P99ms})
-		}
-	}
+		})
 	return out
 }
 
@@ -127,22 +121,16 @@ func printLatency(w io.Writer, lats []latResult) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "commit → Kafka (LogAppendTime) latency, ms")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\ttarget changes/s\tachieved\tchanges\tp50\tp95\tp99\tmax\tmean\tCPU cores\tdrain s\tpeak RSS MB\tload avg\t")
-	for _, r := range lats {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%s\t\n",
+	benchwork.Table(w, "system\ttarget changes/s\tachieved\tchanges\tp50\tp95\tp99\tmax\tmean\tCPU cores\tdrain s\tpeak RSS MB\tload avg\t", lats, func(r latResult) string {
+		return fmt.Sprintf("%s\t%d\t%.0f\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%s\t",
 			r.System, r.RateTarget, r.RateAchieved, r.Changes, r.P50ms, r.P95ms, r.P99ms, r.MaxMs, r.MeanMs, r.Cores, r.DrainSeconds, r.PeakRSSMB, r.LoadAvg)
-	}
-	tw.Flush()
+	})
 	rs := latRatios(lats)
 	if len(rs) == 0 {
 		return
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tributary ÷\tchanges/s\tp50\tp95\tp99\t")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t\n", r.Versus, r.Rate, r.P50, r.P95, r.P99)
-	}
-	tw.Flush()
+	benchwork.Table(w, "tributary ÷\tchanges/s\tp50\tp95\tp99\t", rs, func(r latRatio) string {
+		return fmt.Sprintf("%s\t%d\t%.3f\t%.3f\t%.3f\t", r.Versus, r.Rate, r.P50, r.P95, r.P99)
+	})
 }

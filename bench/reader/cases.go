@@ -15,8 +15,8 @@ import (
 
 // Workloads of `bench reader`: the cases a-e and how their changes are written.
 
-// readerCase is one workload.
-type readerCase struct {
+// workCase is one workload.
+type workCase struct {
 	name, desc string
 	changes    int64
 	snapshot   bool
@@ -28,7 +28,7 @@ type readerCase struct {
 	batch   func(table, k string) string
 }
 
-func (b *readerBench) newCase(name string) *readerCase {
+func (b *bench) newCase(name string) *workCase {
 	c := b.cfg
 	switch name {
 	case "a", "b", "c":
@@ -36,11 +36,11 @@ func (b *readerBench) newCase(name string) *readerCase {
 		if err != nil {
 			panic(err) // names are checked by validate
 		}
-		return &readerCase{name: w.Name, desc: w.Desc, changes: w.Changes, setup: w.Setup, batches: w.Batches, batch: w.Batch}
+		return &workCase{name: w.Name, desc: w.Desc, changes: w.Changes, setup: w.Setup, batches: w.Batches, batch: w.Batch}
 	case "e":
 		return b.bigTxnCase()
 	default: // "d", checked by validate
-		return &readerCase{name: "d", desc: fmt.Sprintf("snapshot of %d rows", c.snapshotRows), changes: int64(c.snapshotRows), snapshot: true,
+		return &workCase{name: "d", desc: fmt.Sprintf("snapshot of %d rows", c.snapshotRows), changes: int64(c.snapshotRows), snapshot: true,
 			setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
 				if err := benchwork.CreateRows(ctx, conn, t); err != nil {
 					return err
@@ -59,10 +59,10 @@ func (b *readerBench) newCase(name string) *readerCase {
 // --row-bytes of text per row. The walsender (protocol 1) spills it to
 // disk and sends it after its commit; the reader's memory must not grow
 // with it (the producer's buffer is bounded in records and bytes).
-func (b *readerBench) bigTxnCase() *readerCase {
+func (b *bench) bigTxnCase() *workCase {
 	c := b.cfg
 	rows := int(int64(c.bigMB) << 20 / int64(c.work.RowBytes))
-	return &readerCase{name: "e", changes: int64(rows), batches: 1,
+	return &workCase{name: "e", changes: int64(rows), batches: 1,
 		desc: fmt.Sprintf("%d inserts of %d B rows (%d MiB of row text), one transaction", rows, c.work.RowBytes, c.bigMB),
 		setup: func(ctx context.Context, conn *pgx.Conn, t string) error {
 			_, err := conn.Exec(ctx, "CREATE TABLE "+t+" (id bigint PRIMARY KEY, body text NOT NULL)")
@@ -77,12 +77,12 @@ func (b *readerBench) bigTxnCase() *readerCase {
 // names are the per-case (and per-repetition) object names.
 type names struct{ table, pub, prefix string }
 
-func (b *readerBench) names(c *readerCase) names {
+func (b *bench) names(c *workCase) names {
 	base := b.run + "_" + c.name
 	return names{table: base, pub: base, prefix: base}
 }
 
-func (b *readerBench) tablesConfig(n names, rep int) (*tables.Config, error) {
+func (b *bench) tablesConfig(n names, rep int) (*tables.Config, error) {
 	return tables.Parse([]byte(fmt.Sprintf(`{"topic_prefix":%q,"tables":[{"name":%q,"id_column":"id","id_layout":"serial"}]}`,
 		n.prefix+"_"+strconv.Itoa(rep)+".", n.table)))
 }
@@ -91,7 +91,7 @@ func (b *readerBench) tablesConfig(n names, rep int) (*tables.Config, error) {
 // consumers start after it, so commit latency does not matter) and returns
 // the WAL insert position before it and the target: the insert position
 // just before the last COMMIT, which only that commit's end passes.
-func (b *readerBench) workload(ctx context.Context, c *readerCase, table string) (from, target envelope.LSN, err error) {
+func (b *bench) workload(ctx context.Context, c *workCase, table string) (from, target envelope.LSN, err error) {
 	conn, err := pgx.Connect(ctx, b.cfg.dsn)
 	if err != nil {
 		return 0, 0, err

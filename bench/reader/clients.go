@@ -28,9 +28,9 @@ import (
 // The clients `bench reader` measures (the reader, pg_recvlogical,
 // the snapshot's SELECT reference) and the per-case run order.
 
-// readerBench holds what every case shares.
-type readerBench struct {
-	cfg  readerConfig
+// bench holds what every case shares.
+type bench struct {
+	cfg  config
 	run  string // unique part of every name
 	pg   *pgx.Conn
 	kcl  *kgo.Client
@@ -38,7 +38,7 @@ type readerBench struct {
 	logs *logMarks
 }
 
-func newReaderBench(ctx context.Context, c readerConfig) (*readerBench, error) {
+func newBench(ctx context.Context, c config) (*bench, error) {
 	pg, err := pgx.Connect(ctx, c.dsn)
 	if err != nil {
 		return nil, fmt.Errorf("connect shard %d: %w", c.shard, err)
@@ -50,18 +50,18 @@ func newReaderBench(ctx context.Context, c readerConfig) (*readerBench, error) {
 		pg.Close(ctx)
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
-	return &readerBench{cfg: c, run: "bench_reader_" + strconv.FormatInt(time.Now().UnixMilli(), 36),
+	return &bench{cfg: c, run: "bench_reader_" + strconv.FormatInt(time.Now().UnixMilli(), 36),
 		pg: pg, kcl: kcl, adm: kadm.NewClient(kcl), logs: &logMarks{}}, nil
 }
 
-func (b *readerBench) close() {
+func (b *bench) close() {
 	b.kcl.Close()
 	b.pg.Close(context.Background())
 }
 
 // runCase measures every client reps times on one workload; it always
 // removes what it created.
-func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []readerRun, err error) {
+func (b *bench) runCase(ctx context.Context, c *workCase) (runs []run, err error) {
 	n := b.names(c)
 	var cleanups []func(context.Context) error
 	defer func() {
@@ -93,9 +93,9 @@ func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []reader
 	if c.snapshot {
 		fmt.Printf("  setup %s\n", time.Since(start).Round(time.Millisecond))
 		for rep := 1; rep <= b.cfg.reps; rep++ {
-			order := []func() (readerRun, error){
-				func() (readerRun, error) { return b.selectAll(ctx, c, table, rep) },
-				func() (readerRun, error) { return b.snapshotRun(ctx, c, n, rep, &cleanups) },
+			order := []func() (run, error){
+				func() (run, error) { return b.selectAll(ctx, c, table, rep) },
+				func() (run, error) { return b.snapshotRun(ctx, c, n, rep, &cleanups) },
 			}
 			if rep%2 == 0 {
 				slices.Reverse(order)
@@ -131,14 +131,14 @@ func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []reader
 		return nil, fmt.Errorf("workload: %w", err)
 	}
 	for rep := 1; rep <= b.cfg.reps; rep++ {
-		order := []func() (readerRun, error){
-			func() (readerRun, error) { return b.streamRun(ctx, c, n, rep, target) },
+		order := []func() (run, error){
+			func() (run, error) { return b.streamRun(ctx, c, n, rep, target) },
 		}
 		if b.cfg.recvlogical != "" {
-			recv := func() (readerRun, error) { return b.recvlogicalRun(ctx, c, n, rep, target) }
+			recv := func() (run, error) { return b.recvlogicalRun(ctx, c, n, rep, target) }
 			// Alternate who reads the WAL first (page cache, spill files).
 			if rep%2 == 1 {
-				order = append([]func() (readerRun, error){recv}, order...)
+				order = append([]func() (run, error){recv}, order...)
 			} else {
 				order = append(order, recv)
 			}
@@ -156,15 +156,15 @@ func (b *readerBench) runCase(ctx context.Context, c *readerCase) (runs []reader
 	return runs, nil
 }
 
-func (b *readerBench) deleteTopics(topics ...string) func(context.Context) error {
+func (b *bench) deleteTopics(topics ...string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		_, err := b.adm.DeleteTopics(ctx, topics...)
 		return err
 	}
 }
 
-// readerInstance is one reader.Run in a goroutine.
-type readerInstance struct {
+// instance is one reader.Run in a goroutine.
+type instance struct {
 	cancel  context.CancelFunc
 	stopped chan struct{}
 	err     error
@@ -172,7 +172,7 @@ type readerInstance struct {
 	stopAt  time.Time
 }
 
-func (b *readerBench) startReader(ctx context.Context, n names, rep int, slot string) (*readerInstance, []string, error) {
+func (b *bench) startReader(ctx context.Context, n names, rep int, slot string) (*instance, []string, error) {
 	tcfg, err := b.tablesConfig(n, rep)
 	if err != nil {
 		return nil, nil, err
@@ -186,7 +186,7 @@ func (b *readerBench) startReader(ctx context.Context, n names, rep int, slot st
 		SnapshotWorkers: b.cfg.snapWorkers, SnapshotChunkRows: b.cfg.snapChunkRows,
 	}, slog.New(&markHandler{marks: b.logs, out: slog.NewTextHandler(os.Stderr, nil)}), prometheus.NewRegistry())
 	rctx, cancel := context.WithCancel(ctx)
-	ri := &readerInstance{cancel: cancel, stopped: make(chan struct{}), started: time.Now()}
+	ri := &instance{cancel: cancel, stopped: make(chan struct{}), started: time.Now()}
 	go func() {
 		ri.err = r.Run(rctx)
 		ri.stopAt = time.Now()
@@ -195,7 +195,7 @@ func (b *readerBench) startReader(ctx context.Context, n names, rep int, slot st
 	return ri, append(tcfg.Topics(), state), nil
 }
 
-func (ri *readerInstance) stop() error {
+func (ri *instance) stop() error {
 	ri.cancel()
 	<-ri.stopped
 	return ri.err
@@ -205,18 +205,15 @@ func (ri *readerInstance) stop() error {
 // snapshot of the still-empty table, state "snapshot done")
 // and stops it once it streams, so that the measured run resumes from the
 // slot like a restarted reader.
-func (b *readerBench) primeReader(ctx context.Context, n names, rep int, cleanups *[]func(context.Context) error) error {
-	slot := n.table + "_r" + strconv.Itoa(rep)
+func (b *bench) primeReader(ctx context.Context, n names, rep int, cleanups *[]func(context.Context) error) error {
+	slot := slotName(n, rep)
 	b.logs.reset()
 	ri, topics, err := b.startReader(ctx, n, rep, slot)
 	if err != nil {
 		return err
 	}
 	*cleanups = append(*cleanups, b.deleteTopics(topics...), benchwork.DropSlot(b.pg, slot))
-	_, err = waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(context.Context) (bool, error) {
-		_, ok := b.logs.get("streaming")
-		return ok, nil
-	})
+	_, err = b.waitLogged(ctx, ri, b.cfg.timeout, "streaming")
 	if serr := ri.stop(); err == nil && serr != nil {
 		err = serr
 	}
@@ -224,9 +221,9 @@ func (b *readerBench) primeReader(ctx context.Context, n names, rep int, cleanup
 }
 
 // streamRun resumes the primed reader slot and measures it to the target.
-func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN) (readerRun, error) {
-	slot := n.table + "_r" + strconv.Itoa(rep)
-	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
+func (b *bench) streamRun(ctx context.Context, c *workCase, n names, rep int, target envelope.LSN) (run, error) {
+	slot := slotName(n, rep)
+	res := b.tributaryRun(c, rep)
 	m := b.beginMeasure(c, rep)
 	ri, _, err := b.startReader(ctx, n, rep, slot)
 	if err != nil {
@@ -248,9 +245,7 @@ func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep
 	if !ok {
 		return res, errors.New("reader reached the target without logging \"streaming\"")
 	}
-	m.end(&res, streaming, done)
-	b.printMarks(streaming, done)
-	res.StartupSeconds = streaming.at.Sub(ri.started).Seconds()
+	b.endMeasure(m, &res, ri, streaming, done)
 	ws.fill(&res)
 	if err := ri.stop(); err != nil {
 		return res, fmt.Errorf("reader stop: %w", err)
@@ -262,21 +257,16 @@ func (b *readerBench) streamRun(ctx context.Context, c *readerCase, n names, rep
 // and measures from the slot's creation until the reader logs "snapshot
 // complete": every chunk acknowledged by Kafka and the state stored. Kafka's
 // end offsets must then cover every row (a sanity check).
-func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, rep int, cleanups *[]func(context.Context) error) (readerRun, error) {
-	slot := n.table + "_r" + strconv.Itoa(rep)
-	res := readerRun{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
+func (b *bench) snapshotRun(ctx context.Context, c *workCase, n names, rep int, cleanups *[]func(context.Context) error) (run, error) {
+	slot := slotName(n, rep)
+	res := b.tributaryRun(c, rep)
 	m := b.beginMeasure(c, rep)
 	ri, topics, err := b.startReader(ctx, n, rep, slot)
 	if err != nil {
 		return res, err
 	}
 	*cleanups = append(*cleanups, b.deleteTopics(topics...), benchwork.DropSlot(b.pg, slot))
-	var done time.Time
-	_, err = waitFor(ctx, b.cfg.poll, b.cfg.timeout, ri.stopped, func(context.Context) (bool, error) {
-		mk, ok := b.logs.get("snapshot complete")
-		done = mk.at
-		return ok, nil
-	})
+	complete, err := b.waitLogged(ctx, ri, b.cfg.timeout, "snapshot complete")
 	if err != nil {
 		ri.stop() //nolint:errcheck // reporting the first error
 		return res, fmt.Errorf("reader: %w", err)
@@ -285,9 +275,7 @@ func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, r
 	if !ok {
 		return res, errors.New("snapshot complete without the reader logging the slot's creation")
 	}
-	m.end(&res, created, done)
-	b.printMarks(created, done)
-	res.StartupSeconds = created.at.Sub(ri.started).Seconds()
+	b.endMeasure(m, &res, ri, created, complete.at)
 	offs, err := b.adm.ListEndOffsets(ctx, topics[0])
 	if err != nil {
 		ri.stop() //nolint:errcheck // reporting the first error
@@ -301,10 +289,7 @@ func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, r
 	}
 	// Stop only once it streams: stopping between the snapshot and
 	// START_REPLICATION would fail its start-up.
-	if _, err := waitFor(ctx, b.cfg.poll, time.Minute, ri.stopped, func(context.Context) (bool, error) {
-		_, ok := b.logs.get("streaming")
-		return ok, nil
-	}); err != nil {
+	if _, err := b.waitLogged(ctx, ri, time.Minute, "streaming"); err != nil {
 		ri.stop() //nolint:errcheck // reporting the first error
 		return res, fmt.Errorf("reader after the snapshot: %w", err)
 	}
@@ -314,10 +299,38 @@ func (b *readerBench) snapshotRun(ctx context.Context, c *readerCase, n names, r
 	return res, nil
 }
 
+// slotName is the slot of repetition rep of the reader's runs on n.
+func slotName(n names, rep int) string { return n.table + "_r" + strconv.Itoa(rep) }
+
+// tributaryRun is the result of one of the reader's runs before it is measured.
+func (b *bench) tributaryRun(c *workCase, rep int) run {
+	return run{Case: c.name, Client: "tributary", Rep: rep, Kafka: b.cfg.kafkaLabel, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
+}
+
+// waitLogged waits (up to timeout, or until the reader stops) for the
+// reader to log msg, and returns when it did.
+func (b *bench) waitLogged(ctx context.Context, ri *instance, timeout time.Duration, msg string) (mark, error) {
+	var mk mark
+	_, err := waitFor(ctx, b.cfg.poll, timeout, ri.stopped, func(context.Context) (bool, error) {
+		var ok bool
+		mk, ok = b.logs.get(msg)
+		return ok, nil
+	})
+	return mk, err
+}
+
+// endMeasure ends m into res for the run from mark from to done, prints
+// the marks, and sets the reader's start-up time (its start to from).
+func (b *bench) endMeasure(m *measure, res *run, ri *instance, from mark, done time.Time) {
+	m.end(res, from, done)
+	b.printMarks(from, done)
+	res.StartupSeconds = from.at.Sub(ri.started).Seconds()
+}
+
 // selectAll is the snapshot's reference: the reader's query, text format,
 // rows discarded.
-func (b *readerBench) selectAll(ctx context.Context, c *readerCase, table string, rep int) (readerRun, error) {
-	res := readerRun{Case: c.name, Client: "pg_select", Rep: rep, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
+func (b *bench) selectAll(ctx context.Context, c *workCase, table string, rep int) (run, error) {
+	res := run{Case: c.name, Client: "pg_select", Rep: rep, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
 	conn, err := pgx.Connect(ctx, b.cfg.dsn)
 	if err != nil {
 		return res, err
@@ -360,9 +373,9 @@ func (b *readerBench) selectAll(ctx context.Context, c *readerCase, table string
 // stops without writing the commit, so the slot stays just short of the
 // target (and without --endpos it confirms once per --status-interval, in
 // whole seconds).
-func (b *readerBench) recvlogicalRun(ctx context.Context, c *readerCase, n names, rep int, target envelope.LSN) (readerRun, error) {
+func (b *bench) recvlogicalRun(ctx context.Context, c *workCase, n names, rep int, target envelope.LSN) (run, error) {
 	slot, client, proto := n.table+"_p"+strconv.Itoa(rep), "pg_recvlogical", []string{"-o", "proto_version=1"}
-	res := readerRun{Case: c.name, Client: client, Rep: rep, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
+	res := run{Case: c.name, Client: client, Rep: rep, Changes: c.changes, LoadAvg1: benchwork.LoadAvg1()}
 	env, db, err := libpqEnv(b.cfg.dsn)
 	if err != nil {
 		return res, err
@@ -438,7 +451,7 @@ func libpqEnv(dsn string) ([]string, string, error) {
 
 // slotProgress returns the slot's confirmed position and, while a client
 // is connected, what its walsender has used so far.
-func (b *readerBench) slotProgress(ctx context.Context, slot string) (envelope.LSN, procUsage, error) {
+func (b *bench) slotProgress(ctx context.Context, slot string) (envelope.LSN, procUsage, error) {
 	var confirmed *string
 	var pid *int32
 	err := b.pg.QueryRow(ctx, "SELECT confirmed_flush_lsn::text, active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).

@@ -28,7 +28,7 @@ type measure struct {
 	busy      benchwork.MachineCPU
 }
 
-func (b *readerBench) beginMeasure(c *readerCase, rep int) *measure {
+func (b *bench) beginMeasure(c *workCase, rep int) *measure {
 	m := &measure{}
 	runtime.GC()
 	runtime.ReadMemStats(&m.ms0)
@@ -51,7 +51,7 @@ func (b *readerBench) beginMeasure(c *readerCase, rep int) *measure {
 }
 
 // end fills res for the window from (a log mark with its rusage) to done.
-func (m *measure) end(res *readerRun, from mark, done time.Time) {
+func (m *measure) end(res *run, from mark, done time.Time) {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru) //nolint:errcheck // Linux
 	if m.profile {
@@ -82,7 +82,7 @@ type procUsage struct{ cpu time.Duration }
 
 func readProcUsage(pid int) procUsage { return procUsage{cpu: benchwork.CPUOf(pid)} }
 
-func (u procUsage) fill(res *readerRun) { res.WalsenderCPUSeconds = u.cpu.Seconds() }
+func (u procUsage) fill(res *run) { res.WalsenderCPUSeconds = u.cpu.Seconds() }
 
 // mark is when a log message was first seen, with the process's rusage then.
 type mark struct {
@@ -119,7 +119,7 @@ func (l *logMarks) note(msg string) {
 
 // printMarks prints, with --verbose, when the reader logged each message
 // relative to the start of the measured window.
-func (b *readerBench) printMarks(from mark, done time.Time) {
+func (b *bench) printMarks(from mark, done time.Time) {
 	if !b.cfg.verbose {
 		return
 	}

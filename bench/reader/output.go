@@ -2,15 +2,15 @@ package reader
 
 import (
 	"fmt"
+	"github.com/tributary/tributary/bench/internal/benchwork"
 	"io"
 	"slices"
-	"text/tabwriter"
 )
 
 // Output of `bench reader`: per-run lines, the summary table, JSON records.
 
-// readerRun is one measured run of one client.
-type readerRun struct {
+// run is one measured run of one client.
+type run struct {
 	Case   string `json:"case"`
 	Client string `json:"client"` // tributary, pg_recvlogical, pg_select
 	Rep    int    `json:"rep"`
@@ -43,8 +43,8 @@ type readerRun struct {
 	AllocsPerChange     float64 `json:"allocs_per_change,omitempty"`
 }
 
-// readerSummary is one (case, client) over its repetitions.
-type readerSummary struct {
+// summary is one (case, client) over its repetitions.
+type summary struct {
 	Case               string    `json:"case"`
 	Client             string    `json:"client"`
 	Reps               int       `json:"reps"`
@@ -65,10 +65,10 @@ type readerSummary struct {
 	LoadAvg []float64 `json:"load_avg_1m"`
 }
 
-func summarize(runs []readerRun) []readerSummary {
-	var out []readerSummary
+func summarize(runs []run) []summary {
+	var out []summary
 	idx := map[[2]string]int{}
-	groups := map[[2]string][]readerRun{}
+	groups := map[[2]string][]run{}
 	for _, r := range runs {
 		k := [2]string{r.Case, r.Client}
 		if _, ok := idx[k]; !ok {
@@ -82,24 +82,24 @@ func summarize(runs []readerRun) []readerSummary {
 	}
 	for _, k := range keys {
 		g := groups[k]
-		s := readerSummary{Case: k[0], Client: k[1], Reps: len(g), Changes: g[0].Changes}
-		pick := func(f func(readerRun) float64) []float64 {
+		s := summary{Case: k[0], Client: k[1], Reps: len(g), Changes: g[0].Changes}
+		pick := func(f func(run) float64) []float64 {
 			v := make([]float64, len(g))
 			for i, r := range g {
 				v[i] = f(r)
 			}
 			return v
 		}
-		per := pick(func(r readerRun) float64 { return r.ChangesPerSec })
+		per := pick(func(r run) float64 { return r.ChangesPerSec })
 		s.MedianPerSec, s.MinPerSec, s.MaxPerSec = median(per), slices.Min(per), slices.Max(per)
-		s.MedianSeconds = median(pick(func(r readerRun) float64 { return r.Seconds }))
-		s.MedianCores = median(pick(func(r readerRun) float64 { return r.Cores }))
-		s.MedianCPUPerM = median(pick(func(r readerRun) float64 { return r.CPUSeconds / float64(r.Changes) * 1e6 }))
-		s.MaxPeakRSSMB = slices.Max(pick(func(r readerRun) float64 { return r.PeakRSSMB }))
-		s.MedianWalsenderCPU = median(pick(func(r readerRun) float64 { return r.WalsenderCPUSeconds }))
-		s.MedianBrokerCPU = median(pick(func(r readerRun) float64 { return r.BrokerCPUSeconds }))
-		s.LoadAvg = pick(func(r readerRun) float64 { return r.LoadAvg1 })
-		s.MachineBusyCores = pick(func(r readerRun) float64 { return r.MachineBusyCores })
+		s.MedianSeconds = median(pick(func(r run) float64 { return r.Seconds }))
+		s.MedianCores = median(pick(func(r run) float64 { return r.Cores }))
+		s.MedianCPUPerM = median(pick(func(r run) float64 { return r.CPUSeconds / float64(r.Changes) * 1e6 }))
+		s.MaxPeakRSSMB = slices.Max(pick(func(r run) float64 { return r.PeakRSSMB }))
+		s.MedianWalsenderCPU = median(pick(func(r run) float64 { return r.WalsenderCPUSeconds }))
+		s.MedianBrokerCPU = median(pick(func(r run) float64 { return r.BrokerCPUSeconds }))
+		s.LoadAvg = pick(func(r run) float64 { return r.LoadAvg1 })
+		s.MachineBusyCores = pick(func(r run) float64 { return r.MachineBusyCores })
 		out = append(out, s)
 	}
 	for i := range out {
@@ -124,7 +124,7 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func printRun(r readerRun) {
+func printRun(r run) {
 	fmt.Printf("  %-15s rep %d: %9.0f changes/s  %7.2f s  cpu %6.2f s (%.2f cores)", r.Client, r.Rep, r.ChangesPerSec, r.Seconds, r.CPUSeconds, r.Cores)
 	if r.WalsenderCPUSeconds > 0 {
 		fmt.Printf("  walsender cpu %.2f s", r.WalsenderCPUSeconds)
@@ -138,20 +138,17 @@ func printRun(r readerRun) {
 	fmt.Printf("  machine busy %.2f cores  load %.2f\n", r.MachineBusyCores, r.LoadAvg1)
 }
 
-func printSummary(w io.Writer, sum []readerSummary) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\tclient\treps\tchanges\tchanges/s (median)\tmin..max\ts\tcores\tCPU s/M\tpeak RSS MB\twalsender CPU s\tbroker CPU s\tmachine busy\tratio\t")
+func printSummary(w io.Writer, sum []summary) {
 	opt := func(v float64, f string) string {
 		if v <= 0 {
 			return ""
 		}
 		return fmt.Sprintf(f, v)
 	}
-	for _, s := range sum {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f..%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.1f..%.1f\t%s\t\n", s.Case, s.Client, s.Reps, s.Changes,
+	benchwork.Table(w, "case\tclient\treps\tchanges\tchanges/s (median)\tmin..max\ts\tcores\tCPU s/M\tpeak RSS MB\twalsender CPU s\tbroker CPU s\tmachine busy\tratio\t", sum, func(s summary) string {
+		return fmt.Sprintf("%s\t%s\t%d\t%d\t%.0f\t%.0f..%.0f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%.1f..%.1f\t%s\t", s.Case, s.Client, s.Reps, s.Changes,
 			s.MedianPerSec, s.MinPerSec, s.MaxPerSec, s.MedianSeconds, s.MedianCores, s.MedianCPUPerM,
 			opt(s.MaxPeakRSSMB, "%.0f"), opt(s.MedianWalsenderCPU, "%.2f"), opt(s.MedianBrokerCPU, "%.2f"),
 			slices.Min(s.MachineBusyCores), slices.Max(s.MachineBusyCores), opt(s.Ratio, "%.2f"))
-	}
-	tw.Flush()
+	})
 }

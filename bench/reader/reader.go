@@ -37,8 +37,8 @@ import (
 	"github.com/tributary/tributary/internal/kafkaconn"
 )
 
-// readerConfig is the configuration of `bench reader`.
-type readerConfig struct {
+// config is the configuration of `bench reader`.
+type config struct {
 	shard          int
 	dsn            string
 	brokers        string
@@ -64,7 +64,7 @@ type readerConfig struct {
 	brokerPID      int
 }
 
-func (c *readerConfig) validate() error {
+func (c *config) validate() error {
 	var errs []error
 	errs = append(errs, kafkaconn.ValidateClient(c.brokers, c.kafka)...)
 	for _, k := range strings.Split(c.cases, ",") {
@@ -101,7 +101,7 @@ func fleetShard(path string, shard int) (int, string, error) {
 
 // Run is `bench reader`: args are its flags.
 func Run(ctx context.Context, args []string) error {
-	var c readerConfig
+	var c config
 	fs := flagenv.New("bench reader", `bench reader — changes/s from one shard into Kafka through internal/reader,
 next to pg_recvlogical (the walsender's limit) on the same workload.
 The shard is --shard of the fleet file (--fleet; its dsn_env or dsn_file,
@@ -146,14 +146,14 @@ a superuser DSN for the local stack).`)
 		return err
 	}
 
-	b, err := newReaderBench(ctx, c)
+	b, err := newBench(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer b.close()
 	fmt.Printf("bench reader: shard %d, kafka %s (%s), %d cores (%s), load average %s, reps %d\n",
 		c.shard, c.kafkaLabel, c.brokers, runtime.NumCPU(), benchwork.CPUModel(), benchwork.LoadAvg(), c.reps)
-	var runs []readerRun
+	var runs []run
 	for _, name := range strings.Split(c.cases, ",") {
 		rs, err := b.runCase(ctx, b.newCase(name))
 		runs = append(runs, rs...)

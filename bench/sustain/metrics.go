@@ -16,9 +16,9 @@ import (
 	"github.com/tributary/tributary/bench/internal/benchwork"
 )
 
-// susScrape reads the pipeline's metrics and the API's staleness.
-func susScrape(ctx context.Context, c susConfig) (susSample, error) {
-	var s susSample
+// scrape reads the pipeline's metrics and the API's staleness.
+func scrape(ctx context.Context, c config) (sample, error) {
+	var s sample
 	out := benchwork.Scrape{}
 	targets := append([]string{c.loaderMetrics}, c.readerMetrics...)
 	for i, t := range targets {
@@ -39,9 +39,9 @@ func susScrape(ctx context.Context, c susConfig) (susSample, error) {
 	return s, nil
 }
 
-// susScrapeFull is every metric of the loader and the readers, summed
+// scrapeFull is every metric of the loader and the readers, summed
 // (and per label value: see benchwork.Scrape).
-func susScrapeFull(ctx context.Context, c susConfig) (benchwork.Scrape, error) {
+func scrapeFull(ctx context.Context, c config) (benchwork.Scrape, error) {
 	out := benchwork.Scrape{}
 	for _, t := range append([]string{c.loaderMetrics}, c.readerMetrics...) {
 		if err := benchwork.ScrapeURL(ctx, "http://"+t+"/metrics", out); err != nil {
@@ -51,9 +51,9 @@ func susScrapeFull(ctx context.Context, c susConfig) (benchwork.Scrape, error) {
 	return out, nil
 }
 
-// susPipeline is what the pipeline's own counters say about a step: where
+// pipeline is what the pipeline's own counters say about a step: where
 // the loader's time went and how long the readers waited for Kafka.
-type susPipeline struct {
+type pipeline struct {
 	LoaderBatches         float64 `json:"loader_batches"`
 	LoaderRecordsPerBatch float64 `json:"loader_records_per_batch"`
 	// LoaderStageBusy is, per stage, the stage's seconds per second of the
@@ -74,10 +74,10 @@ type susPipeline struct {
 	ReaderRecordsPerS   float64 `json:"reader_records_produced_per_s"`
 }
 
-// susDerive computes a step's susPipeline from the counters before and after.
-func susDerive(a, b benchwork.Scrape, wall time.Duration) susPipeline {
+// derive computes a step's pipeline from the counters before and after.
+func derive(a, b benchwork.Scrape, wall time.Duration) pipeline {
 	d := func(k string) float64 { return b[k] - a[k] }
-	var p susPipeline
+	var p pipeline
 	secs := wall.Seconds()
 	if secs <= 0 {
 		return p
@@ -87,22 +87,16 @@ func susDerive(a, b benchwork.Scrape, wall time.Duration) susPipeline {
 		p.LoaderRecordsPerBatch = d("tributary_loader_batch_records_sum") / p.LoaderBatches
 	}
 	p.LoaderStageBusy, p.LoaderStageMSPerBatch = map[string]float64{}, map[string]float64{}
-	for k := range b {
-		st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage=")
-		if !ok {
-			continue
-		}
-		p.LoaderStageBusy[st] = d(k) / secs
+	for st, ss := range benchwork.LoaderStageSeconds(a, b) {
+		p.LoaderStageBusy[st] = ss / secs
 		if p.LoaderBatches > 0 {
-			p.LoaderStageMSPerBatch[st] = 1000 * d(k) / p.LoaderBatches
+			p.LoaderStageMSPerBatch[st] = 1000 * ss / p.LoaderBatches
 		}
 		if st != "poll" && st != "decode" {
-			p.LoaderApplyBusy += d(k) / secs
+			p.LoaderApplyBusy += ss / secs
 		}
 	}
-	if n := d("tributary_reader_produce_seconds_count"); n > 0 {
-		p.ReaderProduceMS = 1000 * d("tributary_reader_produce_seconds_sum") / n
-	}
+	p.ReaderProduceMS = benchwork.MeanMS(a, b, "tributary_reader_produce_seconds")
 	for k, v := range b {
 		if strings.HasPrefix(k, "tributary_reader_lag_seconds|shard=") {
 			p.ReaderLagSecondsMax = max(p.ReaderLagSecondsMax, v)

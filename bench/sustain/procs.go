@@ -15,10 +15,10 @@ import (
 	"github.com/tributary/tributary/bench/internal/benchwork"
 )
 
-// susProcess is one measured process: pid, the group it is reported in,
+// process is one measured process: pid, the group it is reported in,
 // and whether its resident memory means anything alone (PostgreSQL's is
 // mostly shared buffers, counted once per backend).
-type susProcess struct {
+type process struct {
 	group string
 	pid   int
 	tree  bool // add its children's CPU (PostgreSQL's backends)
@@ -27,7 +27,7 @@ type susProcess struct {
 
 // cpu is the process's CPU so far; with tree, its children's too (live
 // ones, and those it has reaped).
-func (p susProcess) cpu() time.Duration {
+func (p process) cpu() time.Duration {
 	if !p.tree {
 		return benchwork.CPUOf(p.pid)
 	}
@@ -38,14 +38,14 @@ func (p susProcess) cpu() time.Duration {
 	return total
 }
 
-func (p susProcess) rssKB() int64 {
+func (p process) rssKB() int64 {
 	n, _ := benchwork.StatusKB(p.pid, "VmRSS")
 	return n
 }
 
-// susProcs finds the pipeline's and the stack's processes from pid files.
-func susProcs(home string) ([]susProcess, error) {
-	var out []susProcess
+// procs finds the pipeline's and the stack's processes from pid files.
+func procs(home string) ([]process, error) {
+	var out []process
 	add := func(group, file string, tree, rss bool) {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -56,7 +56,7 @@ func susProcs(home string) ([]susProcess, error) {
 		if err != nil || !alive(pid) {
 			return
 		}
-		out = append(out, susProcess{group: group, pid: pid, tree: tree, rss: rss})
+		out = append(out, process{group: group, pid: pid, tree: tree, rss: rss})
 	}
 	demo, _ := filepath.Glob(filepath.Join(home, "demo", "*.pid"))
 	slices.Sort(demo)
@@ -77,11 +77,11 @@ func susProcs(home string) ([]susProcess, error) {
 	add("kafka", filepath.Join(home, "kafka", "kafka.pid"), false, true)
 	add("embedded kafka", filepath.Join(home, "embedded-kafka", "embedded-kafka.pid"), false, true)
 	add("clickhouse", filepath.Join(home, "clickhouse", "clickhouse-server.pid"), false, true)
-	out = append(out, susProcess{group: "bench (loadgen)", pid: os.Getpid(), rss: true})
+	out = append(out, process{group: "bench (loadgen)", pid: os.Getpid(), rss: true})
 	return out, nil
 }
 
-func procNames(ps []susProcess) []string {
+func procNames(ps []process) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, fmt.Sprintf("%s %d", p.group, p.pid))

@@ -42,7 +42,7 @@ import (
 	"github.com/tributary/tributary/internal/ring"
 )
 
-const susUsage = `bench sustain — the rate the pipeline sustains over every shard without a
+const usage = `bench sustain — the rate the pipeline sustains over every shard without a
 growing backlog, with CPU and memory per process (a running pipeline: make demo).
 
 Offers loadgen's traffic at each of --rates (row changes/s over all shards)
@@ -64,7 +64,7 @@ Example:
   flock /tmp/tributary-bench.lock go run ./bench sustain --rates 200,500,1000,2000 --step 60s
   flock /tmp/tributary-bench.lock go run ./bench sustain --rows-per-op 100 --rates 2000,5000,10000,20000 --step 60s`
 
-type susConfig struct {
+type config struct {
 	apiURL        string
 	dsns          map[int]string // by shard number
 	home          string
@@ -85,13 +85,13 @@ type susConfig struct {
 
 // Run is `bench sustain`: args are its flags.
 func Run(ctx context.Context, args []string) error {
-	var c susConfig
+	var c config
 	var rates, readerMetrics, fleetFile string
 	demo, err := benchwork.DemoOf(os.Getenv)
 	if err != nil {
 		return err
 	}
-	fs := flagenv.New("bench sustain", susUsage)
+	fs := flagenv.New("bench sustain", usage)
 	fs.String(&fleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards loadgen writes to (required; the stack's is in stack.env)")
 	fs.String(&c.apiURL, "api", "TRIBUTARY_API_URL", demo.APIURL, "the API's base URL (default: the demo's on this stack, 8080 + $TRIBUTARY_PORT_OFFSET)")
 	fs.String(&c.ringFile, "ring-map", "", "deploy/local/ringmap.json", "the ring map the demo places workspaces by (loadgen writes each workspace on its owner)")
@@ -139,8 +139,8 @@ func Run(ctx context.Context, args []string) error {
 	return runSustain(ctx, c)
 }
 
-// susSample is one second of a step.
-type susSample struct {
+// sample is one second of a step.
+type sample struct {
 	T          float64 `json:"t"` // seconds since the step began
 	Ops        int64   `json:"loadgen_ops"`
 	GenRows    int64   `json:"loadgen_rows"`        // rows changed by committed operations
@@ -152,49 +152,49 @@ type susSample struct {
 	Staleness  float64 `json:"api_staleness_max_s"` // -1: the API did not answer
 }
 
-type susProc struct {
+type proc struct {
 	Name      string  `json:"name"`
 	Cores     float64 `json:"cores"`
 	PeakRSSMB float64 `json:"peak_rss_mb"` // max sampled VmRSS; 0 when not meaningful (PostgreSQL)
 }
 
-type susStep struct {
-	OfferedChanges int         `json:"offered_changes_per_s"`
-	RowsPerOp      int         `json:"rows_per_op"`
-	OfferedOps     float64     `json:"offered_ops_per_s"`
-	AchievedOps    float64     `json:"achieved_ops_per_s"`
-	AchievedRows   float64     `json:"loadgen_rows_per_s"`
-	OpErrors       int64       `json:"op_errors"`
-	ChangesPerS    float64     `json:"reader_changes_per_s"`
-	RecordsPerS    float64     `json:"loader_records_per_s"`
-	RowsPerS       float64     `json:"loader_rows_per_s"`
-	BacklogStart   float64     `json:"backlog_at_half"`
-	BacklogEnd     float64     `json:"backlog_at_end"`
-	BacklogMax     float64     `json:"backlog_max"`
-	StalenessEnd   float64     `json:"staleness_at_end_s"`
-	StalenessMax   float64     `json:"staleness_max_s"`
-	Sustained      bool        `json:"sustained"`
-	Why            string      `json:"why"`
-	DrainSeconds   float64     `json:"drain_seconds"` // -1: did not drain within --drain
-	MachineCores   float64     `json:"machine_busy_cores"`
-	Load1          float64     `json:"load1_at_end"`
-	Procs          []susProc   `json:"processes"`
-	Samples        []susSample `json:"samples"`
-	WallSeconds    float64     `json:"wall_seconds"`
-	ChangesPerOpAv float64     `json:"changes_per_op"`
-	Pipeline       susPipeline `json:"pipeline"`
+type step struct {
+	OfferedChanges int      `json:"offered_changes_per_s"`
+	RowsPerOp      int      `json:"rows_per_op"`
+	OfferedOps     float64  `json:"offered_ops_per_s"`
+	AchievedOps    float64  `json:"achieved_ops_per_s"`
+	AchievedRows   float64  `json:"loadgen_rows_per_s"`
+	OpErrors       int64    `json:"op_errors"`
+	ChangesPerS    float64  `json:"reader_changes_per_s"`
+	RecordsPerS    float64  `json:"loader_records_per_s"`
+	RowsPerS       float64  `json:"loader_rows_per_s"`
+	BacklogStart   float64  `json:"backlog_at_half"`
+	BacklogEnd     float64  `json:"backlog_at_end"`
+	BacklogMax     float64  `json:"backlog_max"`
+	StalenessEnd   float64  `json:"staleness_at_end_s"`
+	StalenessMax   float64  `json:"staleness_max_s"`
+	Sustained      bool     `json:"sustained"`
+	Why            string   `json:"why"`
+	DrainSeconds   float64  `json:"drain_seconds"` // -1: did not drain within --drain
+	MachineCores   float64  `json:"machine_busy_cores"`
+	Load1          float64  `json:"load1_at_end"`
+	Procs          []proc   `json:"processes"`
+	Samples        []sample `json:"samples"`
+	WallSeconds    float64  `json:"wall_seconds"`
+	ChangesPerOpAv float64  `json:"changes_per_op"`
+	Pipeline       pipeline `json:"pipeline"`
 }
 
-func runSustain(ctx context.Context, c susConfig) error {
+func runSustain(ctx context.Context, c config) error {
 	m, err := ring.Load(c.ringFile)
 	if err != nil {
 		return err
 	}
-	procs, err := susProcs(c.home)
+	procs, err := procs(c.home)
 	if err != nil {
 		return err
 	}
-	if _, err := susScrape(ctx, c); err != nil {
+	if _, err := scrape(ctx, c); err != nil {
 		return err
 	}
 	// One generator for every step: later steps edit, pay and delete what
@@ -214,7 +214,7 @@ func runSustain(ctx context.Context, c susConfig) error {
 		len(c.dsns), c.rates, c.step, mode, benchwork.CPUModel(), benchwork.LoadAvg())
 	fmt.Printf("processes: %s\n", strings.Join(procNames(procs), ", "))
 
-	var steps []susStep
+	var steps []step
 	for _, r := range c.rates {
 		st, err := sustainStep(ctx, c, gen, procs, r)
 		if err != nil {
@@ -246,11 +246,11 @@ func runSustain(ctx context.Context, c susConfig) error {
 }
 
 // sustainStep offers rate ops/s for c.step, then drains.
-func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs []susProcess, rate int) (susStep, error) {
-	st := susStep{OfferedChanges: rate, RowsPerOp: c.rowsPerOp, OfferedOps: float64(rate) / float64(c.rowsPerOp)}
+func sustainStep(ctx context.Context, c config, gen *loadgen.Generator, procs []process, rate int) (step, error) {
+	st := step{OfferedChanges: rate, RowsPerOp: c.rowsPerOp, OfferedOps: float64(rate) / float64(c.rowsPerOp)}
 	// A backlog left by whatever ran before (another benchmark's traffic)
 	// would drain during the step and hide its own: wait for it first.
-	settle, err := susWaitDrained(ctx, c, 2000)
+	settle, err := waitDrained(ctx, c, 2000)
 	if err != nil {
 		return st, err
 	}
@@ -258,7 +258,7 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 		return st, fmt.Errorf("the loader's backlog did not fall below 2000 records with fresh answers within --drain %s: the pipeline is still busy", c.drain)
 	}
 	ops0, errs0, rows0 := gen.Stats.Ops.Load(), gen.Stats.Errors.Load(), gen.Stats.Rows.Load()
-	full0, err := susScrapeFull(ctx, c)
+	full0, err := scrapeFull(ctx, c)
 	if err != nil {
 		return st, err
 	}
@@ -274,7 +274,7 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	sample := func() error {
-		s, err := susScrape(ctx, c)
+		s, err := scrape(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -305,20 +305,20 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 		}
 	}
 	wall := time.Since(start)
-	full1, err := susScrapeFull(ctx, c)
+	full1, err := scrapeFull(ctx, c)
 	if err != nil {
 		return st, err
 	}
-	st.Pipeline = susDerive(full0, full1, wall)
+	st.Pipeline = derive(full0, full1, wall)
 	st.WallSeconds = wall.Seconds()
 	st.MachineCores = benchwork.ReadMachineCPU().BusyCoresSince(mach0)
 	st.Load1 = benchwork.LoadAvg1()
-	groups := map[string]*susProc{}
+	groups := map[string]*proc{}
 	var order []string
 	for i, p := range procs {
 		g, ok := groups[p.group]
 		if !ok {
-			g = &susProc{Name: p.group}
+			g = &proc{Name: p.group}
 			groups[p.group] = g
 			order = append(order, p.group)
 		}
@@ -331,22 +331,22 @@ func sustainStep(ctx context.Context, c susConfig, gen *loadgen.Generator, procs
 		st.Procs = append(st.Procs, *groups[n])
 	}
 	st.OpErrors = gen.Stats.Errors.Load() - errs0
-	susVerdict(&st)
+	verdict(&st)
 
 	// Drain: until the backlog is back to what it was before the step (the
 	// readers' watermark records keep it from reaching zero) and the API is
 	// fresh, or --drain runs out.
-	st.DrainSeconds, err = susWaitDrained(ctx, c, st.Samples[0].Backlog+100)
+	st.DrainSeconds, err = waitDrained(ctx, c, st.Samples[0].Backlog+100)
 	return st, err
 }
 
-// susWaitDrained waits until the loader's backlog is at most limit records
+// waitDrained waits until the loader's backlog is at most limit records
 // and the API's answers are less than 5 s stale, for at most --drain; it
 // returns how long that took (-1: it did not happen in time).
-func susWaitDrained(ctx context.Context, c susConfig, limit float64) (float64, error) {
+func waitDrained(ctx context.Context, c config, limit float64) (float64, error) {
 	start := time.Now()
 	for time.Since(start) < c.drain {
-		s, err := susScrape(ctx, c)
+		s, err := scrape(ctx, c)
 		if err != nil {
 			return -1, err
 		}
@@ -362,8 +362,8 @@ func susWaitDrained(ctx context.Context, c susConfig, limit float64) (float64, e
 	return -1, nil
 }
 
-// susVerdict fills the rates and decides whether the step was sustained.
-func susVerdict(st *susStep) {
+// verdict fills the rates and decides whether the step was sustained.
+func verdict(st *step) {
 	first, last := st.Samples[0], st.Samples[len(st.Samples)-1]
 	secs := last.T - first.T
 	if secs <= 0 {
@@ -403,7 +403,7 @@ func susVerdict(st *susStep) {
 	}
 }
 
-func printStep(st susStep) {
+func printStep(st step) {
 	fmt.Printf("step %d changes/s (%.0f ops/s of %d rows): achieved %.0f ops/s, %.0f rows/s (%d errors), readers %.0f changes/s (%.2f per op), loader %.0f records/s, %.0f rows/s;"+
 		" backlog %.0f -> %.0f (max %.0f); staleness %.1f s at end (max %.1f); machine %.2f cores busy, load %.1f; drained in %s: %s\n",
 		st.OfferedChanges, st.OfferedOps, st.RowsPerOp, st.AchievedOps, st.AchievedRows, st.OpErrors, st.ChangesPerS, st.ChangesPerOpAv, st.RecordsPerS, st.RowsPerS,
@@ -424,19 +424,16 @@ func drainText(s float64) string {
 	return strconv.FormatFloat(s, 'f', 0, 64) + " s"
 }
 
-func printSustainTable(w io.Writer, steps []susStep) {
+func printSustainTable(w io.Writer, steps []step) {
 	if len(steps) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered changes/s\tops/s\tgenerated rows/s\tcaptured changes/s\tloader rec/s\tbacklog half->end\tstale end s\tloader stages busy\tsustained\tload1\t")
-	for _, st := range steps {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f->%.0f\t%.1f\t%.0f%%\t%v\t%.1f\t\n", st.OfferedChanges, st.AchievedOps, st.AchievedRows, st.ChangesPerS,
+	benchwork.Table(w, "offered changes/s\tops/s\tgenerated rows/s\tcaptured changes/s\tloader rec/s\tbacklog half->end\tstale end s\tloader stages busy\tsustained\tload1\t", steps, func(st step) string {
+		return fmt.Sprintf("%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f->%.0f\t%.1f\t%.0f%%\t%v\t%.1f\t", st.OfferedChanges, st.AchievedOps, st.AchievedRows, st.ChangesPerS,
 			st.RecordsPerS, st.BacklogStart, st.BacklogEnd, st.StalenessEnd, 100*st.Pipeline.LoaderApplyBusy, st.Sustained, st.Load1)
-	}
-	tw.Flush()
+	})
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "process"
 	for _, st := range steps {
 		header += fmt.Sprintf("\t%d: cores\tpeak MB", st.OfferedChanges)

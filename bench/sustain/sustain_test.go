@@ -39,7 +39,7 @@ tributary_reader_records_produced_total{shard="0"} 10100
 tributary_reader_lag_seconds{shard="0"} 0.5
 tributary_reader_lag_seconds{shard="1"} 2.5
 `)
-	p := susDerive(a, b, 10*time.Second)
+	p := derive(a, b, 10*time.Second)
 	near := func(what string, got, want float64) {
 		t.Helper()
 		if math.Abs(got-want) > 1e-9 {
@@ -60,12 +60,12 @@ tributary_reader_lag_seconds{shard="1"} 2.5
 }
 
 func TestSusVerdictGeneratorShort(t *testing.T) {
-	st := susStep{OfferedChanges: 10000, RowsPerOp: 100, OfferedOps: 100, Samples: []susSample{
+	st := step{OfferedChanges: 10000, RowsPerOp: 100, OfferedOps: 100, Samples: []sample{
 		{T: 0, Staleness: 1},
 		{T: 30, Ops: 1000, GenRows: 100000, Changes: 100000, Backlog: 500, Staleness: 1},
 		{T: 60, Ops: 2000, GenRows: 200000, Changes: 200000, Backlog: 600, Staleness: 1},
 	}}
-	susVerdict(&st)
+	verdict(&st)
 	if !st.Sustained || !strings.Contains(st.Why, "generator reached only 3333 of 10000 changes/s") {
 		t.Fatalf("verdict %v %q", st.Sustained, st.Why)
 	}

@@ -160,9 +160,7 @@ func parse(args []string) (*Config, error) {
 func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, c.Logging.Validate())
-	if c.TablesFile == "" {
-		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
-	}
+	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
 	errs = append(errs, c.ClickHouse.Validate()...)
 	errs = append(errs, c.TLS.Validate("--tls")...)
 	if c.TLSReload < 0 {

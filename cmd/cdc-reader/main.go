@@ -75,27 +75,17 @@ type Config struct {
 	Slot              string
 	RetryMin          time.Duration
 	RetryMax          time.Duration
-	Publication       string
 	TablesFile        string
 	Brokers           string
-	Kafka             kafkaconn.Security
 	Partitions        int
 	ReplicationFactor int
-	StatusInterval    time.Duration
-	WatermarkInterval time.Duration
-	WatermarkMinGap   time.Duration
-	HeartbeatInterval time.Duration
-	MaxBuffered       int
-	MaxBufferedBytes  int
-	StateTopic        string
-	SnapshotWorkers   int
-	SnapshotChunkRows int
-	SnapshotMaxRate   int
-	SnapshotProgress  time.Duration
+	// Reader holds the settings every shard's reader.Config shares, as the
+	// flags set them (publication, Kafka security, intervals, buffers,
+	// snapshot and sweep); run adds each shard's own.
+	Reader reader.Config
 	// ClickHouse is the loaders' database, read by a resnapshot's sweep
 	// (empty Addr: resnapshots with a predicate are refused).
 	ClickHouse  chstore.Conn
-	SweepBatch  int
 	MetricsAddr string
 	Logging     telemetry.Logging
 
@@ -121,27 +111,27 @@ func parse(args []string) (*Config, error) {
 	fs.Secret(&c.DSN, "TRIBUTARY_PG_DSN")
 	fs.String(&c.FleetFile, "fleet", "TRIBUTARY_FLEET", "", "fleet file: the shards --shards names and their DSNs, or where shard --shard's DSN comes from when $TRIBUTARY_PG_DSN is not set")
 	fs.String(&c.Slot, "slot", "TRIBUTARY_SLOT", "", "replication slot name; {shard} in it is the shard's number (default tributary_shard_{shard})")
-	fs.String(&c.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "publication name; created for the configured tables if absent")
+	fs.String(&c.Reader.Publication, "publication", "TRIBUTARY_PUBLICATION", "tributary_pub", "publication name; created for the configured tables if absent")
 	fs.String(&c.TablesFile, "tables", "TRIBUTARY_TABLES", "", "table config JSON file (required)")
-	kafkaconn.AddClientFlags(fs, &c.Brokers, &c.Kafka)
+	kafkaconn.AddClientFlags(fs, &c.Brokers, &c.Reader.KafkaSecurity)
 	fs.Int(&c.Partitions, "partitions", "TRIBUTARY_PARTITIONS", 4, "partitions for table topics this reader creates")
 	fs.Int(&c.ReplicationFactor, "replication-factor", "TRIBUTARY_KAFKA_REPLICATION_FACTOR", 0, "replicas of the topics this reader creates (0: the cluster's default.replication.factor)")
-	fs.Duration(&c.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
-	fs.Duration(&c.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to save the reader state and re-publish an unchanged watermark (new positions are published as Kafka acknowledges them)")
-	fs.Duration(&c.WatermarkMinGap, "watermark-min-gap", "TRIBUTARY_WATERMARK_MIN_GAP", reader.DefaultWatermarkMinGap, "least time between two watermark rounds of a busy shard (0: publish every acknowledged commit)")
-	fs.Duration(&c.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
-	fs.Int(&c.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", reader.DefaultMaxBuffered, "records buffered for Kafka before reading pauses (bounds memory)")
-	fs.Int(&c.MaxBufferedBytes, "max-buffered-bytes", "TRIBUTARY_MAX_BUFFERED_BYTES", 32<<20, "bytes buffered for Kafka before reading pauses (bounds memory)")
-	fs.String(&c.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each shard's reader state (snapshot done, position), keyed by the shard's PostgreSQL system identifier, database and slot")
-	fs.Int(&c.SnapshotWorkers, "snapshot-workers", "TRIBUTARY_SNAPSHOT_WORKERS", 2, "chunks the initial snapshot copies at once (one connection each)")
-	fs.Int(&c.SnapshotChunkRows, "snapshot-chunk-rows", "TRIBUTARY_SNAPSHOT_CHUNK_ROWS", 10000, "rows per snapshot chunk: the unit of stored progress")
-	fs.Int(&c.SnapshotMaxRate, "snapshot-max-rows-per-second", "TRIBUTARY_SNAPSHOT_MAX_ROWS_PER_SECOND", 0, "limit the snapshot's read rate to spare the shard (0: unlimited)")
-	fs.Duration(&c.SnapshotProgress, "snapshot-progress-interval", "TRIBUTARY_SNAPSHOT_PROGRESS_INTERVAL", 10*time.Second, "how often snapshot progress (rows, rows/s, ETA) is logged")
+	fs.Duration(&c.Reader.StatusInterval, "status-interval", "TRIBUTARY_STATUS_INTERVAL", time.Second, "how often to confirm the position to the server")
+	fs.Duration(&c.Reader.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to save the reader state and re-publish an unchanged watermark (new positions are published as Kafka acknowledges them)")
+	fs.Duration(&c.Reader.WatermarkMinGap, "watermark-min-gap", "TRIBUTARY_WATERMARK_MIN_GAP", reader.DefaultWatermarkMinGap, "least time between two watermark rounds of a busy shard (0: publish every acknowledged commit)")
+	fs.Duration(&c.Reader.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
+	fs.Int(&c.Reader.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", reader.DefaultMaxBuffered, "records buffered for Kafka before reading pauses (bounds memory)")
+	fs.Int(&c.Reader.MaxBufferedBytes, "max-buffered-bytes", "TRIBUTARY_MAX_BUFFERED_BYTES", 32<<20, "bytes buffered for Kafka before reading pauses (bounds memory)")
+	fs.String(&c.Reader.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each shard's reader state (snapshot done, position), keyed by the shard's PostgreSQL system identifier, database and slot")
+	fs.Int(&c.Reader.SnapshotWorkers, "snapshot-workers", "TRIBUTARY_SNAPSHOT_WORKERS", 2, "chunks the initial snapshot copies at once (one connection each)")
+	fs.Int(&c.Reader.SnapshotChunkRows, "snapshot-chunk-rows", "TRIBUTARY_SNAPSHOT_CHUNK_ROWS", 10000, "rows per snapshot chunk: the unit of stored progress")
+	fs.Int(&c.Reader.SnapshotMaxRowsPerSecond, "snapshot-max-rows-per-second", "TRIBUTARY_SNAPSHOT_MAX_ROWS_PER_SECOND", 0, "limit the snapshot's read rate to spare the shard (0: unlimited)")
+	fs.Duration(&c.Reader.SnapshotProgressInterval, "snapshot-progress-interval", "TRIBUTARY_SNAPSHOT_PROGRESS_INTERVAL", 10*time.Second, "how often snapshot progress (rows, rows/s, ETA) is logged")
 	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{
 		Addr:     "ClickHouse native protocol host:port of the loaders' database, read by the sweep that ends a resnapshot with --where (empty: such resnapshots are refused)",
 		Database: "the loaders' ClickHouse database (the sweep reads it)",
 		User:     "a ClickHouse user that may read the loaders' database (a read-only user, readonly = 2, as the API's, is enough: the sweep creates and inserts nothing)"})
-	fs.Int(&c.SweepBatch, "sweep-batch", "TRIBUTARY_SWEEP_BATCH", reader.SweepBatch, "rows of ClickHouse one question of a sweep asks the shard about (the sweep ends a resnapshot with --where)")
+	fs.Int(&c.Reader.SweepBatch, "sweep-batch", "TRIBUTARY_SWEEP_BATCH", reader.SweepBatch, "rows of ClickHouse one question of a sweep asks the shard about (the sweep ends a resnapshot with --where)")
 	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")
 	c.Logging.AddFlags(fs, "info")
 	if err := fs.Parse(args); err != nil {
@@ -222,46 +212,32 @@ func (c *Config) Validate() error {
 	case c.DSN == "":
 		errs = append(errs, errors.New("$TRIBUTARY_PG_DSN or --fleet is required (the DSN is not a flag: it holds a password)"))
 	}
-	if c.TablesFile == "" {
-		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
-	}
-	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
+	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
+	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Reader.KafkaSecurity)...)
 	if c.ReplicationFactor < 0 || c.ReplicationFactor > math.MaxInt16 {
 		errs = append(errs, fmt.Errorf("--replication-factor must be 0 (the cluster's default) or a replica count, got %d", c.ReplicationFactor))
 	}
-	if c.Partitions < 1 {
-		errs = append(errs, fmt.Errorf("--partitions must be >= 1, got %d", c.Partitions))
-	}
-	if c.StatusInterval <= 0 || c.WatermarkInterval <= 0 || c.HeartbeatInterval < 0 {
+	errs = append(errs, flagenv.AtLeast("partitions", c.Partitions, 1))
+	if c.Reader.StatusInterval <= 0 || c.Reader.WatermarkInterval <= 0 || c.Reader.HeartbeatInterval < 0 {
 		errs = append(errs, errors.New("--status-interval and --watermark-interval must be > 0, --heartbeat-interval >= 0"))
 	}
-	if c.WatermarkMinGap < 0 {
-		errs = append(errs, fmt.Errorf("--watermark-min-gap must be >= 0, got %s", c.WatermarkMinGap))
+	errs = append(errs, flagenv.NotNegative("watermark-min-gap", c.Reader.WatermarkMinGap))
+	errs = append(errs, flagenv.AtLeast("max-buffered", c.Reader.MaxBuffered, 1))
+	if c.Reader.MaxBufferedBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("--max-buffered-bytes must be >= 1 MiB (a record must fit), got %d", c.Reader.MaxBufferedBytes))
 	}
-	if c.MaxBuffered < 1 {
-		errs = append(errs, fmt.Errorf("--max-buffered must be >= 1, got %d", c.MaxBuffered))
+	if c.Reader.SnapshotWorkers < 1 || c.Reader.SnapshotWorkers > 64 {
+		errs = append(errs, fmt.Errorf("--snapshot-workers must be 1..64, got %d", c.Reader.SnapshotWorkers))
 	}
-	if c.MaxBufferedBytes < 1<<20 {
-		errs = append(errs, fmt.Errorf("--max-buffered-bytes must be >= 1 MiB (a record must fit), got %d", c.MaxBufferedBytes))
-	}
-	if c.SnapshotWorkers < 1 || c.SnapshotWorkers > 64 {
-		errs = append(errs, fmt.Errorf("--snapshot-workers must be 1..64, got %d", c.SnapshotWorkers))
-	}
-	if c.SnapshotChunkRows < 1 {
-		errs = append(errs, fmt.Errorf("--snapshot-chunk-rows must be >= 1, got %d", c.SnapshotChunkRows))
-	}
-	if c.SnapshotMaxRate < 0 {
-		errs = append(errs, fmt.Errorf("--snapshot-max-rows-per-second must be >= 0, got %d", c.SnapshotMaxRate))
-	}
-	if c.SnapshotProgress <= 0 {
+	errs = append(errs, flagenv.AtLeast("snapshot-chunk-rows", c.Reader.SnapshotChunkRows, 1))
+	errs = append(errs, flagenv.NotNegative("snapshot-max-rows-per-second", c.Reader.SnapshotMaxRowsPerSecond))
+	if c.Reader.SnapshotProgressInterval <= 0 {
 		errs = append(errs, errors.New("--snapshot-progress-interval must be > 0"))
 	}
 	if c.ClickHouse.Addr != "" {
 		errs = append(errs, c.ClickHouse.TLS.Validate()...)
 	}
-	if c.SweepBatch < 1 {
-		errs = append(errs, fmt.Errorf("--sweep-batch must be >= 1, got %d", c.SweepBatch))
-	}
+	errs = append(errs, flagenv.AtLeast("sweep-batch", c.Reader.SweepBatch, 1))
 	return errors.Join(errs...)
 }
 
@@ -297,15 +273,11 @@ func run(ctx context.Context, cfg *Config) error {
 	}
 	cfgs := make([]reader.Config, len(cfg.targets))
 	for i, tg := range cfg.targets {
-		cfgs[i] = reader.Config{
-			Shard: tg.shard, DSN: tg.dsn, Slot: tg.slot, Publication: cfg.Publication, Tables: tcfg,
-			Brokers: flagenv.List(cfg.Brokers), KafkaSecurity: cfg.Kafka, Partitions: int32(cfg.Partitions), ReplicationFactor: int16(cfg.ReplicationFactor),
-			StatusInterval: cfg.StatusInterval, WatermarkInterval: cfg.WatermarkInterval, WatermarkMinGap: cfg.WatermarkMinGap,
-			HeartbeatInterval: cfg.HeartbeatInterval, MaxBuffered: cfg.MaxBuffered, MaxBufferedBytes: cfg.MaxBufferedBytes, StateTopic: cfg.StateTopic,
-			SnapshotWorkers: cfg.SnapshotWorkers, SnapshotChunkRows: cfg.SnapshotChunkRows,
-			SnapshotMaxRowsPerSecond: cfg.SnapshotMaxRate, SnapshotProgressInterval: cfg.SnapshotProgress, ShowProgress: show,
-			SweepStore: sweepStore, SweepBatch: cfg.SweepBatch,
-		}
+		rc := cfg.Reader
+		rc.Shard, rc.DSN, rc.Slot, rc.Tables = tg.shard, tg.dsn, tg.slot, tcfg
+		rc.Brokers, rc.Partitions, rc.ReplicationFactor = flagenv.List(cfg.Brokers), int32(cfg.Partitions), int16(cfg.ReplicationFactor)
+		rc.ShowProgress, rc.SweepStore = show, sweepStore
+		cfgs[i] = rc
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	if cfg.Shards == "" {

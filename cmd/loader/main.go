@@ -104,54 +104,32 @@ func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, c.Logging.Validate())
 	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
-	if c.TablesFile == "" {
-		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
-	}
+	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
 	errs = append(errs, c.ClickHouse.Validate()...)
 	if c.ClickHouseCluster != "" && c.ClickHouse.TLS.On() {
 		// The nodes are reached at the ports system.clusters lists, which
 		// are the plain ones.
 		errs = append(errs, errors.New("--clickhouse-cluster with TLS is not supported yet: the loader reaches every node at the plain port its cluster configuration lists"))
 	}
-	if c.BatchRecords < 1 {
-		errs = append(errs, fmt.Errorf("--batch-records must be >= 1, got %d", c.BatchRecords))
-	}
+	errs = append(errs, flagenv.AtLeast("batch-records", c.BatchRecords, 1))
 	if c.BatchBytes < 64<<10 {
 		errs = append(errs, fmt.Errorf("--batch-bytes must be >= 65536, got %d", c.BatchBytes))
 	}
-	if c.BatchWait <= 0 {
-		errs = append(errs, fmt.Errorf("--batch-wait must be > 0, got %s", c.BatchWait))
-	}
-	if c.DuplicateGrace <= 0 {
-		errs = append(errs, fmt.Errorf("--duplicate-grace must be > 0, got %s", c.DuplicateGrace))
-	}
-	if c.DedupeKeys < 2 {
-		errs = append(errs, fmt.Errorf("--dedupe-keys must be >= 2, got %d", c.DedupeKeys))
-	}
-	if c.ImageCache < 0 {
-		errs = append(errs, fmt.Errorf("--image-cache-bytes must be >= 0, got %d", c.ImageCache))
-	}
+	errs = append(errs, flagenv.Positive("batch-wait", c.BatchWait))
+	errs = append(errs, flagenv.Positive("duplicate-grace", c.DuplicateGrace))
+	errs = append(errs, flagenv.AtLeast("dedupe-keys", c.DedupeKeys, 2))
+	errs = append(errs, flagenv.NotNegative("image-cache-bytes", c.ImageCache))
 	if c.SessionTimeout < 6*time.Second {
 		errs = append(errs, fmt.Errorf("--session-timeout must be >= 6s (the broker's group.min.session.timeout.ms), got %s", c.SessionTimeout))
 	}
-	if c.AggregateEvery < 0 {
-		errs = append(errs, fmt.Errorf("--revenue-aggregate-interval must be >= 0, got %s", c.AggregateEvery))
-	}
+	errs = append(errs, flagenv.NotNegative("revenue-aggregate-interval", c.AggregateEvery))
 	if c.BlockBits < 1 || c.BlockBits > 62 {
 		errs = append(errs, fmt.Errorf("--revenue-block-bits must be in 1..62, got %d", c.BlockBits))
 	}
-	if c.CompactEvery < 0 {
-		errs = append(errs, fmt.Errorf("--compact-interval must be >= 0, got %s", c.CompactEvery))
-	}
-	if c.CompactParts < 1 {
-		errs = append(errs, fmt.Errorf("--compact-max-parts must be >= 1, got %d", c.CompactParts))
-	}
-	if c.CompactBytes < 1 {
-		errs = append(errs, fmt.Errorf("--compact-max-bytes must be >= 1, got %d", c.CompactBytes))
-	}
-	if c.MisplacedEvery <= 0 {
-		errs = append(errs, fmt.Errorf("--misplaced-interval must be > 0, got %s", c.MisplacedEvery))
-	}
+	errs = append(errs, flagenv.NotNegative("compact-interval", c.CompactEvery))
+	errs = append(errs, flagenv.AtLeast("compact-max-parts", c.CompactParts, 1))
+	errs = append(errs, flagenv.AtLeast("compact-max-bytes", c.CompactBytes, 1))
+	errs = append(errs, flagenv.Positive("misplaced-interval", c.MisplacedEvery))
 	return errors.Join(errs...)
 }
 

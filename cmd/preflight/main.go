@@ -69,12 +69,8 @@ func parse(args []string) (*Config, error) {
 	}
 	var errs []error
 	errs = append(errs, c.Logging.Validate())
-	if c.TablesFile == "" {
-		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
-	}
-	if c.FleetFile == "" {
-		errs = append(errs, errors.New("--fleet (or $TRIBUTARY_FLEET) is required: the fleet file listing the shards"))
-	}
+	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
+	errs = append(errs, flagenv.Required(c.FleetFile, "fleet", "TRIBUTARY_FLEET", "the fleet file listing the shards"))
 	if c.Check.Sample < 1 || c.Check.Timeout <= 0 {
 		errs = append(errs, errors.New("--sample must be >= 1 and --timeout > 0"))
 	}

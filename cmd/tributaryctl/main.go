@@ -349,9 +349,7 @@ func (c *Config) Validate() error {
 		return errors.Join(errs...)
 	}
 	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
-	if c.TablesFile == "" {
-		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
-	}
+	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
 	switch c.Action {
 	case "dlq list", "dlq replay":
 		if c.DLQTopic == "" {

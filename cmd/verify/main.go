@@ -94,12 +94,8 @@ func parse(args []string) (*Config, error) {
 	}
 	var errs []error
 	errs = append(errs, c.Logging.Validate())
-	if c.TablesFile == "" {
-		errs = append(errs, errors.New("--tables (or $TRIBUTARY_TABLES) is required"))
-	}
-	if c.FleetFile == "" {
-		errs = append(errs, errors.New("--fleet (or $TRIBUTARY_FLEET) is required: the fleet file listing the shards (the local stack's is $TRIBUTARY_HOME/fleet.json)"))
-	}
+	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
+	errs = append(errs, flagenv.Required(c.FleetFile, "fleet", "TRIBUTARY_FLEET", "the fleet file listing the shards (the local stack's is $TRIBUTARY_HOME/fleet.json)"))
 	errs = append(errs, c.ClickHouse.TLS.Validate()...)
 	if perr := c.ClickHouse.ReadPassword(); perr != nil {
 		errs = append(errs, perr)

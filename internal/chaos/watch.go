@@ -2,9 +2,7 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/tributary/tributary/internal/httpjson"
 )
 
 // walPositions reads every shard's current WAL position, retrying a shard
@@ -81,7 +80,7 @@ func shardsBehind(ctx context.Context, apiAddr string, want map[int]pglogrepl.LS
 			Complete  bool   `json:"complete"`
 		} `json:"shards"`
 	}
-	if code, err := getJSON(ctx, "http://"+apiAddr+"/v1/shards", &body); err != nil || code != http.StatusOK {
+	if code, err := httpjson.Get(ctx, httpClient, "http://"+apiAddr+"/v1/shards", &body); err != nil || code != http.StatusOK {
 		return "", fmt.Errorf("GET /v1/shards: %d %v", code, err)
 	}
 	have := map[int]pglogrepl.LSN{}
@@ -100,26 +99,6 @@ func shardsBehind(ctx context.Context, apiAddr string, want map[int]pglogrepl.LS
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
-
-func getJSON(ctx context.Context, url string, v any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if v != nil && resp.StatusCode == http.StatusOK {
-		return resp.StatusCode, json.Unmarshal(b, v)
-	}
-	return resp.StatusCode, nil
-}
 
 // probe asks the API what a user would, every 250 ms, and keeps every
 // answer's time and status, to count the 5xx outside outages afterwards.
@@ -150,7 +129,7 @@ func (p *probe) run(ctx context.Context, apiAddr string, docID func() string) {
 			if route == "/readyz" {
 				v = &ready
 			}
-			code, _ := getJSON(ctx, "http://"+apiAddr+route, v)
+			code, _ := httpjson.Get(ctx, httpClient, "http://"+apiAddr+route, v)
 			if ctx.Err() != nil {
 				return
 			}

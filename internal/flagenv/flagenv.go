@@ -123,6 +123,46 @@ func (s *Set) Parse(args []string) error {
 	return nil
 }
 
+// Required is the error of a required setting left empty: "--flag (or
+// $ENV) is required", then ": why" when why is not empty; nil when v is
+// set.
+func Required(v, flag, env, why string) error {
+	if v != "" {
+		return nil
+	}
+	if why != "" {
+		why = ": " + why
+	}
+	return fmt.Errorf("--%s (or $%s) is required%s", flag, env, why)
+}
+
+// AtLeast is the error of flag's value v below min ("--flag must be >=
+// min, got v"); nil when v >= min.
+func AtLeast(flag string, v, min int) error {
+	if v >= min {
+		return nil
+	}
+	return fmt.Errorf("--%s must be >= %d, got %d", flag, min, v)
+}
+
+// NotNegative is the error of flag's value v below 0 ("--flag must be >=
+// 0, got v"); nil otherwise.
+func NotNegative[T int | time.Duration](flag string, v T) error {
+	if v >= 0 {
+		return nil
+	}
+	return fmt.Errorf("--%s must be >= 0, got %v", flag, v)
+}
+
+// Positive is the error of flag's value v not above 0 ("--flag must be >
+// 0, got v"); nil otherwise.
+func Positive[T int | time.Duration](flag string, v T) error {
+	if v > 0 {
+		return nil
+	}
+	return fmt.Errorf("--%s must be > 0, got %v", flag, v)
+}
+
 // UsageError is a setting Parse refused (an unknown flag, a bad value, a
 // bad environment variable, a stray argument): the command was called
 // wrongly and should exit with status 2.

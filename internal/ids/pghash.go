@@ -35,6 +35,10 @@ const hashCombineConst uint64 = 0x49a0f4dd15e5a8e3
 // and PostgreSQL's 3923095.
 const jenkinsInit uint32 = 0x9e3779b9 + 3923095
 
+// jenkinsMix and jenkinsFinal are lookup3's mix() and final(), written out
+// step by step as lookup3 writes them: each step is alike but for the words
+// and the rotation, and a loop over them costs several times more on the
+// loader's per-row routing (internal/loader/partition.go).
 func jenkinsMix(a, b, c uint32) (uint32, uint32, uint32) {
 	a -= c
 	a ^= bits.RotateLeft32(c, 4)
@@ -75,10 +79,12 @@ func jenkinsFinal(a, b, c uint32) (uint32, uint32, uint32) {
 	return a, b, c
 }
 
-// seedState perturbs the initial state with a non-zero 64-bit seed, as
-// PostgreSQL's *_extended hash functions do (seed zero leaves it alone, so
-// that the 64-bit hash's low half equals the 32-bit hash).
-func seedState(a, b, c uint32, seed uint64) (uint32, uint32, uint32) {
+// seedState is the initial state for hashing n bytes, perturbed by a
+// non-zero 64-bit seed as PostgreSQL's *_extended hash functions do (seed
+// zero leaves it alone, so that the 64-bit hash's low half equals the
+// 32-bit hash).
+func seedState(n uint32, seed uint64) (uint32, uint32, uint32) {
+	a, b, c := jenkinsInit+n, jenkinsInit+n, jenkinsInit+n
 	if seed == 0 {
 		return a, b, c
 	}
@@ -90,9 +96,7 @@ func seedState(a, b, c uint32, seed uint64) (uint32, uint32, uint32) {
 // HashBytesExtended is PostgreSQL's hash_bytes_extended (hash_any_extended)
 // on a little-endian server.
 func HashBytesExtended(k []byte, seed uint64) uint64 {
-	n := uint32(len(k))
-	a, b, c := jenkinsInit+n, jenkinsInit+n, jenkinsInit+n
-	a, b, c = seedState(a, b, c, seed)
+	a, b, c := seedState(uint32(len(k)), seed)
 	for len(k) >= 12 {
 		a += binary.LittleEndian.Uint32(k[0:4])
 		b += binary.LittleEndian.Uint32(k[4:8])
@@ -104,51 +108,31 @@ func HashBytesExtended(k []byte, seed uint64) uint64 {
 	// them: bytes 0-3 to a, 4-7 to b, 8-10 to c shifted up by one byte (the
 	// lowest byte of c is "reserved for the length" in lookup3, though
 	// PostgreSQL does not add the length there).
-	switch len(k) {
-	case 11:
-		c += uint32(k[10]) << 24
-		fallthrough
-	case 10:
-		c += uint32(k[9]) << 16
-		fallthrough
-	case 9:
-		c += uint32(k[8]) << 8
-		fallthrough
-	case 8:
-		b += uint32(k[7]) << 24
-		fallthrough
-	case 7:
-		b += uint32(k[6]) << 16
-		fallthrough
-	case 6:
-		b += uint32(k[5]) << 8
-		fallthrough
-	case 5:
-		b += uint32(k[4])
-		fallthrough
-	case 4:
-		a += uint32(k[3]) << 24
-		fallthrough
-	case 3:
-		a += uint32(k[2]) << 16
-		fallthrough
-	case 2:
-		a += uint32(k[1]) << 8
-		fallthrough
-	case 1:
-		a += uint32(k[0])
+	for i, x := range k {
+		shift := uint(i%4) * 8
+		switch i / 4 {
+		case 0:
+			a += uint32(x) << shift
+		case 1:
+			b += uint32(x) << shift
+		default:
+			c += uint32(x) << (shift + 8)
+		}
 	}
-	_, b, c = jenkinsFinal(a, b, c)
-	return uint64(b)<<32 | uint64(c)
+	return jenkinsResult(a, b, c)
 }
 
 // HashUint32Extended is PostgreSQL's hash_bytes_uint32_extended, the hash
 // of int4 (hashint4extended) and, after folding, of int8.
 func HashUint32Extended(k uint32, seed uint64) uint64 {
-	const n = 4 // sizeof(uint32)
-	a, b, c := jenkinsInit+n, jenkinsInit+n, jenkinsInit+n
-	a, b, c = seedState(a, b, c, seed)
+	a, b, c := seedState(4, seed) // 4: sizeof(uint32)
 	a += k
+	return jenkinsResult(a, b, c)
+}
+
+// jenkinsResult is the 64-bit hash of the *_extended functions: final(),
+// then b in the high half and c in the low.
+func jenkinsResult(a, b, c uint32) uint64 {
 	_, b, c = jenkinsFinal(a, b, c)
 	return uint64(b)<<32 | uint64(c)
 }
@@ -197,17 +181,19 @@ const maxModulus = 1<<31 - 1
 // that bigint v belongs to among modulus hash partitions, as
 // satisfies_hash_partition(parent, modulus, remainder, v) would answer.
 func PartitionInt8(v int64, modulus int) (int, error) {
-	if modulus < 1 || modulus > maxModulus {
-		return 0, fmt.Errorf("hash partition modulus %d: %w", modulus, ErrInvalidLayout)
-	}
-	return int(RowHashInt8(v) % uint64(modulus)), nil
+	return remainder(RowHashInt8(v), modulus)
 }
 
 // PartitionUUID returns the remainder of the partition (PgDog: the shard)
 // that uuid u belongs to among modulus hash partitions.
 func PartitionUUID(u UUID, modulus int) (int, error) {
+	return remainder(RowHashUUID(u), modulus)
+}
+
+// remainder is rowHash % modulus, for a modulus PostgreSQL accepts.
+func remainder(rowHash uint64, modulus int) (int, error) {
 	if modulus < 1 || modulus > maxModulus {
 		return 0, fmt.Errorf("hash partition modulus %d: %w", modulus, ErrInvalidLayout)
 	}
-	return int(RowHashUUID(u) % uint64(modulus)), nil
+	return int(rowHash % uint64(modulus)), nil
 }

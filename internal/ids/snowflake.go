@@ -127,9 +127,6 @@ func (s Snowflake) Name() string {
 // Config returns the layout's parameters.
 func (s Snowflake) Config() SnowflakeConfig { return s.cfg }
 
-// MaxSeq is the largest sequence value, 2^SeqBits - 1.
-func (s Snowflake) MaxSeq() int64 { return s.maxSeq }
-
 // MaxTime is the latest creation time the layout can express.
 func (s Snowflake) MaxTime() time.Time {
 	return time.UnixMilli(s.cfg.EpochMS + s.maxTime).UTC()

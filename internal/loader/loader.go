@@ -33,6 +33,7 @@
 //	insert_errors_total{table}         failed inserts (retried)
 //	schema_changes_total{table}        tables created / columns added
 //	table_stopped{table}               1 while a table is stopped
+//	table_paused{table}                1 while an operator has paused the table (tributaryctl pause)
 //	watermark_lsn{shard}               newest watermark written, by shard
 //	consumer_lag_records{topic,partition} records in Kafka one sample ago not yet committed by the group (lag.go)
 //	commit_errors_total                failed offset commits (the batch is replayed)
@@ -71,6 +72,10 @@
 //
 //	tributary_misplaced_writes_total{table,shard}  live rows written on a shard that does not own them
 //	tributary_misplaced_rows{table,shard}          live rows currently misplaced (global, from ClickHouse)
+//	tributary_moving_writes_total{table,shard}     live rows written on their owner under the staged map: an arc move's copies
+//	tributary_moving_rows{table,shard}             live rows of a planned arc move (global, from ClickHouse)
+//	tributary_ring_map_version                     version of the ring map rows are placed under (0: none)
+//	tributary_ring_map_reloads_total{outcome}      ring map file reloads: applied, refused
 //
 // and, without the loader_ infix (they describe the data, not this loader):
 //

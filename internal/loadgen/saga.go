@@ -41,9 +41,6 @@ type Saga struct {
 	IDColumn, WorkspaceColumn string
 }
 
-// DemoSaga is the saga over the demo schema.
-var DemoSaga = Saga{Documents: "documents", Moves: "document_moves", IDColumn: "id", WorkspaceColumn: "workspace_id"}
-
 // Shard is one side of a move.
 type Shard struct {
 	ID   int

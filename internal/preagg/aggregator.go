@@ -44,11 +44,12 @@ type Aggregator struct {
 	db   string
 	log  *slog.Logger
 
-	// Owned by the goroutine in Run. kind is the id kind, found on the
-	// first round the table exists; blocksReady: the blocks table exists
-	// (created once, on the first round with data).
+	// Owned by the goroutine in Run (or Round's caller). kind is the id
+	// kind, found on the first round the table exists; blocksReady: the
+	// blocks table exists (created once, on the first round with data).
 	kind        revenueblocks.IDKind
 	blocksReady bool
+	marksReady  bool // the marks and state tables exist (ensureMarks)
 
 	rounds     *prometheus.CounterVec
 	recomputed prometheus.Counter
@@ -96,16 +97,8 @@ func (a *Aggregator) Run(ctx context.Context) {
 	defer a.leader.Set(0)
 	t := time.NewTicker(a.cfg.Interval)
 	defer t.Stop()
-	ready := false
 	for {
-		outcome, err := "error", error(nil)
-		if !ready {
-			err = EnsureMarks(ctx, a.st)
-			ready = err == nil
-		}
-		if ready {
-			outcome, err = a.Round(ctx)
-		}
+		outcome, err := a.Round(ctx)
 		if errors.Is(err, revenueblocks.ErrUnsupportedID) {
 			a.rounds.WithLabelValues("refused").Inc()
 			a.log.Warn("revenue pre-aggregates off: the id column cannot be cut into blocks; GET /v1/revenue answers from the live query",
@@ -130,8 +123,15 @@ type shardPos struct {
 	ts  time.Time
 }
 
-// Round runs one round and says what it did.
+// Round runs one round and says what it did; the first creates the marks
+// and state tables.
 func (a *Aggregator) Round(ctx context.Context) (string, error) {
+	if !a.marksReady {
+		if err := ensureMarks(ctx, a.st); err != nil {
+			return "error", err
+		}
+		a.marksReady = true
+	}
 	table := a.cfg.Revenue.Table
 	if a.kind == "" {
 		kind, ok, err := a.idKind(ctx)

@@ -75,8 +75,9 @@ type Store interface {
 	ClusterReplicated(table, engine string) string
 }
 
-// EnsureMarks creates the marks and state tables.
-func EnsureMarks(ctx context.Context, st Store) error {
+// ensureMarks creates the marks and state tables (Marks.Write and
+// Aggregator.Round do, once).
+func ensureMarks(ctx context.Context, st Store) error {
 	db := st.Database()
 	for _, ddl := range []string{
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (source_table String, shard UInt16, commit_lsn UInt64, block Int64)
@@ -194,7 +195,7 @@ func (m *Marks) Write(ctx context.Context, st Store) error {
 	}
 	conn, db := st.Conn(), st.Database()
 	if !m.ready {
-		if err := EnsureMarks(ctx, st); err != nil {
+		if err := ensureMarks(ctx, st); err != nil {
 			return err
 		}
 		m.ready = true

@@ -220,7 +220,7 @@ func (l *MoveLog) planLatestMoveOf(db, keys string) string {
 }
 
 // PlanLatestMove is the SQL of LatestMove (one parameter: the document
-// id) and MoveColumns its SELECT list; exported for tests/moveindex_test.go.
+// id); exported for tests/moveindex_test.go, which reads the log both ways.
 func PlanLatestMove(db string, l *MoveLog) string { return planLatestMove(db, l) }
 
 // LatestMoveSettings returns a copy of LatestMove's settings.
@@ -231,9 +231,6 @@ func LatestMoveSettings() clickhouse.Settings {
 	}
 	return out
 }
-
-// MoveColumns is the SELECT list of a Move read from l's log.
-func MoveColumns(l *MoveLog) string { return l.moveColumns() }
 
 // LatestMove returns the newest move of the document with id (bound as
 // the documents table's id: an int64 or a UUID's text), or nil when the log

@@ -90,7 +90,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/tributary/tributary/internal/envelope"
 	"github.com/tributary/tributary/internal/tables"
@@ -703,29 +702,19 @@ func waitVisible(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("resnapshot: transactions committed before the switch: %w", err)
 	}
-	start := time.Now()
-	nextLog := start.Add(10 * time.Second)
-	for len(pending) > 0 {
-		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*)::int FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE x::text = ANY($1)`, pending).Scan(&n)
-		if err != nil {
-			return fmt.Errorf("resnapshot: transactions committed before the switch: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-		if time.Now().After(nextLog) {
-			log.Warn("resnapshot waits for transactions that committed before its switch but are not visible yet (synchronous replication?)",
-				slog.Any("xids", pending), slog.Duration("waited", time.Since(start)))
-			nextLog = time.Now().Add(10 * time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	if len(pending) == 0 {
+		return nil
 	}
-	return nil
+	return waitXids(ctx, log, "resnapshot waits for transactions that committed before its switch but are not visible yet (synchronous replication?)",
+		func(ctx context.Context) ([]string, error) {
+			var left []string
+			err := conn.QueryRow(ctx, `SELECT COALESCE(array_agg(x::text), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x
+				WHERE x::text = ANY($1)`, pending).Scan(&left)
+			if err != nil {
+				return nil, fmt.Errorf("resnapshot: transactions committed before the switch: %w", err)
+			}
+			return left, nil
+		})
 }
 
 // resnapshotPlan plans the copy of t's rows matching where. The estimate
@@ -847,42 +836,10 @@ func (r *Reader) copyResnapshotRanges(copyCtx, ctx context.Context, tab *snapTab
 			queue = append(queue, ri)
 		}
 	}
-	var mu sync.Mutex
-	take := func() (int, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(queue) == 0 {
-			return 0, false
-		}
-		ri := queue[0]
-		queue = queue[1:]
-		return ri, true
-	}
-	pace := newPacer(r.cfg.SnapshotMaxRowsPerSecond)
-	g, gctx := errgroup.WithContext(copyCtx)
-	for w := 0; w < min(r.cfg.SnapshotWorkers, len(queue)); w++ {
-		g.Go(func() error {
-			wc, err := pgx.Connect(gctx, r.cfg.DSN)
-			if err != nil {
-				return fmt.Errorf("resnapshot connection: %w", err)
-			}
-			defer wc.Close(context.WithoutCancel(gctx))
-			if _, err := wc.Exec(gctx, "SET default_transaction_read_only = on"); err != nil {
-				return fmt.Errorf("resnapshot connection: %w", err)
-			}
-			var enc envelope.Encoder
-			for {
-				ri, ok := take()
-				if !ok {
-					return nil
-				}
-				if err := r.copyRange(gctx, ctx, wc, &enc, pace, prog, tab, 0, ri, a.Plan.Ranges[ri], a.SwitchAt); err != nil {
-					return err
-				}
-			}
+	return copyQueue(copyCtx, r, queue, "resnapshot", "SET default_transaction_read_only = on",
+		func(gctx context.Context, wc *pgx.Conn, enc *envelope.Encoder, pace *pacer, ri int) error {
+			return r.copyRange(gctx, ctx, wc, enc, pace, prog, tab, 0, ri, a.Plan.Ranges[ri], a.SwitchAt)
 		})
-	}
-	return g.Wait()
 }
 
 // waitAcked waits until Kafka acknowledged every chunk of prog (the

@@ -194,23 +194,35 @@ func waitCommitted(ctx context.Context, conn *pgx.Conn, snapName string, log *sl
 	if err != nil {
 		return fmt.Errorf("import slot snapshot %s: %w", snapName, err)
 	}
+	return waitXids(ctx, log, "snapshot waits for transactions that committed before the slot's consistent point but are not visible yet (synchronous replication?)",
+		func(ctx context.Context) ([]string, error) {
+			var running []string
+			err := conn.QueryRow(ctx, `SELECT COALESCE(array_agg(x::text), '{}')
+				FROM pg_snapshot_xip(pg_current_snapshot()) x
+				WHERE x < pg_snapshot_xmax($1::pg_snapshot)
+				  AND x <> ALL (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))`, exported).Scan(&running)
+			if err != nil {
+				return nil, fmt.Errorf("check transactions committed before the slot: %w", err)
+			}
+			return running, nil
+		})
+}
+
+// waitXids polls running (every 50 ms) until it returns no transaction,
+// logging waiting with the ones left every 10 s.
+func waitXids(ctx context.Context, log *slog.Logger, waiting string, running func(context.Context) ([]string, error)) error {
 	start := time.Now()
 	nextLog := start.Add(10 * time.Second)
 	for {
-		var running []string
-		err := conn.QueryRow(ctx, `SELECT COALESCE(array_agg(x::text), '{}')
-			FROM pg_snapshot_xip(pg_current_snapshot()) x
-			WHERE x < pg_snapshot_xmax($1::pg_snapshot)
-			  AND x <> ALL (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))`, exported).Scan(&running)
+		xids, err := running(ctx)
 		if err != nil {
-			return fmt.Errorf("check transactions committed before the slot: %w", err)
+			return err
 		}
-		if len(running) == 0 {
+		if len(xids) == 0 {
 			return nil
 		}
 		if time.Now().After(nextLog) {
-			log.Warn("snapshot waits for transactions that committed before the slot's consistent point but are not visible yet (synchronous replication?)",
-				slog.Any("xids", running), slog.Duration("waited", time.Since(start)))
+			log.Warn(waiting, slog.Any("xids", xids), slog.Duration("waited", time.Since(start)))
 			nextLog = time.Now().Add(10 * time.Second)
 		}
 		select {
@@ -429,13 +441,25 @@ func (r *Reader) copyRanges(ctx context.Context, plan *snapshotState, tabs []sna
 			}
 		}
 	}
+	return copyQueue(ctx, r, queue, "snapshot", "", func(gctx context.Context, wc *pgx.Conn, enc *envelope.Encoder, pace *pacer, wk snapWork) error {
+		return r.copyWork(gctx, ctx, wc, enc, pace, prog, plan, tabs, wk, cp)
+	})
+}
+
+// copyQueue copies queue's items on up to SnapshotWorkers connections of
+// their own, each item by copy under one shared pacer; setup (when not
+// empty) runs first on each connection, and what names them in errors. The
+// first error ends every worker.
+func copyQueue[T any](ctx context.Context, r *Reader, queue []T, what, setup string,
+	copy func(gctx context.Context, wc *pgx.Conn, enc *envelope.Encoder, pace *pacer, item T) error) error {
 	var mu sync.Mutex
 	next := 0
-	take := func() (snapWork, bool) {
+	take := func() (T, bool) {
 		mu.Lock()
 		defer mu.Unlock()
+		var none T
 		if next >= len(queue) {
-			return snapWork{}, false
+			return none, false
 		}
 		next++
 		return queue[next-1], true
@@ -446,16 +470,21 @@ func (r *Reader) copyRanges(ctx context.Context, plan *snapshotState, tabs []sna
 		g.Go(func() error {
 			wc, err := pgx.Connect(gctx, r.cfg.DSN)
 			if err != nil {
-				return fmt.Errorf("snapshot connection: %w", err)
+				return fmt.Errorf("%s connection: %w", what, err)
 			}
 			defer wc.Close(context.WithoutCancel(gctx))
+			if setup != "" {
+				if _, err := wc.Exec(gctx, setup); err != nil {
+					return fmt.Errorf("%s connection: %w", what, err)
+				}
+			}
 			var enc envelope.Encoder
 			for {
-				wk, ok := take()
+				item, ok := take()
 				if !ok {
 					return nil
 				}
-				if err := r.copyWork(gctx, ctx, wc, &enc, pace, prog, plan, tabs, wk, cp); err != nil {
+				if err := copy(gctx, wc, &enc, pace, item); err != nil {
 					return err
 				}
 			}

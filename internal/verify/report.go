@@ -162,23 +162,18 @@ type Report struct {
 }
 
 // Checked is the number of rows compared, over all tables and shards.
-func (r *Report) Checked() int {
-	n := 0
-	for _, t := range r.Tables {
-		for _, s := range t.Shards {
-			n += s.Checked
-		}
-	}
-	return n
-}
+func (r *Report) Checked() int { return r.sumShards(func(s ShardReport) int { return s.Checked }) }
 
 // CheckedViaAPI is the number of rows compared through the API, over all
 // tables and shards.
-func (r *Report) CheckedViaAPI() int {
+func (r *Report) CheckedViaAPI() int { return r.sumShards(func(s ShardReport) int { return s.ViaAPI }) }
+
+// sumShards sums f over every table's shards.
+func (r *Report) sumShards(f func(ShardReport) int) int {
 	n := 0
 	for _, t := range r.Tables {
 		for _, s := range t.Shards {
-			n += s.ViaAPI
+			n += f(s)
 		}
 	}
 	return n

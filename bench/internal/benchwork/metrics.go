@@ -80,6 +80,28 @@ func (s Scrape) noteBucket(name, labels string, v float64) {
 	}
 }
 
+// MeanMS is the mean of histogram h's observations between scrapes a and
+// b, in ms (0 without any): 1000 * Δh_sum / Δh_count.
+func MeanMS(a, b Scrape, h string) float64 {
+	n := b[h+"_count"] - a[h+"_count"]
+	if n <= 0 {
+		return 0
+	}
+	return 1000 * (b[h+"_sum"] - a[h+"_sum"]) / n
+}
+
+// LoaderStageSeconds is, per stage of the loader's loop, the seconds
+// tributary_loader_stage_seconds_total grew by between scrapes a and b.
+func LoaderStageSeconds(a, b Scrape) map[string]float64 {
+	out := map[string]float64{}
+	for k := range b {
+		if st, ok := strings.CutPrefix(k, "tributary_loader_stage_seconds_total|stage="); ok {
+			out[st] = b[k] - a[k]
+		}
+	}
+	return out
+}
+
 // ScrapeURL GETs url (a /metrics endpoint, within 5 s) and adds its
 // samples to s.
 func ScrapeURL(ctx context.Context, url string, s Scrape) error {
