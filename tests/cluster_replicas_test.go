@@ -14,7 +14,8 @@ import (
 // TestClusterReplicaCatchUp: the loader writes a batch's watermarks only
 // after every reachable replica holds the rows before them
 // (chstore.SyncReplicas; schema/clickhouse.md "Cluster mode: every
-// replica before the watermark"). On shard 1's two replicas:
+// replica before the watermark"). A table not created yet has nothing to
+// wait for. On shard 1's two replicas:
 //
 //  1. fetches stopped on replica 1 (SYSTEM STOP FETCHES), rows inserted on
 //     replica 2: the wait reports replica 1 as behind and does not end
@@ -105,6 +106,12 @@ func TestClusterReplicaCatchUp(t *testing.T) {
 		}
 	}
 	local := func(name string) string { return fmt.Sprintf("`%s`.`%s`", db, s.LocalTable(name)) }
+
+	// 0. A table not created yet (watermarks before its first change):
+	// nothing to wait for.
+	if _, done := wait("not_created"); <-done != nil {
+		t.Fatal("wait on a table not created yet failed")
+	}
 
 	// 1. Fetches stopped.
 	exec(r1, "SYSTEM STOP FETCHES "+local("a"))
