@@ -171,7 +171,7 @@ func (s *Store) nodeBehind(ctx context.Context, n Node, locals []string, before 
 				continue
 			}
 		}
-		return fmt.Sprintf("%s: %s has copied its shard's log up to entry %d, not yet %d", n, t, st.pointer, (*targets)[t]), nil
+		return fmt.Sprintf("%s: %s has not copied entry %d of its shard's log yet (its next: %d)", n, t, (*targets)[t], st.pointer), nil
 	}
 	var gets uint64
 	var last string
