@@ -29,6 +29,12 @@ const ReplicaWaitStall = 10 * time.Second
 // answer in it (down, SIGSTOPped, cut off) is unreachable and skipped.
 const replicaQueryTimeout = 5 * time.Second
 
+// ErrReadOnly: a node's replicated table is read-only (its ZooKeeper
+// session is lost). Nothing can be written then, watermarks included, so
+// SyncReplicas returns it instead of waiting: the caller retries, and
+// counts the failure like a failed write.
+var ErrReadOnly = errors.New("clickhouse replicated table read-only (ZooKeeper lost)")
+
 // ReplicaEvent is what SyncReplicas reports of a node it did not find
 // caught up at once.
 type ReplicaEvent struct {
@@ -51,8 +57,9 @@ type ReplicaEvent struct {
 // queue, and no GET_PART of its queue was created before the call. A node
 // that does not answer is skipped and reported; a node that answers but
 // does not catch up (its missing part lives only on a node that is down)
-// is waited for until ctx ends, reported every ReplicaWaitStall. Nothing
-// to do on one server. report may be nil.
+// is waited for until ctx ends, reported every ReplicaWaitStall; one whose
+// table is read-only is ErrReadOnly. Nothing to do on one server. report
+// may be nil.
 func (s *Store) SyncReplicas(ctx context.Context, tables []string, report func(ReplicaEvent)) error {
 	if s.cluster == "" || len(tables) == 0 {
 		return nil
@@ -84,6 +91,8 @@ func (s *Store) syncNode(ctx context.Context, n Node, locals []string, before, s
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case errors.Is(err, ErrReadOnly):
+			return err
 		case err != nil && !isServerError(err):
 			if report != nil {
 				report(ReplicaEvent{Node: n, Unreachable: err, Waited: time.Since(start)})
@@ -155,7 +164,7 @@ func (s *Store) nodeBehind(ctx context.Context, n Node, locals []string, before 
 			// on every node before its first insert.
 			continue
 		case st.readonly:
-			return fmt.Sprintf("%s: %s is read-only (its ZooKeeper session is lost)", n, t), nil
+			return "", fmt.Errorf("%w: %s: %s", ErrReadOnly, n, t)
 		}
 		if st.pointer > (*targets)[t] {
 			continue

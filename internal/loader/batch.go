@@ -202,7 +202,7 @@ func (l *Loader) watermarkWrite(ctx context.Context, wms []chstore.Watermark) fu
 	}
 	return func() error {
 		t := time.Now()
-		if err := l.syncReplicas(ctx, wms); err != nil {
+		if err := l.retry(ctx, "replicas", func() error { return l.syncReplicas(ctx, wms) }); err != nil {
 			return err
 		}
 		t = l.m.since(stageReplicas, t)

@@ -16,7 +16,9 @@ import (
 // (chstore.SyncReplicas; schema/clickhouse.md "Cluster mode: every
 // replica before the watermark"): a watermark then never claims rows a
 // read through a live replica would miss. A replica that does not answer
-// is skipped, counted and logged; one that answers but cannot catch up
+// is skipped, counted and logged; one whose table is read-only (ZooKeeper
+// lost) fails the wait, retried and counted as a failed write like the
+// watermark write it precedes; one that answers but cannot catch up
 // holds the watermarks, and with them the batch's commit, loudly (a gauge
 // at 1 and an error log naming it every chstore.ReplicaWaitStall) until it
 // does or the loader stops.
