@@ -108,7 +108,7 @@ func derive(a, b benchwork.Scrape, wall time.Duration) pipeline {
 
 // stageList prints stages in a fixed order, the others after them.
 func stageList(m map[string]float64, format string) string {
-	order := []string{"poll", "decode", "convert", "read", "insert", "detect", "watermarks", "dlq", "commit"}
+	order := []string{"poll", "decode", "convert", "read", "insert", "detect", "replicas", "watermarks", "dlq", "commit"}
 	for k := range m {
 		if !slices.Contains(order, k) {
 			order = append(order, k)

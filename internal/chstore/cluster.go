@@ -31,7 +31,9 @@ import (
 // which node did not take it. Inserts go through the Distributed tables
 // with insert_distributed_sync = 1: the insert returns once every
 // ClickHouse shard it touched has the rows, so the loader commits Kafka
-// offsets only after that (docs/benchmarks.md has its cost).
+// offsets only after that (docs/benchmarks.md has its cost). Those rows
+// are on one replica of each shard; watermarks wait for the others
+// (replicas.go).
 
 // LocalSuffix names the local table behind a Distributed one.
 const LocalSuffix = "_local"

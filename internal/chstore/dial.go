@@ -44,7 +44,15 @@ var ErrNotReachable = errors.New("clickhouse not reachable yet")
 // Tributary reader and writer needs, and checks the server answers. It is
 // the one place that sets them: optimize_move_to_prewhere = 0, because the
 // optimizer turning a WHERE into a PREWHERE makes FINAL return superseded
-// versions (schema/clickhouse.md).
+// versions (schema/clickhouse.md); and, for reads through Distributed
+// tables (cluster mode; nothing on one server),
+// max_replica_delay_for_distributed_queries = 1: a replica with a part to
+// fetch for a second or more is not read while another replica of its
+// shard is up to date (the default, 300 s, would read a replica that
+// came back behind). When every replica of a shard is behind, the least
+// behind one is still read (fallback_to_stale_replicas_for_distributed_queries
+// left at 1): with ZooKeeper lost every replica counts as behind, and
+// reads must go on (schema/clickhouse.md "Cluster mode").
 func Dial(ctx context.Context, o DialOptions) (driver.Conn, error) {
 	if o.Username == "" {
 		o.Username = "default"
@@ -62,7 +70,7 @@ func Dial(ctx context.Context, o DialOptions) (driver.Conn, error) {
 // open opens the pool and pings it. The error names the address, the user
 // and what failed; never the password.
 func open(ctx context.Context, o DialOptions, tlsConf *tls.Config) (driver.Conn, error) {
-	settings := clickhouse.Settings{"optimize_move_to_prewhere": 0}
+	settings := clickhouse.Settings{"optimize_move_to_prewhere": 0, "max_replica_delay_for_distributed_queries": 1}
 	for k, v := range o.Settings {
 		settings[k] = v
 	}

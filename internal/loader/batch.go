@@ -232,6 +232,10 @@ func (l *Loader) watermarkWrite(ctx context.Context, wms []chstore.Watermark) fu
 	}
 	return func() error {
 		t := time.Now()
+		if err := l.retry(ctx, "replicas", func() error { return l.syncReplicas(ctx, wms) }); err != nil {
+			return err
+		}
+		t = l.m.since(stageReplicas, t)
 		if err := l.retry(ctx, "watermarks", func() error { return l.store.WriteWatermarks(ctx, wms) }); err != nil {
 			return err
 		}

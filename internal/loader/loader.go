@@ -35,6 +35,8 @@
 //	table_stopped{table}               1 while a table is stopped
 //	table_paused{table}                1 while an operator has paused the table (tributaryctl pause)
 //	watermark_lsn{shard}               newest watermark written, by shard
+//	replicas_skipped_total{shard,replica} watermark writes that did not wait for a ClickHouse replica that did not answer (cluster mode; replicas.go)
+//	replica_stalled{shard,replica}     1 while watermarks wait 10 s or more for a ClickHouse replica that answers but has not caught up
 //	consumer_lag_records{topic,partition} records in Kafka one sample ago not yet committed by the group (lag.go)
 //	commit_errors_total                failed offset commits (the batch is replayed)
 //	group_request_seconds{request}     round trip of the group's requests: heartbeat, join, sync, commit (group.go)

@@ -26,6 +26,8 @@ type metrics struct {
 	tableStopped    *prometheus.GaugeVec   // table
 	tablePaused     *prometheus.GaugeVec   // table
 	watermarkLSN    *prometheus.GaugeVec   // shard
+	replicasSkipped *prometheus.CounterVec // shard, replica (ClickHouse's)
+	replicaStalled  *prometheus.GaugeVec   // shard, replica (ClickHouse's)
 	lag             *prometheus.GaugeVec   // topic, partition
 	commitErrors    prometheus.Counter
 	dupIDs          *prometheus.GaugeVec   // table, kind
@@ -55,6 +57,7 @@ const (
 	stageRead       = "read"       // reading stored rows (unchanged TOAST, truncate)
 	stageInsert     = "insert"     // ClickHouse inserts (the tables of a batch concurrently: wall time)
 	stageDetect     = "detect"     // duplicate-id checks (beside the next batch: tail.go)
+	stageReplicas   = "replicas"   // waiting for every ClickHouse replica before the watermarks (cluster mode)
 	stageWatermarks = "watermarks" // watermark writes (beside the next batch)
 	stageDLQ        = "dlq"        // dead-letter produces
 	stageCommit     = "commit"     // offset commits (beside the next batch)
@@ -117,6 +120,12 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 		watermarkLSN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tributary_loader_watermark_lsn", Help: "Highest commit LSN written as a watermark by this loader, by shard.",
 		}, []string{"shard"}),
+		replicasSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tributary_loader_replicas_skipped_total", Help: "Watermark writes that did not wait for a ClickHouse replica because it did not answer (cluster mode), by ClickHouse shard and replica.",
+		}, []string{"shard", "replica"}),
+		replicaStalled: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tributary_loader_replica_stalled", Help: "1 while watermarks have waited 10 s or more for a ClickHouse replica that answers but has not fetched the rows before them (cluster mode; its part may live only on a node that is down), by ClickHouse shard and replica.",
+		}, []string{"shard", "replica"}),
 		commitErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tributary_loader_commit_errors_total", Help: "Failed offset commits; the batch is replayed (harmless, but repeated failures mean no progress).",
 		}),
@@ -126,7 +135,7 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 	}
 	m.addDataMetrics()
 	m.stageSeconds = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tributary_loader_stage_seconds_total", Help: "Wall time the loader's loop spent in each stage (poll, decode, convert, read, insert, detect, watermarks, dlq, commit): where the time goes.",
+		Name: "tributary_loader_stage_seconds_total", Help: "Wall time the loader's loop spent in each stage (poll, decode, convert, read, insert, detect, replicas, watermarks, dlq, commit): where the time goes.",
 	}, []string{"stage"})
 	m.monitorErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tributary_loader_monitor_errors_total", Help: "Failed rounds of the loader's monitors (pauses, anomalies, stopped, lag, misplaced, ring_reload, compaction; the aggregator counts its own), by monitor: retried at the next round. A monitor that fails for good stops the loader.",
@@ -136,7 +145,7 @@ func newMetrics(reg prometheus.Registerer, tc *tables.Config, rm *ring.Map) *met
 	m.group = newGroupMetrics(reg)
 	reg.MustRegister(m.movingWrites, m.movingRows, m.ringVersion, m.ringReloads)
 	reg.MustRegister(m.misplacedWrites, m.misplacedRows, m.stageSeconds, m.records, m.rowsInserted, m.dropped, m.dlq, m.insertSeconds, m.batchRows, m.batchBytes,
-		m.insertErrors, m.schemaChanges, m.tableStopped, m.tablePaused, m.watermarkLSN, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
+		m.insertErrors, m.schemaChanges, m.tableStopped, m.tablePaused, m.watermarkLSN, m.replicasSkipped, m.replicaStalled, m.lag, m.commitErrors, m.dupIDs, m.dupPending, m.dupDetections)
 	m.zero(tc)
 	m.zeroPlacement(tc, rm)
 	return m

@@ -54,6 +54,7 @@ type detectStore interface {
 // watermarkStore holds the per-partition, per-shard watermarks.
 type watermarkStore interface {
 	WriteWatermarks(ctx context.Context, ws []chstore.Watermark) error
+	SyncReplicas(ctx context.Context, tables []string, report func(chstore.ReplicaEvent)) error
 	WatermarkLSN(ctx context.Context, topic string, partition int32, shard uint16) (uint64, error)
 	WatermarkTimes(ctx context.Context) (map[uint16]time.Time, error)
 }

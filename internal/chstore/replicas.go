@@ -1,0 +1,207 @@
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// Replica catch-up (schema/clickhouse.md "Cluster mode: every replica
+// before the watermark"). An insert through a Distributed table returns
+// once one replica of each ClickHouse shard has the rows; the shard's
+// other replicas fetch the part later (a GET_PART entry of their
+// replication queue). And a retried insert that ClickHouse deduplicates
+// (the block's id was committed by a replica that then died) "succeeds"
+// on a replica that does not hold the rows at all: its GET_PART waits for
+// the dead one. A watermark written before the replicas hold the rows
+// would claim rows a read through them misses, so the loader waits here
+// first.
+
+// ReplicaWaitStall is how long a reachable replica may be behind before
+// SyncReplicas reports it as stalled (and again every ReplicaWaitStall).
+const ReplicaWaitStall = 10 * time.Second
+
+// replicaQueryTimeout bounds one poll of a node: a node that does not
+// answer in it (down, SIGSTOPped, cut off) is unreachable and skipped.
+const replicaQueryTimeout = 5 * time.Second
+
+// ErrReadOnly: a node's replicated table is read-only (its ZooKeeper
+// session is lost). Nothing can be written then, watermarks included, so
+// SyncReplicas returns it instead of waiting: the caller retries, and
+// counts the failure like a failed write.
+var ErrReadOnly = errors.New("clickhouse replicated table read-only (ZooKeeper lost)")
+
+// ReplicaEvent is what SyncReplicas reports of a node it did not find
+// caught up at once.
+type ReplicaEvent struct {
+	Node Node
+	// Unreachable: the node did not answer; it was skipped (it catches up
+	// from the shard's log when it is back, and readers do not use a
+	// replica that is behind: schema/clickhouse.md).
+	Unreachable error
+	// Behind says why a reachable node has not caught up yet (its queue's
+	// last exception: "No active replica has part ..."), when it has been
+	// behind for ReplicaWaitStall or more. SyncReplicas goes on waiting.
+	Behind string
+	// Waited is how long the node has been waited for.
+	Waited time.Duration
+}
+
+// SyncReplicas waits until every reachable replica of the local tables of
+// tables (source tables, sharded) holds every part their shard's log held
+// when it was called: the node has copied the log past that entry into its
+// queue, and no GET_PART of its queue was created before the call. A node
+// that does not answer is skipped and reported; a node that answers but
+// does not catch up (its missing part lives only on a node that is down)
+// is waited for until ctx ends, reported every ReplicaWaitStall; one whose
+// table is read-only is ErrReadOnly. Nothing to do on one server. report
+// may be nil.
+func (s *Store) SyncReplicas(ctx context.Context, tables []string, report func(ReplicaEvent)) error {
+	if s.cluster == "" || len(tables) == 0 {
+		return nil
+	}
+	// Second resolution: create_time is a DateTime. Rounded up, an entry
+	// of the call's second counts as before it (waited for: at worst a
+	// later insert's part too).
+	start := time.Now()
+	before := start.Truncate(time.Second).Add(time.Second)
+	locals := make([]string, len(tables))
+	for i, t := range tables {
+		locals[i] = s.LocalTable(t)
+	}
+	for _, n := range s.nodes {
+		if err := s.syncNode(ctx, n, locals, before, start, report); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncNode waits for one node (SyncReplicas). Only ctx's end is an error.
+func (s *Store) syncNode(ctx context.Context, n Node, locals []string, before, start time.Time, report func(ReplicaEvent)) error {
+	var targets map[string]uint64 // log entry each table must be past
+	wait := 10 * time.Millisecond
+	nextReport := start.Add(ReplicaWaitStall)
+	for {
+		behind, err := s.nodeBehind(ctx, n, locals, before, &targets)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrReadOnly):
+			return err
+		case err != nil && !isServerError(err):
+			if report != nil {
+				report(ReplicaEvent{Node: n, Unreachable: err, Waited: time.Since(start)})
+			}
+			return nil
+		case err != nil:
+			behind = err.Error()
+		case behind == "":
+			return nil
+		}
+		if now := time.Now(); !now.Before(nextReport) {
+			if report != nil {
+				report(ReplicaEvent{Node: n, Behind: behind, Waited: now.Sub(start)})
+			}
+			nextReport = now.Add(ReplicaWaitStall)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// nodeBehind says why node n has not caught up with the log entries
+// targets names ("": caught up). The first call sets targets from the
+// node's view of its shard's log (the newest entry of each table's log).
+func (s *Store) nodeBehind(ctx context.Context, n Node, locals []string, before time.Time, targets *map[string]uint64) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, replicaQueryTimeout)
+	defer cancel()
+	rows, err := n.conn.Query(ctx, `SELECT table, zookeeper_path, log_max_index, log_pointer, is_readonly
+		FROM system.replicas WHERE database = ? AND has(?, table)`, s.db, locals)
+	if err != nil {
+		return "", err
+	}
+	type state struct {
+		path              string
+		maxIndex, pointer uint64
+		readonly          bool
+	}
+	seen := map[string]state{}
+	for rows.Next() {
+		var table, path string
+		var maxIndex, pointer uint64
+		var readonly uint8
+		if err := rows.Scan(&table, &path, &maxIndex, &pointer, &readonly); err != nil {
+			rows.Close()
+			return "", err
+		}
+		seen[table] = state{path, maxIndex, pointer, readonly == 1}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if *targets == nil {
+		*targets = map[string]uint64{}
+		for t, st := range seen {
+			(*targets)[t] = st.maxIndex
+		}
+	}
+	for _, t := range locals {
+		st, ok := seen[t]
+		switch {
+		case !ok:
+			// Not created yet (a watermark before the table's first
+			// change): nothing was inserted into it, as a table is created
+			// on every node before its first insert.
+			continue
+		case st.readonly:
+			return "", fmt.Errorf("%w: %s: %s", ErrReadOnly, n, t)
+		}
+		if st.pointer > (*targets)[t] {
+			continue
+		}
+		// log_pointer is the next entry to copy, so 0 is also an empty
+		// log: a table nothing was inserted into yet.
+		if st.pointer == 0 {
+			var entries uint64
+			if err := n.conn.QueryRow(ctx, "SELECT count() FROM system.zookeeper WHERE path = ?", st.path+"/log").Scan(&entries); err != nil {
+				return "", err
+			}
+			if entries == 0 {
+				continue
+			}
+		}
+		return fmt.Sprintf("%s: %s has not copied entry %d of its shard's log yet (its next: %d)", n, t, (*targets)[t], st.pointer), nil
+	}
+	var gets uint64
+	var last string
+	err = n.conn.QueryRow(ctx, `SELECT count(), anyLast(last_exception) FROM system.replication_queue
+		WHERE database = ? AND has(?, table) AND type = 'GET_PART' AND create_time < ?`, s.db, locals, before).Scan(&gets, &last)
+	if err != nil {
+		return "", err
+	}
+	if gets == 0 {
+		return "", nil
+	}
+	msg := fmt.Sprintf("%s: %d parts to fetch", n, gets)
+	if last != "" {
+		msg += ": " + strings.TrimSpace(last)
+	}
+	return msg, nil
+}
+
+// isServerError: the server answered, with an exception (as opposed to
+// a node that did not answer).
+func isServerError(err error) bool {
+	var ex *clickhouse.Exception
+	return errors.As(err, &ex)
+}
