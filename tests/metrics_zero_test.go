@@ -129,6 +129,7 @@ func metricValue(typ dto.MetricType, m *dto.Metric) float64 {
 var unknowable = map[string]string{
 	"tributary_reader_unrouted_changes_total": "relation: a published relation no table config names",
 	"tributary_loader_consumer_lag_records":   "partition: known once the group assigns it (a gauge)",
+	"tributary_loader_replica_stalled":        "shard, replica: a ClickHouse cluster's nodes, in cluster mode only (a gauge)",
 }
 
 // TestRuleSeriesExistFromStart builds the reader, the loader and the API
