@@ -60,8 +60,11 @@ func TestSnapshotAlterTableDuringCopy(t *testing.T) {
 	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s ADD COLUMN extra text", q))
 	setExtra(ctx, t, p, shard, q, 20)
 	t.Logf("ADD COLUMN during the copy, %d rows recorded", at)
-	// The DROP once the restarted reader copies with the added column.
-	at = waitRecorded(at+6*chunk, 2)
+	// The DROP once the restarted reader copies with the added column:
+	// 6 chunks past where it resumed, which may be well past at (the
+	// stopped reader recorded what it copied until it read the ALTER).
+	resumed := waitRecorded(0, 2)
+	at = waitRecorded(resumed+6*chunk, 2)
 	p.exec(ctx, shard, fmt.Sprintf("ALTER TABLE %s DROP COLUMN amount", q))
 	setExtra(ctx, t, p, shard, q, 20)
 	t.Logf("DROP COLUMN during the copy, %d rows recorded", at)
