@@ -17,7 +17,7 @@
 //
 // Documents: 30% get 1-3 updates (title, body, updated_at), 3% are deleted;
 // the body is --body-bytes on average. Invoices: amount in 1.00..9999.99,
-// five apiCurrencies, status issued or paid, then updates (issued -> paid or
+// five currencies, status issued or paid, then updates (issued -> paid or
 // void, paid -> refunded, amount corrections, 2% of updates move issued_at
 // by up to 40 days, across months); 2% are deleted.
 //
@@ -60,7 +60,7 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-const apiUsage = `bench api — GET /v1/documents/{id} and GET /v1/revenue under concurrent load.
+const usage = `bench api — GET /v1/documents/{id} and GET /v1/revenue under concurrent load.
 
 Creates database --db (default bench_api_<run>), creates the documents and
 invoices tables through chstore (the loader's DDL; columns as in
@@ -93,15 +93,15 @@ Run against the local stack:
   set -a; . .stack/stack.env; set +a
   flock /tmp/tributary-bench.lock go run ./bench api --keep --db bench_api_10m`
 
-// apiConfig is the configuration of `bench api`.
-type apiConfig struct {
+// config is the configuration of `bench api`.
+type config struct {
 	compact    bool
 	rate       float64
 	chAddr     string
 	chCluster  string
 	db         string
 	tablesFile string
-	apiURL     string
+	apiBase    string
 	docs       int
 	invoices   int
 	shards     int
@@ -126,7 +126,7 @@ type apiConfig struct {
 	clientsFlag string
 }
 
-func (c *apiConfig) validate() error {
+func (c *config) validate() error {
 	var errs []error
 	if c.chAddr == "" {
 		errs = append(errs, errors.New("--clickhouse-addr is required (source .stack/stack.env)"))
@@ -153,24 +153,24 @@ func (c *apiConfig) validate() error {
 		errs = append(errs, errors.New("--clients: at least one count"))
 	}
 	for _, s := range flagenv.List(c.scenarios) {
-		if !slices.Contains(apiScenarios, s) {
-			errs = append(errs, fmt.Errorf("--scenarios: unknown %q (%s)", s, strings.Join(apiScenarios, ", ")))
+		if !slices.Contains(scenarioNames, s) {
+			errs = append(errs, fmt.Errorf("--scenarios: unknown %q (%s)", s, strings.Join(scenarioNames, ", ")))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-var apiScenarios = []string{"by-id", "by-id-miss", "revenue-month", "revenue-year"}
+var scenarioNames = []string{"by-id", "by-id-miss", "revenue-month", "revenue-year"}
 
 // Run is `bench api`: args are its flags.
 func Run(ctx context.Context, args []string) error {
-	var c apiConfig
-	fs := flagenv.New("bench api", apiUsage)
+	var c config
+	fs := flagenv.New("bench api", usage)
 	fs.String(&c.chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
 	fs.String(&c.chCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "", "load the data in ClickHouse cluster mode over this cluster (the loader's --clickhouse-cluster); the API reads through the Distributed tables (empty: one server)")
 	fs.String(&c.db, "db", "", "", "ClickHouse database (default bench_api_<run>; with --keep, reused when it holds the same data)")
 	fs.String(&c.tablesFile, "tables", "", "deploy/local/tables.json", "table config the API serves (documents and invoices, revenue over invoices)")
-	fs.String(&c.apiURL, "api-url", "", "", "measure this running API (serving --db) instead of one in this process")
+	fs.String(&c.apiBase, "api-url", "", "", "measure this running API (serving --db) instead of one in this process")
 	fs.Int(&c.docs, "docs", "", 10_000_000, "documents (rows before updates and deletes)")
 	fs.Int(&c.invoices, "invoices", "", 10_000_000, "invoices (rows before updates and deletes)")
 	fs.Int(&c.shards, "shards", "", 4, "source shards the rows come from")
@@ -181,7 +181,7 @@ func Run(ctx context.Context, args []string) error {
 	fs.Duration(&c.duration, "duration", "", 20*time.Second, "measured time per scenario")
 	fs.Float64Var(&c.rate, "rate", 0, "HTTP scenarios: send this many requests/s in all, each due at its time whichever client is free, and count a request's latency from when it was due (open loop, free of coordinated omission; --clients bounds the requests in flight); 0: each client sends its next request when answered (closed loop)")
 	fs.Duration(&c.warmup, "warmup", "", 3*time.Second, "unmeasured load before each scenario")
-	fs.String(&c.scenarios, "scenarios", "", strings.Join(apiScenarios, ","), "scenarios to run")
+	fs.String(&c.scenarios, "scenarios", "", strings.Join(scenarioNames, ","), "scenarios to run")
 	fs.Int(&c.checkIDs, "check-ids", "", 2000, "random ids whose answers are checked before timing")
 	fs.Int(&c.moves, "moves", "", 100_000, "moves in the document_moves log (of deleted documents, two versions each; every by-id read searches the log)")
 	fs.Duration(&c.settle, "settle", "", 10*time.Minute, "wait up to this long for ClickHouse's background merges of the load to finish")
@@ -249,22 +249,22 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	res["moves"] = nMoves
-	if err := apiSettle(ctx, store.Conn(), c.db, c.settle); err != nil {
+	if err := settleMerges(ctx, store.Conn(), c.db, c.settle); err != nil {
 		return err
 	}
 	if c.compact {
-		if err := apiCompact(ctx, store, tcfg, res); err != nil {
+		if err := compactRound(ctx, store, tcfg, res); err != nil {
 			return err
 		}
 	}
 	if c.preagg {
-		took, err := apiPreaggregate(ctx, store, tcfg)
+		took, err := preaggregate(ctx, store, tcfg)
 		if err != nil {
 			return err
 		}
 		res["preaggregate_full_round_seconds"] = took.Seconds()
 	}
-	st, err := apiTableStats(ctx, store)
+	st, err := tableStats(ctx, store)
 	if err != nil {
 		return err
 	}
@@ -273,9 +273,9 @@ func Run(ctx context.Context, args []string) error {
 		fmt.Printf("table %-9s %d live rows, %d stored rows, %d active parts, %.0f MB on disk\n", s.Table, s.Live, s.Stored, s.Parts, float64(s.Bytes)/1e6)
 	}
 
-	base := c.apiURL
+	base := c.apiBase
 	if base == "" {
-		srv, url, err := apiServeAPI(ctx, c, tcfg)
+		srv, url, err := serveAPI(ctx, c, tcfg)
 		if err != nil {
 			return err
 		}
@@ -299,18 +299,18 @@ func Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopProfile()
-	var results []apiScenarioResult
+	var results []scenarioResult
 	for _, clients := range c.clientList {
 		c.clients, gen.c.clients = clients, clients
 		for _, name := range flagenv.List(c.scenarios) {
-			r, err := apiRunScenario(ctx, c, name, gen.request(name, base), client)
+			r, err := runScenario(ctx, c, name, gen.request(name, base), client)
 			if err != nil {
 				return err
 			}
 			results = append(results, r)
 		}
 	}
-	apiPrintResults(results)
+	printResults(results)
 	res["scenarios"] = results
 	if c.jsonOut != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
@@ -325,10 +325,10 @@ func Run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// apiPreaggregate runs one full round of the revenue aggregator over the
+// preaggregate runs one full round of the revenue aggregator over the
 // loaded data (the first round recomputes every block) and returns how long
 // it took.
-func apiPreaggregate(ctx context.Context, store *chstore.Store, tcfg *tables.Config) (time.Duration, error) {
+func preaggregate(ctx context.Context, store *chstore.Store, tcfg *tables.Config) (time.Duration, error) {
 	rev := tcfg.Revenue
 	t, _ := tcfg.ByName(rev.Table)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -350,8 +350,8 @@ func apiPreaggregate(ctx context.Context, store *chstore.Store, tcfg *tables.Con
 	return took, nil
 }
 
-// apiServeAPI runs the API handler on a localhost port until ctx ends.
-func apiServeAPI(ctx context.Context, c apiConfig, tcfg *tables.Config) (*http.Server, string, error) {
+// serveAPI runs the API handler on a localhost port until ctx ends.
+func serveAPI(ctx context.Context, c config, tcfg *tables.Config) (*http.Server, string, error) {
 	q, err := query.Open(ctx, c.db, chstore.DialOptions{Addr: c.chAddr})
 	if err != nil {
 		return nil, "", err
@@ -371,9 +371,9 @@ func apiServeAPI(ctx context.Context, c apiConfig, tcfg *tables.Config) (*http.S
 	return srv, "http://" + ln.Addr().String(), nil
 }
 
-// apiCompact runs one round of the loader's compaction keeper over the
+// compactRound runs one round of the loader's compaction keeper over the
 // served tables and records what it did in res.
-func apiCompact(ctx context.Context, store *chstore.Store, tcfg *tables.Config, res map[string]any) error {
+func compactRound(ctx context.Context, store *chstore.Store, tcfg *tables.Config, res map[string]any) error {
 	k := compact.New(compact.Config{Tables: loader.CompactTables(tcfg)}, store.Conn(), store.Database(), slog.Default(), nil)
 	start := time.Now()
 	out, err := k.Round(ctx)
@@ -392,8 +392,8 @@ func apiCompact(ctx context.Context, store *chstore.Store, tcfg *tables.Config, 
 	return nil
 }
 
-// apiSettle waits until ClickHouse runs no merge of db (at most max).
-func apiSettle(ctx context.Context, conn driver.Conn, db string, maxWait time.Duration) error {
+// settleMerges waits until ClickHouse runs no merge of db (at most max).
+func settleMerges(ctx context.Context, conn driver.Conn, db string, maxWait time.Duration) error {
 	deadline := time.Now().Add(maxWait)
 	start := time.Now()
 	quiet := 0
@@ -423,8 +423,8 @@ func apiSettle(ctx context.Context, conn driver.Conn, db string, maxWait time.Du
 	return nil
 }
 
-// apiTableStat describes one loaded table.
-type apiTableStat struct {
+// tableStat describes one loaded table.
+type tableStat struct {
 	Table  string `json:"table"`
 	Live   uint64 `json:"live_rows"`
 	Stored uint64 `json:"stored_rows"`
@@ -432,11 +432,11 @@ type apiTableStat struct {
 	Bytes  uint64 `json:"bytes_on_disk"`
 }
 
-func apiTableStats(ctx context.Context, store *chstore.Store) ([]apiTableStat, error) {
-	var out []apiTableStat
+func tableStats(ctx context.Context, store *chstore.Store) ([]tableStat, error) {
+	var out []tableStat
 	conn, db := store.Conn(), store.Database()
 	for _, t := range []string{"documents", "invoices"} {
-		s := apiTableStat{Table: t}
+		s := tableStat{Table: t}
 		if err := conn.QueryRow(ctx, "SELECT sum(rows), count(), sum(bytes_on_disk) FROM system.parts WHERE database = ? AND table = ? AND active",
 			db, store.LocalTable(t)).Scan(&s.Stored, &s.Parts, &s.Bytes); err != nil {
 			return nil, fmt.Errorf("parts of %s: %w", t, err)

@@ -14,7 +14,7 @@ import (
 
 // checkIDs fetches n random documents (deleted ones and misses included)
 // and compares them with their final version.
-func (d *apiData) checkIDs(ctx context.Context, client *http.Client, base string, n int) error {
+func (d *dataset) checkIDs(ctx context.Context, client *http.Client, base string, n int) error {
 	r := rand.New(rand.NewPCG(uint64(d.c.seed), 99))
 	for range n {
 		i := r.IntN(d.c.docs)
@@ -56,15 +56,15 @@ func (d *apiData) checkIDs(ctx context.Context, client *http.Client, base string
 	return nil
 }
 
-// apiRevenueAnswer is the part of a revenue answer that is checked.
-type apiRevenueAnswer struct {
+// revenueAnswer is the part of a revenue answer that is checked.
+type revenueAnswer struct {
 	Rows   []map[string]any `json:"rows"`
 	Source string           `json:"source"`
 }
 
 // wantSource checks which path answered a revenue report: with
 // --preaggregate every report the check asks for is whole days.
-func (d *apiData) wantSource(url string, got apiRevenueAnswer) error {
+func (d *dataset) wantSource(url string, got revenueAnswer) error {
 	want := "live"
 	if d.c.preagg {
 		want = "preaggregate"
@@ -76,8 +76,8 @@ func (d *apiData) wantSource(url string, got apiRevenueAnswer) error {
 }
 
 // expectRevenue sums the truth over [from, to) into buckets.
-func (d *apiData) expectRevenue(from, to time.Time, bucket func(time.Time) string) map[string]apiRevenueCell {
-	out := map[string]apiRevenueCell{}
+func (d *dataset) expectRevenue(from, to time.Time, bucket func(time.Time) string) map[string]revenueCell {
+	out := map[string]revenueCell{}
 	for day := range d.revenue {
 		t := d.dayBase.AddDate(0, 0, day)
 		if t.Before(from) || !t.Before(to) {
@@ -87,7 +87,7 @@ func (d *apiData) expectRevenue(from, to time.Time, bucket func(time.Time) strin
 			if cell.invoices == 0 {
 				continue
 			}
-			k := bucket(t) + "/" + apiCurrencies[cu]
+			k := bucket(t) + "/" + currencies[cu]
 			c := out[k]
 			c.gross += cell.gross
 			c.refunds += cell.refunds
@@ -98,10 +98,10 @@ func (d *apiData) expectRevenue(from, to time.Time, bucket func(time.Time) strin
 	return out
 }
 
-func apiCents(v int64) string { return fmt.Sprintf("%d.%02d", v/100, v%100) }
+func centsText(v int64) string { return fmt.Sprintf("%d.%02d", v/100, v%100) }
 
-// apiCompareRevenue checks an answer's rows against want, to the cent.
-func apiCompareRevenue(what string, got apiRevenueAnswer, timeKey string, want map[string]apiRevenueCell) error {
+// compareRevenue checks an answer's rows against want, to the cent.
+func compareRevenue(what string, got revenueAnswer, timeKey string, want map[string]revenueCell) error {
 	seen := map[string]bool{}
 	for _, row := range got.Rows {
 		k := fmt.Sprint(row[timeKey]) + "/" + fmt.Sprint(row["currency"])
@@ -110,9 +110,9 @@ func apiCompareRevenue(what string, got apiRevenueAnswer, timeKey string, want m
 			return fmt.Errorf("inexact: %s: unexpected row %v", what, row)
 		}
 		seen[k] = true
-		if row["gross"] != apiCents(w.gross) || row["refunds"] != apiCents(w.refunds) || row["net"] != apiCents(w.gross-w.refunds) ||
+		if row["gross"] != centsText(w.gross) || row["refunds"] != centsText(w.refunds) || row["net"] != centsText(w.gross-w.refunds) ||
 			row["invoices"] != float64(w.invoices) {
-			return fmt.Errorf("inexact: %s: row %v, want gross %s refunds %s invoices %d", what, row, apiCents(w.gross), apiCents(w.refunds), w.invoices)
+			return fmt.Errorf("inexact: %s: row %v, want gross %s refunds %s invoices %d", what, row, centsText(w.gross), centsText(w.refunds), w.invoices)
 		}
 	}
 	if len(seen) != len(want) {
@@ -121,34 +121,34 @@ func apiCompareRevenue(what string, got apiRevenueAnswer, timeKey string, want m
 	return nil
 }
 
-func apiDayKey(t time.Time) string { return t.Format(time.DateOnly) }
-func apiMonthKey(t time.Time) string {
+func dayKey(t time.Time) string { return t.Format(time.DateOnly) }
+func monthKey(t time.Time) string {
 	return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Format(time.DateOnly)
 }
 
 // checkRevenue compares every month by day and the year by month.
-func (d *apiData) checkRevenue(ctx context.Context, client *http.Client, base string) error {
+func (d *dataset) checkRevenue(ctx context.Context, client *http.Client, base string) error {
 	for m := range 12 {
-		from := apiDataStart.AddDate(0, m, 0)
+		from := dataStart.AddDate(0, m, 0)
 		to := from.AddDate(0, 1, 0)
-		var got apiRevenueAnswer
+		var got revenueAnswer
 		url := fmt.Sprintf("%s/v1/revenue?from=%s&to=%s&group_by=day", base, from.Format(time.DateOnly), to.Format(time.DateOnly))
 		if code, err := httpjson.Get(ctx, client, url, &got); err != nil || code != http.StatusOK {
 			return fmt.Errorf("%s: %d %v", url, code, err)
 		}
-		if err := apiCompareRevenue(url, got, "day", d.expectRevenue(from, to, apiDayKey)); err != nil {
+		if err := compareRevenue(url, got, "day", d.expectRevenue(from, to, dayKey)); err != nil {
 			return err
 		}
 		if err := d.wantSource(url, got); err != nil {
 			return err
 		}
 	}
-	var got apiRevenueAnswer
-	url := fmt.Sprintf("%s/v1/revenue?from=%s&to=%s&group_by=month,currency", base, apiDataStart.Format(time.DateOnly), apiDataEnd.Format(time.DateOnly))
+	var got revenueAnswer
+	url := fmt.Sprintf("%s/v1/revenue?from=%s&to=%s&group_by=month,currency", base, dataStart.Format(time.DateOnly), dataEnd.Format(time.DateOnly))
 	if code, err := httpjson.Get(ctx, client, url, &got); err != nil || code != http.StatusOK {
 		return fmt.Errorf("%s: %d %v", url, code, err)
 	}
-	if err := apiCompareRevenue(url, got, "month", d.expectRevenue(apiDataStart, apiDataEnd, apiMonthKey)); err != nil {
+	if err := compareRevenue(url, got, "month", d.expectRevenue(dataStart, dataEnd, monthKey)); err != nil {
 		return err
 	}
 	return d.wantSource(url, got)

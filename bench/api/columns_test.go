@@ -16,7 +16,7 @@ import (
 // columns), the microseconds column of each timestamp included, one per
 // row written, in the insert's order.
 func TestWriterFillsEveryColumn(t *testing.T) {
-	d, err := newAPIData(apiConfig{docs: 50, invoices: 50, shards: 2, bodyBytes: 40, seed: 1, batch: 1000})
+	d, err := newAPIData(config{docs: 50, invoices: 50, shards: 2, bodyBytes: 40, seed: 1, batch: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,15 +25,15 @@ func TestWriterFillsEveryColumn(t *testing.T) {
 		name  string
 		table byte
 	}{{"documents", tDocs}, {"invoices", tInvoices}} {
-		cols := apiDocColumns
+		cols := docColumns
 		if tc.table == tInvoices {
-			cols = apiInvoiceColumns
+			cols = invoiceColumns
 		}
 		tab, err := chstore.Layout(tc.name, []string{"id"}, cols)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := &apiRowWriter{d: d, tab: tab, table: tc.table, n: 50, batch: 1000}
+		w := &rowWriter{d: d, tab: tab, table: tc.table, n: 50, batch: 1000}
 		rows := 0
 		for i := range 50 {
 			u, del := d.updates(tc.table, i)

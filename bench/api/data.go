@@ -13,13 +13,13 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-// The year of data: [apiDataStart, apiDataEnd).
+// The year of data: [dataStart, dataEnd).
 var (
-	apiDataStart = time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
-	apiDataEnd   = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	dataStart = time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
+	dataEnd   = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 )
 
-var apiCurrencies = []string{"USD", "EUR", "GBP", "JPY", "CHF"}
+var currencies = []string{"USD", "EUR", "GBP", "JPY", "CHF"}
 
 // Invoice statuses.
 const (
@@ -29,31 +29,31 @@ const (
 	stVoid
 )
 
-var apiStatusText = []string{"issued", "paid", "refunded", "void"}
+var statusText = []string{"issued", "paid", "refunded", "void"}
 
-// apiData generates the benchmark's rows and knows their final state.
-type apiData struct {
-	c      apiConfig
+// dataset generates the benchmark's rows and knows their final state.
+type dataset struct {
+	c      config
 	layout ids.Snowflake
 	corpus string // bodies are slices of it
 	// Ground truth, filled by load or truth.
 	docDeleted []bool
 	docLive    []int // live document rows
 	// revenue[day][currency], day counted from dayBase, in cents.
-	revenue [][]apiRevenueCell
+	revenue [][]revenueCell
 	dayBase time.Time
 	// tcfg is set by Run.
 	tcfg *tables.Config
 }
 
-type apiRevenueCell struct{ gross, refunds, invoices int64 }
+type revenueCell struct{ gross, refunds, invoices int64 }
 
-func newAPIData(c apiConfig) (*apiData, error) {
+func newAPIData(c config) (*dataset, error) {
 	l, err := ids.Preset("seed000")
 	if err != nil {
 		return nil, err
 	}
-	d := &apiData{c: c, layout: l, dayBase: apiDataStart.AddDate(0, 0, -150)}
+	d := &dataset{c: c, layout: l, dayBase: dataStart.AddDate(0, 0, -150)}
 	words := strings.Fields("the a invoice report quarterly draft final review notes meeting plan budget design spec " +
 		"customer order shipping roadmap security audit release summary team product launch metrics data " +
 		"analysis proposal contract update changes approved pending archive index table migration shard")
@@ -69,7 +69,7 @@ func newAPIData(c apiConfig) (*apiData, error) {
 
 // h is a keyed hash of (seed, table, row, version, field): every random
 // choice about a row, so that any of them can be recomputed alone.
-func (d *apiData) h(table byte, i, k int, field byte) uint64 {
+func (d *dataset) h(table byte, i, k int, field byte) uint64 {
 	x := uint64(d.c.seed)*0x9E3779B97F4A7C15 ^ uint64(table)<<56 ^ uint64(field)<<48 ^ uint64(k)<<40 ^ uint64(i)
 	x ^= x >> 30
 	x *= 0xBF58476D1CE4E5B9
@@ -85,16 +85,16 @@ const (
 )
 
 // created is row i's creation time in ms: spread evenly over the year.
-func (d *apiData) created(i, n int) int64 {
-	span := apiDataEnd.UnixMilli() - apiDataStart.UnixMilli()
-	return apiDataStart.UnixMilli() + int64(i)*span/int64(n)
+func (d *dataset) created(i, n int) int64 {
+	span := dataEnd.UnixMilli() - dataStart.UnixMilli()
+	return dataStart.UnixMilli() + int64(i)*span/int64(n)
 }
 
-func (d *apiData) shard(table byte, i int) int {
+func (d *dataset) shard(table byte, i int) int {
 	return int(d.h(table, i, 0, 's') % uint64(d.c.shards))
 }
 
-func (d *apiData) id(table byte, i, n int) int64 {
+func (d *dataset) id(table byte, i, n int) int64 {
 	id, err := d.layout.Encode(ids.Parts{UnixMilli: d.created(i, n), Node: int64(d.shard(table, i)), Seq: int64(i & 1023)})
 	if err != nil {
 		panic(err) // validate() keeps every input in range
@@ -104,7 +104,7 @@ func (d *apiData) id(table byte, i, n int) int64 {
 
 // missID is a well-formed id next to row i's that no row has (sequence
 // numbers are i mod 1024, one row per millisecond).
-func (d *apiData) missID(i, n int) int64 {
+func (d *dataset) missID(i, n int) int64 {
 	id := d.id(tDocs, i, n)
 	if i&1023 == 1023 {
 		return id - 1
@@ -113,12 +113,12 @@ func (d *apiData) missID(i, n int) int64 {
 }
 
 // workspace: ws mod shards is the shard, as a placement map would give.
-func (d *apiData) workspace(table byte, i int) int64 {
+func (d *dataset) workspace(table byte, i int) int64 {
 	return int64(d.shard(table, i)) + int64(d.c.shards)*int64(1+d.h(table, i, 0, 'w')%1000)
 }
 
 // updates is how many updates row i gets; deleted whether a delete follows.
-func (d *apiData) updates(table byte, i int) (int, bool) {
+func (d *dataset) updates(table byte, i int) (int, bool) {
 	u := d.h(table, i, 0, 'u') % 100
 	del := d.h(table, i, 0, 'x') % 100
 	if table == tDocs {
@@ -147,28 +147,28 @@ func (d *apiData) updates(table byte, i int) (int, bool) {
 
 // versionTime is when version k of row i was written (ms): updates follow
 // hours apart. The delete is version updates+1.
-func (d *apiData) versionTime(table byte, i, k, n int) int64 {
+func (d *dataset) versionTime(table byte, i, k, n int) int64 {
 	return d.created(i, n) + int64(k)*3_600_000 + int64(d.h(table, i, k, 't')%3_600_000)*int64(min(k, 1))
 }
 
 // version is the row version (an LSN stand-in): increasing with the
 // change's time, distinct for distinct changes.
-func (d *apiData) version(table byte, i, k, n int) uint64 {
-	return uint64(d.versionTime(table, i, k, n)-apiDataStart.UnixMilli()+1)<<12 | uint64(i&1023)<<2 | uint64(k&3)
+func (d *dataset) version(table byte, i, k, n int) uint64 {
+	return uint64(d.versionTime(table, i, k, n)-dataStart.UnixMilli()+1)<<12 | uint64(i&1023)<<2 | uint64(k&3)
 }
 
-func (d *apiData) title(i, k int) string {
+func (d *dataset) title(i, k int) string {
 	return fmt.Sprintf("Document %d rev %d", i, k)
 }
 
-func (d *apiData) body(i, k int) string {
+func (d *dataset) body(i, k int) string {
 	l := d.c.bodyBytes/2 + int(d.h(tDocs, i, k, 'l')%uint64(d.c.bodyBytes+1))
 	off := int(d.h(tDocs, i, k, 'o') % uint64(len(d.corpus)-l))
 	return d.corpus[off : off+l]
 }
 
-// apiInvoice is one version of an invoice.
-type apiInvoice struct {
+// invoice is one version of an invoice.
+type invoice struct {
 	cents    int64
 	currency int
 	status   uint8
@@ -176,9 +176,9 @@ type apiInvoice struct {
 }
 
 // invoiceAt returns version k of invoice i (k <= updates).
-func (d *apiData) invoiceAt(i, k, n int) apiInvoice {
+func (d *dataset) invoiceAt(i, k, n int) invoice {
 	cu := d.h(tInvoices, i, 0, 'c') % 100
-	v := apiInvoice{cents: 100 + int64(d.h(tInvoices, i, 0, 'a')%999_900), issuedAt: d.created(i, n) / 1000}
+	v := invoice{cents: 100 + int64(d.h(tInvoices, i, 0, 'a')%999_900), issuedAt: d.created(i, n) / 1000}
 	switch {
 	case cu < 50:
 		v.currency = 0
@@ -225,7 +225,7 @@ func (d *apiData) invoiceAt(i, k, n int) apiInvoice {
 }
 
 // truth computes the final state of every row.
-func (d *apiData) truth() {
+func (d *dataset) truth() {
 	d.docDeleted = make([]bool, d.c.docs)
 	d.docLive = d.docLive[:0]
 	for i := range d.c.docs {
@@ -235,10 +235,10 @@ func (d *apiData) truth() {
 			d.docLive = append(d.docLive, i)
 		}
 	}
-	days := int(apiDataEnd.Sub(d.dayBase).Hours()/24) + 151 // issued_at moves by at most 3·40 days
-	d.revenue = make([][]apiRevenueCell, days)
+	days := int(dataEnd.Sub(d.dayBase).Hours()/24) + 151 // issued_at moves by at most 3·40 days
+	d.revenue = make([][]revenueCell, days)
 	for j := range d.revenue {
-		d.revenue[j] = make([]apiRevenueCell, len(apiCurrencies))
+		d.revenue[j] = make([]revenueCell, len(currencies))
 	}
 	for i := range d.c.invoices {
 		u, del := d.updates(tInvoices, i)

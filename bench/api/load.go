@@ -18,7 +18,7 @@ import (
 	"github.com/tributary/tributary/internal/tables"
 )
 
-var apiDocColumns = []envelope.Column{
+var docColumns = []envelope.Column{
 	{Name: "id", Type: "bigint", OID: 20, Key: true},
 	{Name: "workspace_id", Type: "bigint", OID: 20},
 	{Name: "title", Type: "text", OID: 25},
@@ -27,7 +27,7 @@ var apiDocColumns = []envelope.Column{
 	{Name: "updated_at", Type: "timestamp with time zone", OID: 1184},
 }
 
-var apiInvoiceColumns = []envelope.Column{
+var invoiceColumns = []envelope.Column{
 	{Name: "id", Type: "bigint", OID: 20, Key: true},
 	{Name: "workspace_id", Type: "bigint", OID: 20},
 	{Name: "amount", Type: "numeric(12,2)", OID: 1700},
@@ -37,23 +37,23 @@ var apiInvoiceColumns = []envelope.Column{
 	{Name: "paid_at", Type: "timestamp with time zone", OID: 1184},
 }
 
-const apiMetaTable = "_bench_api"
+const metaTable = "_bench_api"
 
 // fingerprint names the data: a kept database is reused only for the same.
-func (d *apiData) fingerprint() string {
+func (d *dataset) fingerprint() string {
 	return fmt.Sprintf("v1 docs=%d invoices=%d shards=%d body=%d seed=%d", d.c.docs, d.c.invoices, d.c.shards, d.c.bodyBytes, d.c.seed)
 }
 
 // loadedBefore reports whether the database holds a complete load of the
 // same data.
-func (d *apiData) loadedBefore(ctx context.Context, store *chstore.Store) (bool, error) {
+func (d *dataset) loadedBefore(ctx context.Context, store *chstore.Store) (bool, error) {
 	conn := store.Conn()
 	if err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s (fingerprint String, loaded_at DateTime) ENGINE = TinyLog",
-		chstore.Quote(d.c.db), apiMetaTable)); err != nil {
+		chstore.Quote(d.c.db), metaTable)); err != nil {
 		return false, err
 	}
 	var n uint64
-	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s.%s", chstore.Quote(d.c.db), apiMetaTable)).Scan(&n); err != nil {
+	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s.%s", chstore.Quote(d.c.db), metaTable)).Scan(&n); err != nil {
 		return false, err
 	}
 	if n == 0 {
@@ -67,7 +67,7 @@ func (d *apiData) loadedBefore(ctx context.Context, store *chstore.Store) (bool,
 		return false, nil
 	}
 	var fp string
-	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT any(fingerprint) FROM %s.%s", chstore.Quote(d.c.db), apiMetaTable)).Scan(&fp); err != nil {
+	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT any(fingerprint) FROM %s.%s", chstore.Quote(d.c.db), metaTable)).Scan(&fp); err != nil {
 		return false, err
 	}
 	if fp != d.fingerprint() {
@@ -78,13 +78,13 @@ func (d *apiData) loadedBefore(ctx context.Context, store *chstore.Store) (bool,
 
 // load creates the tables through chstore, inserts every version and
 // writes the watermarks. It returns the number of rows inserted.
-func (d *apiData) load(ctx context.Context, store *chstore.Store, tcfg *tables.Config) (int, error) {
+func (d *dataset) load(ctx context.Context, store *chstore.Store, tcfg *tables.Config) (int, error) {
 	d.truth()
-	docs, err := store.EnsureTable(ctx, "documents", []string{"id"}, apiDocColumns)
+	docs, err := store.EnsureTable(ctx, "documents", []string{"id"}, docColumns)
 	if err != nil {
 		return 0, err
 	}
-	inv, err := store.EnsureTable(ctx, "invoices", []string{"id"}, apiInvoiceColumns)
+	inv, err := store.EnsureTable(ctx, "invoices", []string{"id"}, invoiceColumns)
 	if err != nil {
 		return 0, err
 	}
@@ -95,7 +95,7 @@ func (d *apiData) load(ctx context.Context, store *chstore.Store, tcfg *tables.C
 		table byte
 		n     int
 	}{{docs, tDocs, d.c.docs}, {inv, tInvoices, d.c.invoices}} {
-		w := &apiRowWriter{d: d, conn: store.Conn(), db: d.c.db, tab: t.tab, table: t.table, n: t.n, batch: d.c.batch}
+		w := &rowWriter{d: d, conn: store.Conn(), db: d.c.db, tab: t.tab, table: t.table, n: t.n, batch: d.c.batch}
 		later, err := w.writeAll(ctx)
 		if err != nil {
 			return 0, err
@@ -116,7 +116,7 @@ func (d *apiData) load(ctx context.Context, store *chstore.Store, tcfg *tables.C
 	if err := store.WriteWatermarks(ctx, ws); err != nil {
 		return 0, err
 	}
-	b, err := store.Conn().PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (fingerprint, loaded_at)", chstore.Quote(d.c.db), apiMetaTable))
+	b, err := store.Conn().PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (fingerprint, loaded_at)", chstore.Quote(d.c.db), metaTable))
 	if err != nil {
 		return 0, err
 	}
@@ -130,7 +130,7 @@ func (d *apiData) load(ctx context.Context, store *chstore.Store, tcfg *tables.C
 // order and batches: phase 1 the inserts in id order, phase 2 the later
 // versions (updates, tombstones) shuffled. It returns the number of later
 // versions.
-func (w *apiRowWriter) writeAll(ctx context.Context) (int, error) {
+func (w *rowWriter) writeAll(ctx context.Context) (int, error) {
 	d := w.d
 	var later []uint64 // i<<3 | k
 	for i := range w.n {
@@ -157,9 +157,9 @@ func (w *apiRowWriter) writeAll(ctx context.Context) (int, error) {
 	return len(later), w.flush(ctx)
 }
 
-// apiRowWriter batches versions of one table column-wise.
-type apiRowWriter struct {
-	d          *apiData
+// rowWriter batches versions of one table column-wise.
+type rowWriter struct {
+	d          *dataset
 	conn       driver.Conn
 	db         string
 	tab        *chstore.Table
@@ -181,14 +181,14 @@ type apiRowWriter struct {
 	commitTS, loadedAt []time.Time
 }
 
-func (w *apiRowWriter) add(ctx context.Context, i, k int) error {
+func (w *rowWriter) add(ctx context.Context, i, k int) error {
 	d := w.d
 	u, _ := d.updates(w.table, i)
 	del := k > u
 	ver := d.version(w.table, i, k, w.n)
 	ts := time.UnixMilli(d.versionTime(w.table, i, k, w.n)).UTC().Truncate(time.Second)
 	if w.table == tInvoices {
-		var v apiInvoice
+		var v invoice
 		if !del {
 			v = d.invoiceAt(i, k, w.n)
 		}
@@ -207,7 +207,7 @@ func (w *apiRowWriter) add(ctx context.Context, i, k int) error {
 }
 
 // addInvoice appends one version of invoice row i (a tombstone if del).
-func (w *apiRowWriter) addInvoice(ctx context.Context, i int, ver uint64, ts time.Time, del bool, v apiInvoice) error {
+func (w *rowWriter) addInvoice(ctx context.Context, i int, ver uint64, ts time.Time, del bool, v invoice) error {
 	d := w.d
 	w.meta(d.id(tInvoices, i, w.n), d.shard(tInvoices, i), ver, ts, del)
 	if del {
@@ -216,7 +216,7 @@ func (w *apiRowWriter) addInvoice(ctx context.Context, i int, ver uint64, ts tim
 	}
 	ws := d.workspace(tInvoices, i)
 	amt := decimal.New(v.cents, -2)
-	cur, st := apiCurrencies[v.currency], apiStatusText[v.status]
+	cur, st := currencies[v.currency], statusText[v.status]
 	issued := time.Unix(v.issuedAt, 0).UTC()
 	var paid *time.Time
 	if v.status == stPaid || v.status == stRefunded {
@@ -227,7 +227,7 @@ func (w *apiRowWriter) addInvoice(ctx context.Context, i int, ver uint64, ts tim
 	return w.maybeFlush(ctx)
 }
 
-func (w *apiRowWriter) meta(id int64, shard int, ver uint64, ts time.Time, del bool) {
+func (w *rowWriter) meta(id int64, shard int, ver uint64, ts time.Time, del bool) {
 	w.maxVersion = max(w.maxVersion, ver)
 	w.id = append(w.id, id)
 	w.shard = append(w.shard, uint16(shard))
@@ -242,14 +242,14 @@ func (w *apiRowWriter) meta(id int64, shard int, ver uint64, ts time.Time, del b
 	w.deleted = append(w.deleted, flag)
 }
 
-func (w *apiRowWriter) maybeFlush(ctx context.Context) error {
+func (w *rowWriter) maybeFlush(ctx context.Context) error {
 	if len(w.id) >= w.batch {
 		return w.flush(ctx)
 	}
 	return nil
 }
 
-func (w *apiRowWriter) flush(ctx context.Context) error {
+func (w *rowWriter) flush(ctx context.Context) error {
 	if len(w.id) == 0 {
 		return nil
 	}
@@ -258,7 +258,7 @@ func (w *apiRowWriter) flush(ctx context.Context) error {
 		return err
 	}
 	b, err := w.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (%s)", chstore.Quote(w.db), chstore.Quote(w.tab.Name),
-		strings.Join(apiQuoteAll(w.tab.InsertColumns()), ", ")))
+		strings.Join(quoteAll(w.tab.InsertColumns()), ", ")))
 	if err != nil {
 		return fmt.Errorf("prepare %s: %w", w.tab.Name, err)
 	}
@@ -280,7 +280,7 @@ func (w *apiRowWriter) flush(ctx context.Context) error {
 
 // columns are the batched values of every column the table's insert
 // names (the loader's DDL: chstore.Table.InsertColumns), in its order.
-func (w *apiRowWriter) columns() ([]any, error) {
+func (w *rowWriter) columns() ([]any, error) {
 	byName := map[string]any{"id": w.id, "workspace_id": w.ws, "_shard": w.shard, "_version": w.version, "_deleted": w.deleted,
 		"_commit_lsn": w.commitLSN, "_commit_ts": w.commitTS, "_loaded_at": w.loadedAt}
 	if w.table == tDocs {
@@ -341,7 +341,7 @@ func micros(t *time.Time) *uint32 {
 	return &us
 }
 
-func apiQuoteAll(names []string) []string {
+func quoteAll(names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
 		out[i] = chstore.Quote(n)

@@ -20,13 +20,13 @@ import (
 	"github.com/tributary/tributary/internal/query"
 )
 
-// apiMoveVersionBase keeps the move log's versions apart from the rows'.
-const apiMoveVersionBase = uint64(1) << 44
+// moveVersionBase keeps the move log's versions apart from the rows'.
+const moveVersionBase = uint64(1) << 44
 
 // loadMoves makes document_moves hold --moves moves, two versions each
 // (started, then done), of the first deleted documents; a log that already
 // holds them is kept. Returns the number of moves.
-func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, error) {
+func (d *dataset) loadMoves(ctx context.Context, store *chstore.Store) (int, error) {
 	if d.c.moves == 0 {
 		return 0, nil
 	}
@@ -45,7 +45,7 @@ func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, err
 		return 0, fmt.Errorf("%s.document_moves holds %d rows, not the %d of --moves %d: drop it (or the database) first", d.c.db, have, 2*d.c.moves, d.c.moves)
 	}
 	b, err := store.Conn().PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.document_moves (%s)", chstore.Quote(d.c.db),
-		strings.Join(apiQuoteAll(t.InsertColumns()), ", ")))
+		strings.Join(quoteAll(t.InsertColumns()), ", ")))
 	if err != nil {
 		return 0, fmt.Errorf("prepare moves: %w", err)
 	}
@@ -64,7 +64,7 @@ func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, err
 		finished := started.Add(2 * time.Second)
 		moveID := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "bench-move-%d", i))
 		for k, state := range []string{"started", "done"} {
-			ver := apiMoveVersionBase + uint64(2*n+k)
+			ver := moveVersionBase + uint64(2*n+k)
 			var fin *time.Time
 			if state == "done" {
 				fin = &finished
@@ -92,7 +92,7 @@ func (d *apiData) loadMoves(ctx context.Context, store *chstore.Store) (int, err
 // ensureMoveIndex builds the log's index by document as the loader does
 // (chstore.EnsureMoveIndex: backfilled once, kept by a materialized view),
 // so that the API reads the log the way it does in a deployment.
-func (d *apiData) ensureMoveIndex(ctx context.Context, store *chstore.Store) error {
+func (d *dataset) ensureMoveIndex(ctx context.Context, store *chstore.Store) error {
 	l, ok := query.MoveLogOf(d.tcfg, "documents")
 	if !ok {
 		return fmt.Errorf("%s has no move log for documents", d.c.tablesFile)

@@ -21,7 +21,7 @@ import (
 
 // request returns a scenario's next URL for a client's random source and
 // the status it must answer.
-func (d *apiData) request(name, base string) func(r *rand.Rand) (string, int) {
+func (d *dataset) request(name, base string) func(r *rand.Rand) (string, int) {
 	switch name {
 	case "by-id":
 		return func(r *rand.Rand) (string, int) {
@@ -34,21 +34,21 @@ func (d *apiData) request(name, base string) func(r *rand.Rand) (string, int) {
 		}
 	case "revenue-month":
 		return func(r *rand.Rand) (string, int) {
-			from := apiDataStart.AddDate(0, r.IntN(12), 0)
+			from := dataStart.AddDate(0, r.IntN(12), 0)
 			return fmt.Sprintf("%s/v1/revenue?from=%s&to=%s&group_by=day", base, from.Format(time.DateOnly),
 				from.AddDate(0, 1, 0).Format(time.DateOnly)), http.StatusOK
 		}
 	case "revenue-year":
 		return func(*rand.Rand) (string, int) {
-			return fmt.Sprintf("%s/v1/revenue?from=%s&to=%s&group_by=month,currency", base, apiDataStart.Format(time.DateOnly),
-				apiDataEnd.Format(time.DateOnly)), http.StatusOK
+			return fmt.Sprintf("%s/v1/revenue?from=%s&to=%s&group_by=month,currency", base, dataStart.Format(time.DateOnly),
+				dataEnd.Format(time.DateOnly)), http.StatusOK
 		}
 	}
 	return nil
 }
 
-// apiScenarioResult is one scenario's numbers.
-type apiScenarioResult struct {
+// scenarioResult is one scenario's numbers.
+type scenarioResult struct {
 	Name     string  `json:"name"`
 	Via      string  `json:"via"`
 	Clients  int     `json:"clients"`
@@ -63,9 +63,9 @@ type apiScenarioResult struct {
 	FirstErr string  `json:"first_error,omitempty"`
 }
 
-// apiRunLoad runs fn from clients goroutines for warmup+duration and returns
+// runLoad runs fn from clients goroutines for warmup+duration and returns
 // the latencies of the measured part.
-func apiRunLoad(ctx context.Context, clients int, rate float64, warmup, duration time.Duration, seed uint64,
+func runLoad(ctx context.Context, clients int, rate float64, warmup, duration time.Duration, seed uint64,
 	fn func(ctx context.Context, r *rand.Rand) error) (lat []time.Duration, errs int, firstErr error, wall time.Duration) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -127,7 +127,7 @@ func apiRunLoad(ctx context.Context, clients int, rate float64, warmup, duration
 	return lat, errs, firstErr, time.Since(measureFrom)
 }
 
-func apiSummarize(name, via string, clients int, lat []time.Duration, errs int, firstErr error, wall time.Duration) apiScenarioResult {
+func summarize(name, via string, clients int, lat []time.Duration, errs int, firstErr error, wall time.Duration) scenarioResult {
 	slices.Sort(lat)
 	pct := func(p float64) float64 {
 		if len(lat) == 0 {
@@ -137,7 +137,7 @@ func apiSummarize(name, via string, clients int, lat []time.Duration, errs int, 
 		i = min(i, len(lat)-1)
 		return float64(lat[i].Microseconds()) / 1000
 	}
-	r := apiScenarioResult{Name: name, Via: via, Clients: clients, Requests: len(lat), Errors: errs, RPS: float64(len(lat)) / wall.Seconds(),
+	r := scenarioResult{Name: name, Via: via, Clients: clients, Requests: len(lat), Errors: errs, RPS: float64(len(lat)) / wall.Seconds(),
 		P50: pct(0.50), P90: pct(0.90), P99: pct(0.99), Load1: benchwork.LoadAvg1()}
 	if len(lat) > 0 {
 		r.Max = float64(lat[len(lat)-1].Microseconds()) / 1000
@@ -148,13 +148,13 @@ func apiSummarize(name, via string, clients int, lat []time.Duration, errs int, 
 	return r
 }
 
-func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*rand.Rand) (string, int), client *http.Client) (apiScenarioResult, error) {
+func runScenario(ctx context.Context, c config, name string, next func(*rand.Rand) (string, int), client *http.Client) (scenarioResult, error) {
 	paced := ""
 	if c.rate > 0 {
 		paced = fmt.Sprintf(" at %.0f req/s (open loop)", c.rate)
 	}
 	fmt.Printf("scenario %s: %d clients%s, %s (+%s warm-up), load average before %.2f\n", name, c.clients, paced, c.duration, c.warmup, benchwork.LoadAvg1())
-	lat, errs, first, wall := apiRunLoad(ctx, c.clients, c.rate, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, r *rand.Rand) error {
+	lat, errs, first, wall := runLoad(ctx, c.clients, c.rate, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, r *rand.Rand) error {
 		url, want := next(r)
 		code, err := httpjson.Get(ctx, client, url, nil)
 		if err != nil {
@@ -166,21 +166,21 @@ func apiRunScenario(ctx context.Context, c apiConfig, name string, next func(*ra
 		return nil
 	})
 	if ctx.Err() != nil {
-		return apiScenarioResult{}, ctx.Err()
+		return scenarioResult{}, ctx.Err()
 	}
-	r := apiSummarize(name, "http", c.clients, lat, errs, first, wall)
+	r := summarize(name, "http", c.clients, lat, errs, first, wall)
 	r.print()
 	return r, nil
 }
 
 // print writes the result as one line as soon as it is known (a shared
 // ClickHouse may be restarted by someone's test before the table is printed).
-func (r apiScenarioResult) print() {
+func (r scenarioResult) print() {
 	fmt.Printf("  -> %s via %s, %d clients: %d requests, %d errors, %.1f req/s, p50 %.2f p90 %.2f p99 %.2f max %.2f ms, load1 %.2f\n",
 		r.Name, r.Via, r.Clients, r.Requests, r.Errors, r.RPS, r.P50, r.P90, r.P99, r.Max, r.Load1)
 }
 
-func apiPrintResults(rs []apiScenarioResult) {
+func printResults(rs []scenarioResult) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\tvia\tclients\trequests\terrors\treq/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\tload1\t")
 	for _, r := range rs {
