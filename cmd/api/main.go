@@ -122,6 +122,7 @@ func parse(args []string) (*Config, error) {
 	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Addr: chstore.ReplicasUsage})
 	fs.String(&c.ClickHouseCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "",
 		"the ClickHouse cluster the loaders spread the tables over (their --clickhouse-cluster): /readyz then pings every node of it and says degraded, naming it, while one does not answer (empty: one server)")
+	chstore.AddNodeAddrsFlag(fs, &c.ClickHouse.NodeAddrs)
 	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
 	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")
 	fs.Secret(&c.Tokens, "TRIBUTARY_API_TOKENS")
@@ -162,6 +163,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Logging.Validate())
 	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
 	errs = append(errs, c.ClickHouse.Validate()...)
+	errs = append(errs, c.ClickHouse.ValidateCluster(c.ClickHouseCluster))
 	errs = append(errs, c.TLS.Validate("--tls")...)
 	if c.TLSReload < 0 {
 		errs = append(errs, errors.New("--tls-reload-interval must be >= 0"))
@@ -255,7 +257,8 @@ func run(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	defer q.Close()
-	q.WithCluster(cfg.ClickHouseCluster, chstore.DialOptions{Username: cfg.ClickHouse.User, Password: cfg.ClickHouse.Password, TLS: cfg.ClickHouse.TLS})
+	q.WithCluster(cfg.ClickHouseCluster, chstore.DialOptions{Username: cfg.ClickHouse.User, Password: cfg.ClickHouse.Password, TLS: cfg.ClickHouse.TLS,
+		NodeAddrs: cfg.ClickHouse.NodeAddrs})
 	metrics, _ := cfg.componentMetrics() // checked by Validate
 	srv := api.New(api.Config{Tables: tcfg, DocumentsTable: cfg.DocumentsTable, QueryTimeout: cfg.QueryTimeout, Tokens: tokens,
 		ComponentMetrics: metrics, RunbookURL: cfg.RunbookURL, Shards: shards, RateLimit: cfg.RateLimit}, q, log, reg)

@@ -73,6 +73,7 @@ func parse(args []string) (*Config, error) {
 	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{
 		Addr: "ClickHouse native protocol host:port (required); several, comma-separated, are tried in order (with --clickhouse-cluster: inserts go on through another node while one is down)"})
 	fs.String(&c.ClickHouseCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster (a name in the servers' remote_servers) to spread the tables over: ReplicatedReplacingMergeTree tables on every node, one replica set per ClickHouse shard, behind Distributed tables sharded by the id, created node by node; inserts wait for every shard (insert_distributed_sync). --clickhouse-addr is then any node; every node of the cluster must answer and reach ZooKeeper, and the loader waits for one that does not (empty: one server)")
+	chstore.AddNodeAddrsFlag(fs, &c.ClickHouse.NodeAddrs)
 	fs.Int(&c.BatchRecords, "batch-records", "TRIBUTARY_LOADER_BATCH_RECORDS", 50000, "maximum records per ClickHouse batch")
 	fs.Int(&c.BatchBytes, "batch-bytes", "TRIBUTARY_LOADER_BATCH_BYTES", loader.DefaultBatchBytes, "maximum record bytes (keys and values) per ClickHouse batch: bounds memory when rows are large (the loader holds about two batches at once, each also decoded and converted)")
 	fs.Duration(&c.BatchWait, "batch-wait", "TRIBUTARY_LOADER_BATCH_WAIT", 200*time.Millisecond, "longest a batch grows after its first record while the previous one is still being written (with nothing more buffered, no batch being written and a watermark record in it, or 50ms waited for one, it is written at once)")
@@ -106,11 +107,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
 	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
 	errs = append(errs, c.ClickHouse.Validate()...)
-	if c.ClickHouseCluster != "" && c.ClickHouse.TLS.On() {
-		// The nodes are reached at the ports system.clusters lists, which
-		// are the plain ones.
-		errs = append(errs, errors.New("--clickhouse-cluster with TLS is not supported yet: the loader reaches every node at the plain port its cluster configuration lists"))
-	}
+	errs = append(errs, c.ClickHouse.ValidateCluster(c.ClickHouseCluster))
 	errs = append(errs, flagenv.AtLeast("batch-records", c.BatchRecords, 1))
 	if c.BatchBytes < 64<<10 {
 		errs = append(errs, fmt.Errorf("--batch-bytes must be >= 65536, got %d", c.BatchBytes))
@@ -153,7 +150,7 @@ func run(ctx context.Context, cfg *Config) error {
 	store, err := chstore.OpenWait(ctx, chstore.Options{
 		Addr: cfg.ClickHouse.Addr, Database: cfg.ClickHouse.Database,
 		Username: cfg.ClickHouse.User, Password: cfg.ClickHouse.Password, TLS: cfg.ClickHouse.TLS,
-		Cluster: cfg.ClickHouseCluster,
+		Cluster: cfg.ClickHouseCluster, NodeAddrs: cfg.ClickHouse.NodeAddrs,
 	}, func(err error, wait time.Duration) {
 		log.Warn("ClickHouse not reachable; retrying", slog.String("addr", cfg.ClickHouse.Addr),
 			slog.Duration("in", wait), slog.Any("err", err))

@@ -253,6 +253,7 @@ func teardownFlags(fs *flagenv.Set, c *Config) {
 		User: "a ClickHouse user that may drop the database"})
 	fs.String(&c.Cluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "",
 		"the loaders' ClickHouse cluster (their --clickhouse-cluster): the database is dropped on every node of it, each of which must answer (empty: one server)")
+	chstore.AddNodeAddrsFlag(fs, &c.ClickHouse.NodeAddrs)
 }
 
 // errNoAction is the answer to a command line without an action.
@@ -375,6 +376,7 @@ func (c *Config) Validate() error {
 		if c.ClickHouse.Database == "" || c.Publication == "" || c.StateTopic == "" || c.Group == "" || c.DLQTopic == "" {
 			errs = append(errs, errors.New("teardown: --clickhouse-db, --publication, --state-topic, --group and --dlq-topic must not be empty"))
 		}
+		errs = append(errs, c.ClickHouse.ValidateCluster(c.Cluster))
 		errs = append(errs, c.ClickHouse.TLS.Validate()...)
 	}
 	return errors.Join(errs...)

@@ -70,7 +70,7 @@ func TestActionFlags(t *testing.T) {
 		"dlq list":   with(kafka, []string{"dlq-topic", "reason", "table", "json"}),
 		"dlq replay": with(kafka, []string{"dlq-topic", "reason", "table", "yes"}),
 		"resnapshot": with(kafka, clickhouse, []string{"shard", "table", "where", "status", "no-wait", "sweep", "progress-interval", "json", "fleet", "slot", "state-topic"}),
-		"teardown":   with(kafka, clickhouse, []string{"clickhouse-cluster", "fleet", "slot", "state-topic", "publication", "group", "dlq-topic", "yes"}),
+		"teardown":   with(kafka, clickhouse, []string{"clickhouse-cluster", "clickhouse-node-addrs", "fleet", "slot", "state-topic", "publication", "group", "dlq-topic", "yes"}),
 	}
 	if len(actions) != len(want) {
 		t.Errorf("%d actions, want %d", len(actions), len(want))

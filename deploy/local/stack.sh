@@ -300,6 +300,9 @@ write_env() {
 		if [[ $CH_MODE == cluster ]]; then
 			echo "TRIBUTARY_CLICKHOUSE_CLUSTER=$CH_CLUSTER"
 			echo "TRIBUTARY_CLICKHOUSE_NODES=$(ch_nodes_list)"
+			# Not TRIBUTARY_CLICKHOUSE_NODE_ADDRS itself: a client that
+			# sources this file speaks plaintext to the nodes.
+			echo "TRIBUTARY_CLICKHOUSE_NODE_TLS_ADDRS=$(ch_node_tls_addrs)"
 			echo "TRIBUTARY_ZOOKEEPER=$HOST:$ZK_PORT"
 		fi
 		if wants_real; then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -57,9 +58,12 @@ var ErrNodeDown = errors.New("clickhouse cluster node not reachable")
 // Node is one server of the cluster.
 type Node struct {
 	Shard, Replica int
-	Addr           string
-	conn           driver.Conn
-	macro          string // its {shard} macro
+	// Addr is host_address:port of system.clusters (the IP), Name
+	// host_name:port (as remote_servers names it); DialOptions.ForNode
+	// gives the address to dial.
+	Addr, Name string
+	conn       driver.Conn
+	macro      string // its {shard} macro
 }
 
 // String names the node in errors and logs.
@@ -95,8 +99,11 @@ func (s *Store) openCluster(ctx context.Context, o Options) error {
 		return err
 	}
 	for i := range nodes {
-		nodes[i].conn, err = Dial(ctx, DialOptions{Addr: nodes[i].Addr, Username: o.Username, Password: o.Password,
-			MaxOpenConns: 2, TLS: o.TLS})
+		var no DialOptions
+		no, err = DialOptions{Username: o.Username, Password: o.Password, MaxOpenConns: 2, TLS: o.TLS, NodeAddrs: o.NodeAddrs}.ForNode(nodes[i])
+		if err == nil {
+			nodes[i].conn, err = Dial(ctx, no)
+		}
 		if err == nil {
 			err = ping(ctx, nodes[i].conn, o.Cluster, &nodes[i])
 		}
@@ -105,6 +112,9 @@ func (s *Store) openCluster(ctx context.Context, o Options) error {
 		case errors.Is(err, ErrNodeDown):
 			closeNodes(nodes)
 			return err
+		case errors.Is(err, ErrNoNodeAddr):
+			closeNodes(nodes)
+			return fmt.Errorf("cluster %s: %w", o.Cluster, err)
 		case Refused(err) || errors.Is(err, errProfile):
 			closeNodes(nodes)
 			return fmt.Errorf("cluster %s: %s: %w", o.Cluster, nodes[i], err)
@@ -192,7 +202,7 @@ func (s *Store) clusterNodes(ctx context.Context, o Options) ([]Node, error) {
 // server conn reaches, in shard and replica order, unconnected (none: no
 // cluster of that name there).
 func ClusterNodes(ctx context.Context, conn driver.Conn, cluster string) ([]Node, error) {
-	rows, err := conn.Query(ctx, `SELECT toUInt64(shard_num), toUInt64(replica_num), host_address, toUInt64(port)
+	rows, err := conn.Query(ctx, `SELECT toUInt64(shard_num), toUInt64(replica_num), host_address, host_name, toUInt64(port)
 		FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num`, cluster)
 	if err != nil {
 		return nil, fmt.Errorf("read cluster %s from system.clusters: %w", cluster, err)
@@ -201,15 +211,12 @@ func ClusterNodes(ctx context.Context, conn driver.Conn, cluster string) ([]Node
 	var nodes []Node
 	for rows.Next() {
 		var shard, replica, port uint64
-		var host string
-		if err := rows.Scan(&shard, &replica, &host, &port); err != nil {
+		var host, name string
+		if err := rows.Scan(&shard, &replica, &host, &name, &port); err != nil {
 			return nil, fmt.Errorf("read cluster %s: %w", cluster, err)
 		}
-		addr := host + ":" + fmt.Sprint(port)
-		if strings.Contains(host, ":") {
-			addr = "[" + host + "]:" + fmt.Sprint(port)
-		}
-		nodes = append(nodes, Node{Shard: int(shard), Replica: int(replica), Addr: addr})
+		p := fmt.Sprint(port)
+		nodes = append(nodes, Node{Shard: int(shard), Replica: int(replica), Addr: net.JoinHostPort(host, p), Name: net.JoinHostPort(name, p)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read cluster %s: %w", cluster, err)
@@ -239,7 +246,7 @@ func knownClusters(ctx context.Context, conn driver.Conn) string {
 
 // DialNodes connects to every node of cluster, as read from
 // system.clusters of the server o.Addr reaches, each with o's user,
-// password and TLS (tributaryctl teardown, which drops the database on
+// password and TLS at the address o.NodeAddrs gives it (tributaryctl teardown, which drops the database on
 // each). A node that does not answer is an ErrNodeDown naming it; close
 // the nodes with CloseNodes.
 func DialNodes(ctx context.Context, o DialOptions, cluster string) ([]Node, error) {
@@ -257,8 +264,11 @@ func DialNodes(ctx context.Context, o DialOptions, cluster string) ([]Node, erro
 			ErrUnknownCluster, cluster, o.Addr, knownClusters(ctx, seed))
 	}
 	for i := range nodes {
-		no := o
-		no.Addr = nodes[i].Addr
+		no, err := o.ForNode(nodes[i])
+		if err != nil {
+			CloseNodes(nodes)
+			return nil, fmt.Errorf("cluster %s: %w", cluster, err)
+		}
 		if nodes[i].conn, err = Dial(ctx, no); err != nil {
 			CloseNodes(nodes)
 			return nil, fmt.Errorf("%w: cluster %s: %s: %w", ErrNodeDown, cluster, nodes[i], err)

@@ -28,6 +28,9 @@ type DialOptions struct {
 	ReadOnly bool
 	// TLS wraps the native protocol in TLS; the zero value is plain TCP.
 	TLS TLSOptions
+	// NodeAddrs is --clickhouse-node-addrs: where to dial each node of a
+	// cluster (ForNode).
+	NodeAddrs string
 	// Settings are added to the ones every connection has (the loader's
 	// insert_distributed_sync in cluster mode).
 	Settings clickhouse.Settings

@@ -20,6 +20,9 @@ type Conn struct {
 	Password     string
 	PasswordFile string
 	TLS          TLSOptions
+	// NodeAddrs is --clickhouse-node-addrs of a binary with a
+	// --clickhouse-cluster (AddNodeAddrsFlag).
+	NodeAddrs string
 }
 
 // ReplicasUsage is the --clickhouse-addr of a binary that only reads.
@@ -60,6 +63,16 @@ func (c Conn) Validate() []error {
 	return append(errs, c.TLS.Validate()...)
 }
 
+// ValidateCluster reports a --clickhouse-node-addrs that does not parse,
+// or given without --clickhouse-cluster (the map is of its nodes).
+func (c Conn) ValidateCluster(cluster string) error {
+	if c.NodeAddrs != "" && cluster == "" {
+		return errors.New("--clickhouse-node-addrs maps the nodes of a cluster: it needs --clickhouse-cluster")
+	}
+	_, err := parseNodeAddrs(c.NodeAddrs)
+	return err
+}
+
 // ReadPassword sets c.Password from --clickhouse-password-file when it is
 // given (Password: both ways at once are refused).
 func (c *Conn) ReadPassword() error {
@@ -70,5 +83,5 @@ func (c *Conn) ReadPassword() error {
 
 // DialOptions is what Dial needs of c (the database is the caller's).
 func (c Conn) DialOptions() DialOptions {
-	return DialOptions{Addr: c.Addr, Username: c.User, Password: c.Password, TLS: c.TLS}
+	return DialOptions{Addr: c.Addr, Username: c.User, Password: c.Password, TLS: c.TLS, NodeAddrs: c.NodeAddrs}
 }

@@ -19,7 +19,7 @@ func OpenWait(ctx context.Context, o Options, onRetry func(err error, wait time.
 	wait := time.Second
 	for {
 		s, err := Open(ctx, o)
-		if err == nil || Refused(err) || errors.Is(err, ErrUnknownCluster) || errors.Is(err, errProfile) || ctx.Err() != nil {
+		if err == nil || Refused(err) || errors.Is(err, ErrUnknownCluster) || errors.Is(err, errProfile) || errors.Is(err, ErrNoNodeAddr) || ctx.Err() != nil {
 			return s, err
 		}
 		if onRetry != nil {

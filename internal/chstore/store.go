@@ -63,8 +63,10 @@ type Options struct {
 	TLS TLSOptions
 	// Cluster, when set, is the ClickHouse cluster (remote_servers) the
 	// tables are spread over: cluster mode (cluster.go). Addr is then any
-	// node of it, which lists the others.
-	Cluster string
+	// node of it, which lists the others, each dialled where NodeAddrs
+	// says (DialOptions.ForNode).
+	Cluster   string
+	NodeAddrs string
 }
 
 // Store owns a clickhouse-go connection pool and the known table layouts.

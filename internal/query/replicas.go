@@ -35,7 +35,8 @@ type replicaCheck struct {
 
 // WithCluster makes Replicas check every node of cluster (a name in the
 // servers' remote_servers, the loader's --clickhouse-cluster), dialled
-// with o's user, password and TLS; o.Addr is not used, the nodes are read
+// with o's user, password and TLS where o.NodeAddrs says
+// (chstore.DialOptions.ForNode); o.Addr is not used, the nodes are read
 // from system.clusters of the server q is connected to. Call it before
 // serving; "" leaves q as it is.
 func (q *Queries) WithCluster(cluster string, o chstore.DialOptions) *Queries {
@@ -75,21 +76,24 @@ func (q *Queries) Replicas(ctx context.Context) ([]Replica, error) {
 	var wg sync.WaitGroup
 	for i := range nodes {
 		wg.Add(1)
-		go func(n *Replica) {
+		go func(n *Replica, node chstore.Node) {
 			defer wg.Done()
-			n.Err = c.ping(ctx, n.Addr)
-		}(&nodes[i])
+			n.Err = c.ping(ctx, node)
+		}(&nodes[i], found[i])
 	}
 	wg.Wait()
 	return nodes, nil
 }
 
-// ping dials the node at addr and closes the connection again: a check
-// every few seconds needs no pool, and a fresh connection cannot be one
-// the server dropped while it restarted.
-func (c *replicaCheck) ping(ctx context.Context, addr string) error {
-	o := c.dial
-	o.Addr, o.MaxOpenConns, o.ReadOnly = addr, 1, true
+// ping dials the node (where the options' NodeAddrs say) and closes the
+// connection again: a check every few seconds needs no pool, and a fresh
+// connection cannot be one the server dropped while it restarted.
+func (c *replicaCheck) ping(ctx context.Context, n chstore.Node) error {
+	o, err := c.dial.ForNode(n)
+	if err != nil {
+		return err
+	}
+	o.MaxOpenConns, o.ReadOnly = 1, true
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 2 * time.Second // a node that hangs holds /readyz this long
 	}

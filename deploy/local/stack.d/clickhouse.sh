@@ -58,6 +58,14 @@ ch_nodes_list() {
 	echo "$out"
 }
 
+# ch_node_tls_addrs maps every node's native address, as system.clusters
+# lists it, to its TLS one: a --clickhouse-node-addrs value.
+ch_node_tls_addrs() {
+	local n out=''
+	for ((n = 1; n <= CH_NODES; n++)); do out+="${out:+,}$HOST:$(ch_node_tcp_port "$n")=$HOST:$(ch_node_tls_port "$n")"; done
+	echo "$out"
+}
+
 ch_node_pidfile() { echo "$(ch_node_dir "$1")/clickhouse-server.pid"; }
 ch_node_pid() { pidfile_alive "$(ch_node_pidfile "$1")" "$(ch_node_dir "$1")/config.xml"; }
 ch_pid() { ch_node_pid 1; }
