@@ -242,9 +242,12 @@ func TestMoveJustBeforeRecopy(t *testing.T) {
 	t.Logf("moved 0 -> 3 -> 2 in %s", time.Since(started))
 	mp.startReader(3) // a new slot: shard 3 is copied again
 
-	body := mp.waitFor(ctx, doc(g), "the second move", func(s int, b map[string]any) bool {
+	// The move log (shard 3, copied again) can reach ClickHouse before
+	// shard 0's delete and shard 2's insert are streamed: wait for both,
+	// as each answer's freshness says, not only for the log.
+	body := mp.waitFor(ctx, doc(g), "the second move, and the copy on shard 2 only", func(s int, b map[string]any) bool {
 		m := moveOf(b)
-		return s == 200 && m != nil && m["move_id"] == second
+		return s == 200 && m != nil && m["move_id"] == second && slices.Equal(copyShards(b), []int{2})
 	})
 	if m := moveOf(body); m["status"] != "moved" || m["log_shard"] != float64(3) || !slices.Equal(copyShards(body), []int{2}) || body["anomaly"] != nil {
 		t.Fatalf("by id: %v, want one copy on shard 2, moved by %s (logged on shard 3), no anomaly", body, second)
