@@ -35,8 +35,13 @@ func TestAdminTeardown(t *testing.T) {
 		p.startReader(runCtx, s)
 	}
 	p.startLoader(runCtx, "l1")
-	id := p.insert(ctx, 1, 7, "before teardown", "b")
-	p.waitDoc(ctx, id, "the streamed row", func(s int, _ docAnswer) bool { return s == http.StatusOK })
+	// A row through each shard: both readers stream, so both slots exist
+	// and are in use when the plan is asked for (one row on shard 1 alone
+	// left reader 0 still starting in cluster mode).
+	for _, s := range p.shards {
+		id := p.insert(ctx, s, 7, "before teardown", "b")
+		p.waitDoc(ctx, id, "the streamed row", func(status int, _ docAnswer) bool { return status == http.StatusOK })
+	}
 
 	cl, err := admin.NewProducer(p.brokers)
 	if err != nil {

@@ -121,7 +121,7 @@ func parse(args []string) (*Config, error) {
 	fs.String(&c.DocumentsTable, "documents-table", "TRIBUTARY_DOCUMENTS_TABLE", "documents", "table served by /v1/documents/{id} and searched by /v1/documents")
 	chstore.AddFlags(fs, &c.ClickHouse, chstore.ConnUsage{Addr: chstore.ReplicasUsage})
 	fs.String(&c.ClickHouseCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "",
-		"the ClickHouse cluster the loaders spread the tables over (their --clickhouse-cluster): /readyz then pings every node of it and says degraded, naming it, while one does not answer (empty: one server)")
+		"the ClickHouse cluster the loaders spread the tables over (their --clickhouse-cluster): /readyz then checks every node of it and says degraded, naming it, while one does not answer or is behind (empty: one server)")
 	chstore.AddNodeAddrsFlag(fs, &c.ClickHouse.NodeAddrs)
 	fs.Duration(&c.QueryTimeout, "query-timeout", "TRIBUTARY_API_QUERY_TIMEOUT", 10*time.Second, "timeout of every request (an after= wait included)")
 	fs.String(&c.TokensFile, "tokens-file", "TRIBUTARY_API_TOKENS_FILE", "", "bearer tokens file, lines name:token:scope1,scope2 (no tokens: the API is open)")

@@ -483,41 +483,73 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 // replicaState is one node of the ClickHouse cluster in /readyz.
 type replicaState struct {
 	query.Replica
-	State string `json:"state"` // ok, or unreachable: <error>
+	State string `json:"state"` // ok, unreachable: <error>, or behind: <why>
 }
 
 // replicaHealth is each node's state, and what the API does while some do
-// not answer ("" when all do): a ClickHouse shard with a replica left is
-// read from it, exactly; one with none fails every read that needs it.
+// not answer or do not keep up ("" when all do): a ClickHouse shard with
+// a replica left that keeps up is read from it, exactly; one with only
+// replicas behind is read from the least behind; one with none fails
+// every read that needs it.
 func replicaHealth(replicas []query.Replica) ([]replicaState, string) {
 	states := make([]replicaState, len(replicas))
-	alive := map[int]bool{}
-	var down []string
+	alive, current := map[int]bool{}, map[int]bool{}
+	var down, behind []string
 	for i, n := range replicas {
 		states[i] = replicaState{Replica: n, State: "ok"}
-		if n.Err != nil {
+		name := fmt.Sprintf("shard %d replica %d (%s)", n.Shard, n.Replica, n.Addr)
+		switch {
+		case n.Err != nil:
 			states[i].State = "unreachable: " + n.Err.Error()
-			down = append(down, fmt.Sprintf("shard %d replica %d (%s)", n.Shard, n.Replica, n.Addr))
+			down = append(down, name)
 			continue
+		case n.Behind != "":
+			states[i].State = "behind: " + n.Behind
+			behind = append(behind, name+": "+n.Behind)
+		default:
+			current[n.Shard] = true
 		}
 		alive[n.Shard] = true
 	}
-	if len(down) == 0 {
+	if len(down) == 0 && len(behind) == 0 {
 		return states, ""
 	}
-	var lost []string
-	for _, n := range replicas {
-		if !alive[n.Shard] && !slices.Contains(lost, strconv.Itoa(n.Shard)) {
-			lost = append(lost, strconv.Itoa(n.Shard))
-		}
+	var parts []string
+	switch len(down) {
+	case 0:
+	case 1:
+		parts = append(parts, "ClickHouse "+down[0]+" does not answer")
+	default:
+		parts = append(parts, "ClickHouse "+strings.Join(down, ", ")+" do not answer")
 	}
-	message := "ClickHouse " + strings.Join(down, ", ") + " does not answer: "
-	if len(down) > 1 {
-		message = "ClickHouse " + strings.Join(down, ", ") + " do not answer: "
+	if len(behind) > 0 {
+		parts = append(parts, "ClickHouse "+strings.Join(behind, "; ")+" (behind)")
 	}
-	if len(lost) == 0 {
+	message := strings.Join(parts, "; ") + ": "
+	lost := shardsWithout(replicas, alive)
+	stale := slices.DeleteFunc(shardsWithout(replicas, current), func(s string) bool { return slices.Contains(lost, s) })
+	var then []string
+	if len(lost) > 0 {
+		then = append(then, "ClickHouse shard(s) "+strings.Join(lost, ", ")+
+			" have no replica left, so data routes that read them answer 503 backend_unavailable with Retry-After")
+	}
+	if len(stale) > 0 {
+		then = append(then, "ClickHouse shard(s) "+strings.Join(stale, ", ")+
+			" have no replica that keeps up: reads of them go on from the least behind")
+	}
+	if len(then) == 0 {
 		return states, message + "reads go on, exact, through the other replicas of its shard"
 	}
-	return states, message + "ClickHouse shard(s) " + strings.Join(lost, ", ") +
-		" have no replica left, so data routes that read them answer 503 backend_unavailable with Retry-After"
+	return states, message + strings.Join(then, "; ")
+}
+
+// shardsWithout lists the ClickHouse shards of replicas that have is false.
+func shardsWithout(replicas []query.Replica, has map[int]bool) []string {
+	var out []string
+	for _, n := range replicas {
+		if !has[n.Shard] && !slices.Contains(out, strconv.Itoa(n.Shard)) {
+			out = append(out, strconv.Itoa(n.Shard))
+		}
+	}
+	return out
 }

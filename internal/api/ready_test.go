@@ -134,7 +134,9 @@ func TestReadyDegradedWhenClickHouseLost(t *testing.T) {
 // TestReadyDegradedWhileReplicaLost: in a ClickHouse cluster, /readyz
 // checks every node. All answering: ready, each listed ok. One replica of
 // a shard that has another gone: degraded (200), naming it, reads go on.
-// A shard with no replica left: degraded, naming the shard. The cluster's
+// A shard with no replica left: degraded, naming the shard. A replica
+// that answers but is behind: degraded, naming it and why; a shard with
+// none that keeps up, named too. The cluster's
 // nodes unknown: degraded, saying why. One server (no cluster): no
 // replicas in the answer.
 func TestReadyDegradedWhileReplicaLost(t *testing.T) {
@@ -153,6 +155,16 @@ func TestReadyDegradedWhileReplicaLost(t *testing.T) {
 				{Shard: 2, Replica: 1, Addr: "127.0.0.1:9002", Err: errs[2]}}, nil
 		}
 	}
+	const late = "its replication has not run since it started"
+	lagging := func(behind ...string) func(context.Context) ([]query.Replica, error) {
+		return func(ctx context.Context) ([]query.Replica, error) {
+			r, _ := cluster(nil, nil, nil)(ctx)
+			for i := range r {
+				r[i].Behind = behind[i]
+			}
+			return r, nil
+		}
+	}
 	steps := []struct {
 		what     string
 		replicas func(context.Context) ([]query.Replica, error)
@@ -166,6 +178,14 @@ func TestReadyDegradedWhileReplicaLost(t *testing.T) {
 			[]string{"ok", "unreachable: " + down.Error(), "ok"}, []string{"shard 1 replica 2 (127.0.0.1:9001)", "other replicas"}},
 		{"shard 2's only replica lost", cluster(nil, nil, down), "degraded",
 			[]string{"ok", "ok", "unreachable: " + down.Error()}, []string{"shard 2 replica 1 (127.0.0.1:9002)", "shard(s) 2 have no replica", "503"}},
+		{"a replica of shard 1 behind", lagging("", late, ""), "degraded",
+			[]string{"ok", "behind: " + late, "ok"}, []string{"shard 1 replica 2 (127.0.0.1:9001): " + late, "other replicas"}},
+		{"shard 2's only replica behind, shard 1's lost", func(ctx context.Context) ([]query.Replica, error) {
+			r, _ := cluster(down, down, nil)(ctx)
+			r[2].Behind = "its replicated tables are read-only (ZooKeeper lost)"
+			return r, nil
+		}, "degraded", []string{"unreachable: " + down.Error(), "unreachable: " + down.Error(), "behind: its replicated tables are read-only (ZooKeeper lost)"},
+			[]string{"do not answer", "shard(s) 1 have no replica left", "shard(s) 2 have no replica that keeps up"}},
 		{"the cluster's nodes unknown", func(context.Context) ([]query.Replica, error) {
 			return nil, errors.New(`unknown clickhouse cluster "c"`)
 		}, "degraded", nil, []string{`unknown clickhouse cluster "c"`}},

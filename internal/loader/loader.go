@@ -92,6 +92,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -209,6 +210,9 @@ type Loader struct {
 	// lagPrev is the partitions' offsets at the last lag sample (lag.go;
 	// only the lag monitor uses it).
 	lagPrev listedRange
+	// skipLogged is, per ClickHouse node, when the loader last logged
+	// that it skipped it (replicas.go): once per chstore.ReplicaWaitStall.
+	skipLogged sync.Map
 	// imageBudget is the cache's budget (<= 0: off); toastCols, by table,
 	// the columns seen unchanged, which images keep; evictedSeen, the
 	// evictions already counted in metrics.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,8 +40,10 @@ func (l *Loader) syncReplicas(ctx context.Context, wms []chstore.Watermark) erro
 		shard, replica := strconv.Itoa(e.Node.Shard), strconv.Itoa(e.Node.Replica)
 		if e.Unreachable != nil {
 			l.m.replicasSkipped.WithLabelValues(shard, replica).Inc()
-			l.log.Warn("clickhouse replica unreachable; watermarks written without waiting for it",
-				slog.String("node", e.Node.String()), slog.Any("tables", names), slog.Any("err", e.Unreachable))
+			if l.logSkip(e.Node.String(), time.Now()) {
+				l.log.Warn("clickhouse replica unreachable; watermarks written without waiting for it",
+					slog.String("node", e.Node.String()), slog.Any("tables", names), slog.Any("err", e.Unreachable))
+			}
 			return
 		}
 		g := l.m.replicaStalled.WithLabelValues(shard, replica)
@@ -50,4 +53,15 @@ func (l *Loader) syncReplicas(ctx context.Context, wms []chstore.Watermark) erro
 			slog.String("node", e.Node.String()), slog.Any("tables", names),
 			slog.Duration("waited", e.Waited), slog.String("behind", e.Behind))
 	})
+}
+
+// logSkip says whether a skip of node, now, is logged: the first, and
+// then one per chstore.ReplicaWaitStall (every batch skips a node that is
+// down, several times a second).
+func (l *Loader) logSkip(node string, now time.Time) bool {
+	if last, ok := l.skipLogged.Load(node); ok && now.Sub(last.(time.Time)) < chstore.ReplicaWaitStall {
+		return false
+	}
+	l.skipLogged.Store(node, now)
+	return true
 }

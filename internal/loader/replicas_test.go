@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -76,5 +77,27 @@ func TestWatermarksAfterReplicas(t *testing.T) {
 	}
 	if v := value(l.m.replicaStalled.WithLabelValues("1", "1")); v != 0 {
 		t.Errorf("stalled gauge of replica 1 is %v once the wait ended, want 0", v)
+	}
+}
+
+// TestLogSkip: a node skipped in every batch is logged once, then again
+// only after chstore.ReplicaWaitStall; each node on its own.
+func TestLogSkip(t *testing.T) {
+	var l Loader
+	t0 := time.Now()
+	for _, c := range []struct {
+		node string
+		at   time.Duration
+		want bool
+	}{
+		{"n2", 0, true},
+		{"n2", time.Second, false},
+		{"n3", time.Second, true},
+		{"n2", chstore.ReplicaWaitStall - time.Millisecond, false},
+		{"n2", chstore.ReplicaWaitStall, true},
+	} {
+		if got := l.logSkip(c.node, t0.Add(c.at)); got != c.want {
+			t.Errorf("logSkip(%s, +%s) = %v, want %v", c.node, c.at, got, c.want)
+		}
 	}
 }
