@@ -71,17 +71,13 @@ func (s *Store) SyncReplicas(ctx context.Context, tables []string, report func(R
 	if s.cluster == "" || len(tables) == 0 {
 		return nil
 	}
-	// Second resolution: create_time is a DateTime. Rounded up, an entry
-	// of the call's second counts as before it (waited for: at worst a
-	// later insert's part too).
 	start := time.Now()
-	before := start.Truncate(time.Second).Add(time.Second)
 	locals := make([]string, len(tables))
 	for i, t := range tables {
 		locals[i] = s.LocalTable(t)
 	}
 	for _, n := range s.nodes {
-		if err := s.syncNode(ctx, n, locals, before, start, report); err != nil {
+		if err := s.syncNode(ctx, n, locals, start, report); err != nil {
 			return err
 		}
 	}
@@ -89,12 +85,12 @@ func (s *Store) SyncReplicas(ctx context.Context, tables []string, report func(R
 }
 
 // syncNode waits for one node (SyncReplicas). Only ctx's end is an error.
-func (s *Store) syncNode(ctx context.Context, n Node, locals []string, before, start time.Time, report func(ReplicaEvent)) error {
-	var targets map[string]uint64 // log entry each table must be past
+func (s *Store) syncNode(ctx context.Context, n Node, locals []string, start time.Time, report func(ReplicaEvent)) error {
+	var c catchUp
 	wait := 10 * time.Millisecond
 	nextReport := start.Add(ReplicaWaitStall)
 	for {
-		behind, err := s.nodeBehind(ctx, n, locals, before, &targets)
+		behind, err := s.nodeBehind(ctx, n, locals, &c)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -127,12 +123,30 @@ func (s *Store) syncNode(ctx context.Context, n Node, locals []string, before, s
 	}
 }
 
-// nodeBehind says why node n has not caught up with the log entries
-// targets names ("": caught up). The first call sets targets from the
-// node's view of its shard's log (the newest entry of each table's log).
-func (s *Store) nodeBehind(ctx context.Context, n Node, locals []string, before time.Time, targets *map[string]uint64) (string, error) {
+// catchUp is what one node must reach (syncNode): set by the first poll.
+type catchUp struct {
+	targets map[string]uint64 // per local table, the log entry it must be past
+	// before: its GET_PART entries created before this, in Unix seconds
+	// on the node's clock, are waited for. create_time is a DateTime: the
+	// node's now() plus a second, so that an entry of that second counts
+	// as before (waited for: at worst a later insert's part too). Unix
+	// seconds keep the server's time zone out of the comparison.
+	before uint32
+}
+
+// nodeBehind says why node n has not caught up with c ("": caught up).
+// The first call sets c from the node's view of its shard's log (the
+// newest entry of each table's log) and its clock.
+func (s *Store) nodeBehind(ctx context.Context, n Node, locals []string, c *catchUp) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, replicaQueryTimeout)
 	defer cancel()
+	if c.targets == nil {
+		var now uint32
+		if err := n.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
+			return "", err
+		}
+		c.before = now + 1
+	}
 	rows, err := n.conn.Query(ctx, `SELECT table, zookeeper_path, log_max_index, log_pointer, is_readonly
 		FROM system.replicas WHERE database = ? AND has(?, table)`, s.db, locals)
 	if err != nil {
@@ -158,10 +172,10 @@ func (s *Store) nodeBehind(ctx context.Context, n Node, locals []string, before 
 	if err := rows.Err(); err != nil {
 		return "", err
 	}
-	if *targets == nil {
-		*targets = map[string]uint64{}
+	if c.targets == nil {
+		c.targets = map[string]uint64{}
 		for t, st := range seen {
-			(*targets)[t] = st.maxIndex
+			c.targets[t] = st.maxIndex
 		}
 	}
 	for _, t := range locals {
@@ -175,7 +189,7 @@ func (s *Store) nodeBehind(ctx context.Context, n Node, locals []string, before 
 		case st.readonly:
 			return "", fmt.Errorf("%w: %s: %s", ErrReadOnly, n, t)
 		}
-		if st.pointer > (*targets)[t] {
+		if st.pointer > c.targets[t] {
 			continue
 		}
 		// log_pointer is the next entry to copy, so 0 is also an empty
@@ -189,12 +203,12 @@ func (s *Store) nodeBehind(ctx context.Context, n Node, locals []string, before 
 				continue
 			}
 		}
-		return fmt.Sprintf("%s: %s has not copied entry %d of its shard's log yet (its next: %d)", n, t, (*targets)[t], st.pointer), nil
+		return fmt.Sprintf("%s: %s has not copied entry %d of its shard's log yet (its next: %d)", n, t, c.targets[t], st.pointer), nil
 	}
 	var gets uint64
 	var last string
 	err = n.conn.QueryRow(ctx, `SELECT count(), anyLast(last_exception) FROM system.replication_queue
-		WHERE database = ? AND has(?, table) AND type = 'GET_PART' AND create_time < ?`, s.db, locals, before).Scan(&gets, &last)
+		WHERE database = ? AND has(?, table) AND type = 'GET_PART' AND toUInt32(create_time) < ?`, s.db, locals, c.before).Scan(&gets, &last)
 	if err != nil {
 		return "", err
 	}
