@@ -37,7 +37,7 @@ import (
 // exactly the expected live rows.
 func Run(ctx context.Context, args []string) error {
 	var changes, keys, shards, partitions, batch, unchangedPct, bodyBytes, imageCache, nTables, wmEvery int
-	var brokers, chAddr, chCluster, jsonOut, cpuProfile, memProfile string
+	var brokers, chCluster, jsonOut, cpuProfile, memProfile string
 	var floor bool
 	fs := flagenv.New("bench loader", "bench loader — Kafka -> ClickHouse throughput of the loader with dedupe on.")
 	fs.Int(&changes, "changes", "", 1_000_000, "changes to produce (mix: first write of a key is an insert, then 80% updates, 20% deletes)")
@@ -53,10 +53,9 @@ func Run(ctx context.Context, args []string) error {
 	fs.Bool(&floor, "floor", "", true, "after the load, measure the floor: the rows the loader wrote inserted again into a copy of the table with bare clickhouse-go column batches of --batch-records rows (floor.go), and print the ratio")
 	var kafkaSec kafkaconn.Security
 	kafkaconn.AddClientFlags(fs, &brokers, &kafkaSec)
-	fs.String(&chAddr, "clickhouse-addr", "TRIBUTARY_CLICKHOUSE_ADDR", "", "ClickHouse native address")
+	var ch chstore.Conn
+	chstore.AddFlags(fs, &ch, chstore.ConnUsage{Database: "prefix of the scratch database the bench loads into and drops (<prefix>_bench_<run>)"})
 	fs.String(&chCluster, "clickhouse-cluster", "TRIBUTARY_CLICKHOUSE_CLUSTER", "", "load in ClickHouse cluster mode over this cluster, as the loader's --clickhouse-cluster (empty: one server)")
-	var chTLS chstore.TLSOptions
-	chstore.AddTLSFlags(fs, &chTLS)
 	fs.String(&jsonOut, "json", "", "", "also write the results as JSON to this file")
 	fs.String(&cpuProfile, "cpuprofile", "TRIBUTARY_BENCH_CPUPROFILE", "", "write a CPU profile of the load phase to this file")
 	fs.String(&memProfile, "memprofile", "TRIBUTARY_BENCH_MEMPROFILE", "", "write a heap profile at the end of the load phase to this file")
@@ -69,14 +68,17 @@ func Run(ctx context.Context, args []string) error {
 	if unchangedPct > 0 && bodyBytes == 0 {
 		bodyBytes = 2000
 	}
-	if chAddr == "" {
-		return errors.New("--clickhouse-addr is required (source .stack/stack.env)")
+	if err := errors.Join(ch.Validate()...); err != nil {
+		return fmt.Errorf("%w (source .stack/stack.env)", err)
+	}
+	if err := ch.ReadPassword(); err != nil {
+		return err
 	}
 	if err := errors.Join(kafkaconn.ValidateClient(brokers, kafkaSec)...); err != nil {
 		return err
 	}
 	run := strconv.FormatInt(time.Now().Unix(), 36)
-	db := "bench_" + run
+	db := ch.Database + "_bench_" + run
 	// Table i is "docs" (the first) or "docs<i>", with its own topic.
 	tableName := func(i int) string {
 		if i == 0 {
@@ -223,7 +225,7 @@ func Run(ctx context.Context, args []string) error {
 	}
 
 	// Load.
-	store, err := chstore.Open(ctx, chstore.Options{Addr: chAddr, Database: db, TLS: chTLS, Cluster: chCluster})
+	store, err := chstore.Open(ctx, chstore.Options{Addr: ch.Addr, Database: db, Username: ch.User, Password: ch.Password, TLS: ch.TLS, Cluster: chCluster})
 	if err != nil {
 		return err
 	}

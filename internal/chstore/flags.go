@@ -37,7 +37,7 @@ type ConnUsage struct {
 // AddFlags registers the ClickHouse connection's flags on fs into c:
 // --clickhouse-addr, --clickhouse-db, --clickhouse-user, the password
 // ($TRIBUTARY_CLICKHOUSE_PASSWORD, never a flag, or
-// --clickhouse-password-file) and the TLS flags (AddTLSFlags).
+// --clickhouse-password-file) and the TLS flags (addTLSFlags).
 func AddFlags(fs *flagenv.Set, c *Conn, u ConnUsage) {
 	or := func(s, def string) string {
 		if s == "" {
@@ -50,7 +50,7 @@ func AddFlags(fs *flagenv.Set, c *Conn, u ConnUsage) {
 	fs.String(&c.User, "clickhouse-user", "TRIBUTARY_CLICKHOUSE_USER", "default", or(u.User, "ClickHouse user"))
 	fs.Secret(&c.Password, "TRIBUTARY_CLICKHOUSE_PASSWORD")
 	AddPasswordFileFlag(fs, &c.PasswordFile)
-	AddTLSFlags(fs, &c.TLS)
+	addTLSFlags(fs, &c.TLS)
 }
 
 // Validate reports every setting of c that cannot work, before anything

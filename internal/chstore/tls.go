@@ -79,10 +79,10 @@ func (t TLSOptions) config() (*tls.Config, error) {
 	return c, nil
 }
 
-// AddTLSFlags registers the TLS flags every binary that dials ClickHouse
+// addTLSFlags registers the TLS flags every binary that dials ClickHouse
 // shares, with their environment fallbacks. Only file names are flags: the
 // key itself never reaches argv.
-func AddTLSFlags(fs *flagenv.Set, t *TLSOptions) {
+func addTLSFlags(fs *flagenv.Set, t *TLSOptions) {
 	fs.Bool(&t.Enabled, "clickhouse-tls", "TRIBUTARY_CLICKHOUSE_TLS", false, "dial ClickHouse's native protocol over TLS (its tcp_port_secure); on as well when any --clickhouse-*-file or --clickhouse-server-name is set. The server's certificate is always verified")
 	fs.String(&t.CAFile, "clickhouse-ca-file", "TRIBUTARY_CLICKHOUSE_CA_FILE", "", "PEM file of the authorities trusted to sign ClickHouse's certificate (empty: the system's)")
 	fs.String(&t.CertFile, "clickhouse-cert-file", "TRIBUTARY_CLICKHOUSE_CERT_FILE", "", "PEM client certificate shown to ClickHouse (with --clickhouse-key-file)")
