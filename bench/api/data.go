@@ -118,31 +118,21 @@ func (d *dataset) workspace(table byte, i int) int64 {
 }
 
 // updates is how many updates row i gets; deleted whether a delete follows.
+// Of the rows of table, those whose draw u is at least above[0] get 3
+// updates, above[1] 2, above[2] 1; deletedPct percent are deleted.
 func (d *dataset) updates(table byte, i int) (int, bool) {
 	u := d.h(table, i, 0, 'u') % 100
 	del := d.h(table, i, 0, 'x') % 100
+	above, deletedPct := [3]uint64{95, 85, 60}, uint64(2)
 	if table == tDocs {
-		n := 0
-		switch {
-		case u >= 97:
-			n = 3
-		case u >= 90:
-			n = 2
-		case u >= 70:
-			n = 1
+		above, deletedPct = [3]uint64{97, 90, 70}, 3
+	}
+	for k, t := range above {
+		if u >= t {
+			return 3 - k, del < deletedPct
 		}
-		return n, del < 3
 	}
-	n := 0
-	switch {
-	case u >= 95:
-		n = 3
-	case u >= 85:
-		n = 2
-	case u >= 60:
-		n = 1
-	}
-	return n, del < 2
+	return 0, del < deletedPct
 }
 
 // versionTime is when version k of row i was written (ms): updates follow
