@@ -917,18 +917,9 @@ func (r *Reader) saveResnapshotProgress(ctx context.Context, id string, prog *sn
 // file). A crash before the resnapshot is stored as done sends them again,
 // harmlessly.
 func (r *Reader) resnapshotEnd(ctx context.Context, t tables.Table, a *Resnapshot) error {
-	n := r.parts[t.Topic]
-	recs := make([]*kgo.Record, 0, n)
-	now := time.Now().UTC()
-	for p := int32(0); p < n; p++ {
-		b, err := envelope.Encode(&envelope.Event{
-			Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpSnapshotEnd,
-			CommitLSN: a.SwitchAt, CommitTime: now, Partitions: n, Epoch: a.Epoch,
-		})
-		if err != nil {
-			return err
-		}
-		recs = append(recs, &kgo.Record{Topic: t.Topic, Partition: p, Value: b})
+	recs, err := r.appendSnapshotEnds(nil, t, a.SwitchAt, a.Epoch, time.Now().UTC())
+	if err != nil {
+		return err
 	}
 	if err := r.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("resnapshot end records: %w", err)

@@ -735,6 +735,23 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 	return nil
 }
 
+// appendSnapshotEnds appends to recs t's snapshot-end records of epoch at
+// lsn, one per partition of its topic.
+func (r *Reader) appendSnapshotEnds(recs []*kgo.Record, t tables.Table, lsn envelope.LSN, epoch uint16, now time.Time) ([]*kgo.Record, error) {
+	n := r.parts[t.Topic]
+	for p := int32(0); p < n; p++ {
+		b, err := envelope.Encode(&envelope.Event{
+			Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpSnapshotEnd,
+			CommitLSN: lsn, CommitTime: now, Partitions: n, Epoch: epoch,
+		})
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, &kgo.Record{Topic: t.Topic, Partition: p, Value: b})
+	}
+	return recs, nil
+}
+
 // endEpoch closes a copy taken again (epoch > 0): one snapshot-end record
 // per partition of every table topic, acknowledged before the snapshot is
 // recorded as done (a crash before that repeats it, harmlessly). Each
@@ -747,16 +764,9 @@ func (r *Reader) endEpoch(ctx context.Context, cp envelope.LSN) error {
 	var recs []*kgo.Record
 	now := time.Now().UTC()
 	for _, t := range r.cfg.Tables.Tables {
-		n := r.parts[t.Topic]
-		for p := int32(0); p < n; p++ {
-			b, err := envelope.Encode(&envelope.Event{
-				Kind: envelope.KindChange, Shard: r.cfg.Shard, Schema: t.Schema, Table: t.Name, Op: envelope.OpSnapshotEnd,
-				CommitLSN: cp, CommitTime: now, Partitions: n, Epoch: r.epoch,
-			})
-			if err != nil {
-				return err
-			}
-			recs = append(recs, &kgo.Record{Topic: t.Topic, Partition: p, Value: b})
+		var err error
+		if recs, err = r.appendSnapshotEnds(recs, t, cp, r.epoch, now); err != nil {
+			return err
 		}
 	}
 	if err := r.producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
