@@ -82,7 +82,7 @@ func TestGeneratorSequence(t *testing.T) {
 		t.Errorf("slept %v for the exhausted sequence, want 1ms", clock.slept)
 	}
 	// The first id after a millisecond boundary restarts the sequence at 0;
-	// this is exercise 3's second id: 100 ms after 362387865620483.
+	// this is QuickCart's worked example's second id: 100 ms after 362387865620483.
 	clock.Set(start.Add(100 * time.Millisecond))
 	if id, err := g.Next(); err != nil || id != 362388285050880 {
 		t.Fatalf("Next at +100ms = %d, %v; want 362388285050880", id, err)

@@ -31,20 +31,21 @@ func TestSnowflakeEncode(t *testing.T) {
 		parts  Parts
 		want   int64
 	}{
-		// Seed 000: make_id(1791590400000, 17, 0). Time field
+		// The demo generator (schema/postgres/01_snowflake.sql):
+		// make_id(1791590400000, 17, 0). Time field
 		// 1791590400000 - 1704067200000 = 87523200000 ms;
 		// 87523200000 << 23 = 87523200000 * 8388608 = 734197815705600000;
-		// 17 << 10 = 17408; sum 734197815705617408 (printed by the seed).
+		// 17 << 10 = 17408; sum 734197815705617408 (what make_id returns).
 		{"seed000 a", "seed000", Parts{1791590400000, 17, 0}, 734197815705617408},
 		// make_id(now, 4, 0): 734197815705600000 + 4<<10 (4096).
 		{"seed000 b", "seed000", Parts{1791590400000, 4, 0}, 734197815705604096},
 		// make_id(now+1, 4, 0): b + 1<<23 (8388608); b < c (time order).
 		{"seed000 c", "seed000", Parts{1791590400001, 4, 0}, 734197815713992704},
-		// Seed 003 exercise 3, second half: 100 ms after 362387865620483
+		// QuickCart's worked example, its second id: 100 ms after 362387865620483
 		// (time field 86400000) from worker 5 with sequence 0:
 		// 86400100 << 22 = 86400100 * 4194304 = 362388285030400;
 		// 5 << 12 = 20480; sum 362388285050880.
-		{"quickcart exercise 3", "quickcart", Parts{1767225600000 + 86400100, 5, 0}, 362388285050880},
+		{"quickcart example", "quickcart", Parts{1767225600000 + 86400100, 5, 0}, 362388285050880},
 		// Twitter: 1000 ms after its epoch, datacenter 1, worker 2 (node
 		// 1<<5|2 = 34), sequence 3: 1000<<22 = 4194304000; 34<<12 = 139264;
 		// + 3 = 4194443267.
@@ -85,11 +86,11 @@ func TestSnowflakeDecode(t *testing.T) {
 			Kind: KindSnowflake, Layout: "seed000", Time: utc("2026-10-10T00:00:00Z"),
 			Shard: 4, HasShard: true, Global: true,
 		}},
-		// Seed 003 exercise 3: 362387865620483 >> 22 = 86400000 (since
+		// QuickCart's worked example: 362387865620483 >> 22 = 86400000 (since
 		// 86400000 * 4194304 = 362387865600000, remainder 20483);
 		// 20483 = 5*4096 + 3, so worker 5, sequence 3; 86400000 ms is one day
 		// after 2026-01-01.
-		{"quickcart exercise 3", "quickcart", "362387865620483", Decoded{
+		{"quickcart example", "quickcart", "362387865620483", Decoded{
 			Kind: KindSnowflake, Layout: "quickcart", Time: utc("2026-01-02T00:00:00Z"),
 			Shard: 5, HasShard: true, Sequence: 3, Global: true,
 		}},

@@ -86,7 +86,7 @@ func TestTinyRingAddShard(t *testing.T) {
 	}{
 		// Adding D at 65 takes 51..65 from C: 15 of 100 positions.
 		{"D at 65", 65, shardC, 15, nil},
-		// Exercise 1: D at 35 takes 21..35 from B; of shoppers at 5, 22,
+		// QuickCart's ring example: D at 35 takes 21..35 from B; of shoppers at 5, 22,
 		// 50, 51, 80 and 99 only 22 moves.
 		{"D at 35", 35, shardB, 15, map[uint64]bool{5: false, 22: true, 50: false, 51: false, 80: false, 99: false}},
 	}

@@ -6,7 +6,7 @@
 --
 -- Id layout (seed000, schema/ids.md), most significant bit first:
 --   1 bit   zero: ids are positive bigints
---   40 bits milliseconds since 2024-01-01T00:00:00Z. Seed 000 calls this a
+--   40 bits milliseconds since 2024-01-01T00:00:00Z. The published layout calls this a
 --           41-bit field, but 41+13+10 = 64 bits, so its top bit is the
 --           bigint sign bit; next_id() refuses to issue negative ids, which
 --           makes 2058-11-03T19:53:47.775Z the last usable millisecond.
