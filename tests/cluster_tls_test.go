@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tributary/tributary/internal/api"
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/query"
 )
@@ -18,6 +23,8 @@ import (
 // tributaryctl teardown's DialNodes and the API's readiness pings each
 // fail naming the node instead of dialling its plain port; a map to the
 // plain ports fails the handshake (so TLS is what the nodes are spoken).
+// The API, as the reader user over TLS, answers every id and says ready
+// with all three replicas reached through their TLS ports.
 func TestClusterTLS(t *testing.T) {
 	clusterStack(t)
 	s := loadSecureStack(t)
@@ -114,6 +121,27 @@ func TestClusterTLS(t *testing.T) {
 	}
 	if err := p.failed(); err != nil {
 		t.Fatal(err)
+	}
+
+	// The API as cmd/api runs it here: the reader user, over TLS, its
+	// readiness pinging every node at its TLS address.
+	rdial := chstore.DialOptions{Addr: s.CHTLSAddr, Username: s.ReaderUser, Password: s.ReaderPassword,
+		TLS: tlsOpts, NodeAddrs: nodeAddrs}
+	q, err := query.Open(ctx, p.chDB, rdial)
+	if err != nil {
+		t.Fatalf("API over TLS: %v", err)
+	}
+	defer q.Close()
+	p.api.Close()
+	p.api = httptest.NewServer(api.New(api.Config{Tables: p.tables, DocumentsTable: p.table(), QueryTimeout: 10 * time.Second,
+		Shards: p.shards}, q.WithCluster(s.ClickHouseCluster, rdial), p.log, prometheus.NewRegistry()))
+	if r := p.ready(ctx); r.Status != "ready" || len(r.Replicas) != 3 {
+		t.Errorf("/readyz of the API over TLS: %+v, want ready with 3 replicas", r)
+	}
+	for _, id := range ids {
+		if status, a := p.getDoc(ctx, id); status != http.StatusOK || len(a.Copies) != 1 {
+			t.Errorf("GET document %d through the API over TLS: %d, %d copies; want 200 with one", id, status, len(a.Copies))
+		}
 	}
 
 	// Each id on one replica set; both ClickHouse shards hold some.

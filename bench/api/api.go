@@ -71,6 +71,7 @@ then serves the API (internal/api, deploy/local/tables.json's configuration)
 over HTTP on localhost and runs each scenario with --clients concurrent
 clients for --duration:
 
+  select-1       SELECT 1 to the same ClickHouse server (the floor of the others)
   by-id          GET /v1/documents/{id} of a random live document
   by-id-miss     GET /v1/documents/{id} of a well-formed id that never existed (404)
   revenue-month  GET /v1/revenue, one random month of the year by day, all workspaces
@@ -159,7 +160,7 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
-var scenarioNames = []string{"by-id", "by-id-miss", "revenue-month", "revenue-year"}
+var scenarioNames = []string{"select-1", "by-id", "by-id-miss", "revenue-month", "revenue-year"}
 
 // Run is `bench api`: args are its flags.
 func Run(ctx context.Context, args []string) error {
@@ -302,7 +303,13 @@ func Run(ctx context.Context, args []string) error {
 	for _, clients := range c.clientList {
 		c.clients, gen.c.clients = clients, clients
 		for _, name := range flagenv.List(c.scenarios) {
-			r, err := runScenario(ctx, c, name, gen.request(name, base), client)
+			var r scenarioResult
+			var err error
+			if name == "select-1" {
+				r, err = runSelect1(ctx, c)
+			} else {
+				r, err = runScenario(ctx, c, name, gen.request(name, base), client)
+			}
 			if err != nil {
 				return err
 			}

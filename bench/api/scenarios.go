@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tributary/tributary/bench/internal/benchwork"
+	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/httpjson"
 )
 
@@ -169,6 +170,28 @@ func runScenario(ctx context.Context, c config, name string, next func(*rand.Ran
 		return scenarioResult{}, ctx.Err()
 	}
 	r := summarize(name, "http", c.clients, lat, errs, first, wall)
+	r.print()
+	return r, nil
+}
+
+// runSelect1 is the floor the HTTP scenarios stand beside, measured in the
+// same run: SELECT 1 over a connection pool like the API's (query.Open's)
+// to the server it reads from, as closed (or open) a loop as theirs.
+func runSelect1(ctx context.Context, c config) (scenarioResult, error) {
+	conn, err := chstore.Dial(ctx, chstore.DialOptions{Addr: c.chAddr, MaxOpenConns: 32, ReadOnly: true})
+	if err != nil {
+		return scenarioResult{}, err
+	}
+	defer conn.Close()
+	fmt.Printf("scenario select-1: %d clients, %s (+%s warm-up), load average before %.2f\n", c.clients, c.duration, c.warmup, benchwork.LoadAvg1())
+	lat, errs, first, wall := runLoad(ctx, c.clients, c.rate, c.warmup, c.duration, uint64(c.seed), func(ctx context.Context, _ *rand.Rand) error {
+		var one uint8
+		return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+	})
+	if ctx.Err() != nil {
+		return scenarioResult{}, ctx.Err()
+	}
+	r := summarize("select-1", "clickhouse", c.clients, lat, errs, first, wall)
 	r.print()
 	return r, nil
 }
