@@ -36,6 +36,18 @@ require_port_free() {
 	line=$(ss -Htanp "( sport = :$port )" 2>/dev/null | grep -Ev '^(TIME-WAIT|FIN-WAIT-1|FIN-WAIT-2|CLOSING|LAST-ACK)' | head -n1 || true)
 	[[ -z $line ]] ||
 		die "port $port, needed by $what, is the local end of a connection: $line; it frees when that connection closes (stack.sh reserves its ports against this from now on)"
+	# A connection that had the port as its local end and closed first
+	# leaves it in TIME-WAIT for 60 s, and until then no server can bind it,
+	# SO_REUSEADDR or not (the client socket did not set it). Seen in CI:
+	# the chaos stack's clients, stopped just before, held ports of the
+	# cluster stack started next. Wait it out rather than fail at bind.
+	local waited=0
+	while line=$(ss -Htan "( sport = :$port )" 2>/dev/null | head -n1) && [[ -n $line ]]; do
+		((waited > 0)) || log "port $port, needed by $what, is the local end of a closed connection ($line): waiting for it to clear (TIME-WAIT, at most 70 s)"
+		((waited < 70)) || die "port $port, needed by $what, is still the local end of a closed connection after 70 s: $line"
+		sleep 1
+		waited=$((waited + 1))
+	done
 }
 
 # reserve_ports keeps the kernel from handing the stack's ports to outgoing
