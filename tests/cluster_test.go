@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,6 +72,18 @@ func TestClusterLayout(t *testing.T) {
 	p.waitDoc(ctx, dup, "both copies of the duplicate", func(status int, a docAnswer) bool {
 		return status == 200 && len(a.Copies) == 2 && a.Duplicate
 	})
+
+	// A loader that starts again (a store with nothing cached) finds the
+	// table as it was created: its key is read from the local table, not
+	// from the Distributed one, which has no sort key.
+	again, err := chstore.Open(ctx, chstore.Options{Addr: p.stack.ClickHouseAddr, Database: p.chDB, Cluster: p.stack.ClickHouseCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb, err := again.Lookup(ctx, p.table(), []string{"id"}); err != nil || tb == nil || !slices.Equal(tb.Key, []string{"id"}) {
+		t.Errorf("a new store's Lookup of %s: %+v, %v; want the table keyed by id", p.table(), tb, err)
+	}
+	again.Close()
 
 	nodes := p.store.Nodes()
 	if len(nodes) < 3 {

@@ -434,7 +434,9 @@ func (s *Store) describe(ctx context.Context, name string, key []string) (*Table
 	if err := s.readDefaults(ctx, t, defaults); err != nil {
 		return nil, err
 	}
-	stored, err := s.sortKey(ctx, name)
+	// In cluster mode name is the Distributed table, which has no sort
+	// key: the key is its local table's.
+	stored, err := s.sortKey(ctx, s.LocalTable(name))
 	if err != nil {
 		return nil, err
 	}
