@@ -388,7 +388,7 @@ func compactRound(ctx context.Context, store *chstore.Store, tcfg *tables.Config
 	if l, ok := query.MoveLogOf(tcfg, "documents"); ok {
 		names = append(names, l.Index().Table())
 	}
-	k := compact.New(compact.Config{Tables: names}, store.Conn(), store.Database(), slog.Default(), nil)
+	k := compact.ForStore(compact.Config{Tables: names}, store, slog.Default(), nil)
 	start := time.Now()
 	out, err := k.Round(ctx)
 	if err != nil {

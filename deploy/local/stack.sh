@@ -89,6 +89,22 @@ KAFKA_SASL_PORT=$((59480 + PORT_OFFSET))
 KAFKA_PARTITIONS=4
 HOST=127.0.0.1
 
+# every_stacks_ports lists, for reserve_ports, the ports above at every
+# offset (Kafka's for 5 nodes, the first 32 shards'). The first stack that
+# starts reserves them all, so that no outgoing connection takes a port of
+# a stack that starts later as its local end in the meantime: when such a
+# connection closes first, its TIME-WAIT keeps the server from binding the
+# port for a minute, SO_REUSEADDR or not (seen in CI: the chaos stack's
+# clients held two ports of the cluster stack that started after it).
+every_stacks_ports() {
+	local off
+	for ((off = 0; off <= MAX_PORT_OFFSET; off += 200)); do
+		printf '%s\n' "$((55432 + off))-$((55432 + off + 31))" "$((58123 + off))" "$((59000 + off))" "$((59009 + off))" \
+			"$((59070 + off))-$((59077 + off))" "$((59092 + off))-$((59101 + off))" "$((59181 + off))" "$((59192 + off))" \
+			"$((59440 + off))" "$((59480 + off))-$((59489 + off))"
+	done
+}
+
 # The marker that makes a directory ours: `down --purge` refuses to delete a
 # TRIBUTARY_HOME that does not have it.
 HOME_MARKER=.tributary-stack
@@ -373,6 +389,8 @@ cmd_up() {
 	resolve_ch_mode
 	log "up: $SHARDS shards, kafka $KAFKA_KIND ($KAFKA_NODES node(s)), clickhouse $CH_MODE ($CH_NODES node(s)), home $TRIBUTARY_HOME"
 	# shellcheck disable=SC2046 # one port a word
+	# shellcheck disable=SC2046 # one port or range a word
+	reserve_ports $(every_stacks_ports)
 	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" $(ch_ports) \
 		$(kafka_ports) $( ((SECURE)) && kafka_sasl_ports) "$EMBEDDED_PORT" $([[ $CH_MODE != cluster ]] || echo "$ZK_PORT")
 	preflight

@@ -86,6 +86,20 @@ func New(cfg Config, conn driver.Conn, db string, log *slog.Logger, reg promethe
 	return newKeeper(cfg, []Node{{Conn: conn}}, db, log, reg)
 }
 
+// ForStore is New on store's server or, in ClickHouse cluster mode,
+// NewOnNodes over every node of its cluster and their local tables.
+func ForStore(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *Keeper {
+	if store.Cluster() == "" {
+		return New(cfg, store.Conn(), store.Database(), log, reg)
+	}
+	var nodes []Node
+	for _, n := range store.Nodes() {
+		nodes = append(nodes, Node{Name: n.String(), Conn: n.Conn()})
+	}
+	cfg.LocalTable = store.LocalTable
+	return NewOnNodes(cfg, nodes, store.Database(), log, reg)
+}
+
 // NewOnNodes is New over the nodes of a cluster, whose tables are
 // replicated: cfg.LocalTable names the tables each node holds. A merge is
 // then not waited for (replication_alter_partitions_sync = 0): 18.16 fails

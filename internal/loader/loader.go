@@ -317,16 +317,7 @@ func newKeeper(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheu
 	}
 	ccfg := compact.Config{Tables: compactTables(cfg.Tables), Interval: cfg.CompactInterval,
 		MaxParts: cfg.CompactMaxParts, MaxBytes: cfg.CompactMaxBytes}
-	if store.Cluster() == "" {
-		return compact.New(ccfg, store.Conn(), store.Database(), log, reg)
-	}
-	// A cluster: every node's local tables (chstore cluster mode).
-	var nodes []compact.Node
-	for _, n := range store.Nodes() {
-		nodes = append(nodes, compact.Node{Name: n.String(), Conn: n.Conn()})
-	}
-	ccfg.LocalTable = store.LocalTable
-	return compact.NewOnNodes(ccfg, nodes, store.Database(), log, reg)
+	return compact.ForStore(ccfg, store, log, reg)
 }
 
 // Run consumes until ctx is done or a non-retryable error happens.

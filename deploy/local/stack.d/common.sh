@@ -36,18 +36,6 @@ require_port_free() {
 	line=$(ss -Htanp "( sport = :$port )" 2>/dev/null | grep -Ev '^(TIME-WAIT|FIN-WAIT-1|FIN-WAIT-2|CLOSING|LAST-ACK)' | head -n1 || true)
 	[[ -z $line ]] ||
 		die "port $port, needed by $what, is the local end of a connection: $line; it frees when that connection closes (stack.sh reserves its ports against this from now on)"
-	# A connection that had the port as its local end and closed first
-	# leaves it in TIME-WAIT for 60 s, and until then no server can bind it,
-	# SO_REUSEADDR or not (the client socket did not set it). Seen in CI:
-	# the chaos stack's clients, stopped just before, held ports of the
-	# cluster stack started next. Wait it out rather than fail at bind.
-	local waited=0
-	while line=$(ss -Htan "( sport = :$port )" 2>/dev/null | head -n1) && [[ -n $line ]]; do
-		((waited > 0)) || log "port $port, needed by $what, is the local end of a closed connection ($line): waiting for it to clear (TIME-WAIT, at most 70 s)"
-		((waited < 70)) || die "port $port, needed by $what, is still the local end of a closed connection after 70 s: $line"
-		sleep 1
-		waited=$((waited + 1))
-	done
 }
 
 # reserve_ports keeps the kernel from handing the stack's ports to outgoing
@@ -58,11 +46,18 @@ require_port_free() {
 # kernel merges the list with what is reserved already. Not fatal: without
 # write access to /proc/sys the stack mostly works anyway.
 reserve_ports() {
-	local file=/proc/sys/net/ipv4/ip_local_reserved_ports current ports
-	ports=$(IFS=,; echo "$*")
+	local file=/proc/sys/net/ipv4/ip_local_reserved_ports current list
 	current=$(cat "$file" 2>/dev/null) || return 0
-	if ! echo "${current:+$current,}$ports" >"$file" 2>/dev/null; then
-		log "warning: could not reserve ports $ports in $file; a connection may occupy one of them now and then (bind: address already in use)"
+	# One sorted list of disjoint ranges, in one write(2): each write
+	# replaces the whole list, and the shell's echo and printf write 1024
+	# bytes at a time (the file's block size), so dd writes it. The kernel
+	# refuses some lists that are not sorted (EINVAL), and a refused write
+	# leaves the list empty.
+	list=$(printf '%s\n' ${current//,/ } "$@" | awk -F- '{b = NF > 1 ? $2 : $1; for (p = $1; p <= b; p++) print p}' | sort -n -u |
+		awk 'function out() { printf "%s%s%s", sep, s, (e > s ? "-" e : ""); sep = "," }
+			NR == 1 { s = e = $1; next } $1 == e + 1 { e = $1; next } { out(); s = e = $1 } END { if (NR) out() }')
+	if ! dd of="$file" bs=65536 status=none 2>/dev/null <<<"$list"; then
+		log "warning: could not reserve ports $* in $file; a connection may occupy one of them now and then (bind: address already in use)"
 	fi
 }
 
