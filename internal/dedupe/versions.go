@@ -1,5 +1,8 @@
-// Package dedupe holds the loader's pure deduplication logic: which changes
-// are redeliveries or stale versions that need not be written again.
+// Package dedupe holds the loader's in-memory state about rows it wrote,
+// no I/O: Versions, which changes are redeliveries or stale versions that
+// need not be written again, and Images (images.go), the newest version's
+// large columns, the base an update that leaves them out as unchanged
+// TOAST is filled from without reading ClickHouse.
 //
 // Dropping here is an optimisation, never the source of correctness:
 // ClickHouse tables are ReplacingMergeTree by source version and every read
