@@ -54,6 +54,7 @@ import (
 	"github.com/tributary/tributary/internal/chstore"
 	"github.com/tributary/tributary/internal/compact"
 	"github.com/tributary/tributary/internal/flagenv"
+	"github.com/tributary/tributary/internal/loader"
 	"github.com/tributary/tributary/internal/preagg"
 	"github.com/tributary/tributary/internal/query"
 	"github.com/tributary/tributary/internal/tables"
@@ -378,17 +379,10 @@ func serveAPI(ctx context.Context, c config, tcfg *tables.Config) (*http.Server,
 }
 
 // compactRound runs one round of the loader's compaction keeper over the
-// served tables and the move log's index (the tables the loader's keeper
-// keeps) and records what it did in res.
+// tables it keeps, on every node in cluster mode, and records what it did
+// in res.
 func compactRound(ctx context.Context, store *chstore.Store, tcfg *tables.Config, res map[string]any) error {
-	var names []string
-	for _, t := range tcfg.Tables {
-		names = append(names, t.Name)
-	}
-	if l, ok := query.MoveLogOf(tcfg, "documents"); ok {
-		names = append(names, l.Index().Table())
-	}
-	k := compact.ForStore(compact.Config{Tables: names}, store, slog.Default(), nil)
+	k := compact.ForStore(compact.Config{Tables: loader.CompactTables(tcfg)}, store, slog.Default(), nil)
 	start := time.Now()
 	out, err := k.Round(ctx)
 	if err != nil {

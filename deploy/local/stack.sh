@@ -97,11 +97,14 @@ HOST=127.0.0.1
 # port for a minute, SO_REUSEADDR or not (seen in CI: the chaos stack's
 # clients held two ports of the cluster stack that started after it).
 every_stacks_ports() {
-	local off
-	for ((off = 0; off <= MAX_PORT_OFFSET; off += 200)); do
-		printf '%s\n' "$((55432 + off))-$((55432 + off + 31))" "$((58123 + off))" "$((59000 + off))" "$((59009 + off))" \
-			"$((59070 + off))-$((59077 + off))" "$((59092 + off))-$((59101 + off))" "$((59181 + off))" "$((59192 + off))" \
-			"$((59440 + off))" "$((59480 + off))-$((59489 + off))"
+	local off base
+	# off shifts this stack's ports to those of the stack at each offset.
+	for ((off = -PORT_OFFSET; off <= MAX_PORT_OFFSET - PORT_OFFSET; off += 200)); do
+		for base in "$CH_TCP_PORT" "$CH_HTTP_PORT" "$CH_INTERSERVER_PORT" "$ZK_PORT" "$EMBEDDED_PORT" "$CH_TCP_SECURE_PORT"; do
+			echo $((base + off))
+		done
+		echo "$((PG_PORT_BASE + off))-$((PG_PORT_BASE + off + 31))" "$((CH_NODE_PORT_BASE + off))-$((CH_NODE_PORT_BASE + off + 7))" \
+			"$((KAFKA_PORT + off))-$((KAFKA_PORT + off + 9))" "$((KAFKA_SASL_PORT + off))-$((KAFKA_SASL_PORT + off + 9))"
 	done
 }
 
@@ -388,9 +391,9 @@ cmd_up() {
 	resolve_kafka_nodes
 	resolve_ch_mode
 	log "up: $SHARDS shards, kafka $KAFKA_KIND ($KAFKA_NODES node(s)), clickhouse $CH_MODE ($CH_NODES node(s)), home $TRIBUTARY_HOME"
-	# shellcheck disable=SC2046 # one port a word
 	# shellcheck disable=SC2046 # one port or range a word
 	reserve_ports $(every_stacks_ports)
+	# shellcheck disable=SC2046 # one port a word
 	reserve_ports "$PG_PORT_BASE-$((PG_PORT_BASE + SHARDS - 1))" $(ch_ports) \
 		$(kafka_ports) $( ((SECURE)) && kafka_sasl_ports) "$EMBEDDED_PORT" $([[ $CH_MODE != cluster ]] || echo "$ZK_PORT")
 	preflight

@@ -295,10 +295,10 @@ func New(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Regi
 	return l
 }
 
-// compactTables are the tables the compaction keeper keeps: every
+// CompactTables are the tables the compaction keeper keeps: every
 // replicated table of c and the move log's index, which the by-id read of
 // documents reads too.
-func compactTables(c *tables.Config) []string {
+func CompactTables(c *tables.Config) []string {
 	var names []string
 	for _, t := range c.Tables {
 		names = append(names, t.Name)
@@ -309,13 +309,13 @@ func compactTables(c *tables.Config) []string {
 	return names
 }
 
-// newKeeper builds the compaction keeper of compactTables when
+// newKeeper builds the compaction keeper of CompactTables when
 // CompactInterval is set.
 func newKeeper(cfg Config, store *chstore.Store, log *slog.Logger, reg prometheus.Registerer) *compact.Keeper {
 	if cfg.CompactInterval <= 0 {
 		return nil
 	}
-	ccfg := compact.Config{Tables: compactTables(cfg.Tables), Interval: cfg.CompactInterval,
+	ccfg := compact.Config{Tables: CompactTables(cfg.Tables), Interval: cfg.CompactInterval,
 		MaxParts: cfg.CompactMaxParts, MaxBytes: cfg.CompactMaxBytes}
 	return compact.ForStore(ccfg, store, log, reg)
 }

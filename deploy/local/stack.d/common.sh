@@ -51,8 +51,8 @@ reserve_ports() {
 	# One sorted list of disjoint ranges, in one write(2): each write
 	# replaces the whole list, and the shell's echo and printf write 1024
 	# bytes at a time (the file's block size), so dd writes it. The kernel
-	# refuses some lists that are not sorted (EINVAL), and a refused write
-	# leaves the list empty.
+	# refused (EINVAL) an unsorted list that repeated ports, and a refused
+	# write leaves the list empty.
 	list=$(printf '%s\n' ${current//,/ } "$@" | awk -F- '{b = NF > 1 ? $2 : $1; for (p = $1; p <= b; p++) print p}' | sort -n -u |
 		awk 'function out() { printf "%s%s%s", sep, s, (e > s ? "-" e : ""); sep = "," }
 			NR == 1 { s = e = $1; next } $1 == e + 1 { e = $1; next } { out(); s = e = $1 } END { if (NR) out() }')
