@@ -63,6 +63,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -194,18 +195,46 @@ func waitCommitted(ctx context.Context, conn *pgx.Conn, snapName string, log *sl
 	if err != nil {
 		return fmt.Errorf("import slot snapshot %s: %w", snapName, err)
 	}
+	xmin, xmax, xip, err := splitSnapshot(exported)
+	if err != nil {
+		return fmt.Errorf("import slot snapshot %s: %w", snapName, err)
+	}
 	return waitXids(ctx, log, "snapshot waits for transactions that committed before the slot's consistent point but are not visible yet (synchronous replication?)",
 		func(ctx context.Context) ([]string, error) {
 			var running []string
 			err := conn.QueryRow(ctx, `SELECT COALESCE(array_agg(x::text), '{}')
 				FROM pg_snapshot_xip(pg_current_snapshot()) x
-				WHERE x < pg_snapshot_xmax($1::pg_snapshot)
-				  AND x <> ALL (ARRAY(SELECT pg_snapshot_xip($1::pg_snapshot)))`, exported).Scan(&running)
+				WHERE x < $1::text::xid8 OR (x < $2::text::xid8 AND x::text <> ALL ($3::text[]))`,
+				xmin, xmax, xip).Scan(&running)
 			if err != nil {
 				return nil, fmt.Errorf("check transactions committed before the slot: %w", err)
 			}
 			return running, nil
 		})
+}
+
+// splitSnapshot splits a snapshot in pg_snapshot's text form,
+// xmin:xmax:xip,... It is parsed here rather than cast back to
+// pg_snapshot: a slot's exported snapshot can print an xmin above its
+// xmax (seen with slots created at once on one server), which
+// pg_snapshot's input refuses. The snapshot counts a transaction x as
+// finished when x < xmin, or x < xmax and x is not in xip (PostgreSQL's
+// XidInMVCCSnapshot), which holds for such a snapshot too.
+func splitSnapshot(text string) (xmin, xmax string, xip []string, err error) {
+	parts := strings.Split(text, ":")
+	if len(parts) != 3 {
+		return "", "", nil, fmt.Errorf("snapshot %q is not xmin:xmax:xip", text)
+	}
+	xip = []string{}
+	if parts[2] != "" {
+		xip = strings.Split(parts[2], ",")
+	}
+	for _, x := range append([]string{parts[0], parts[1]}, xip...) {
+		if _, err := strconv.ParseUint(x, 10, 64); err != nil {
+			return "", "", nil, fmt.Errorf("snapshot %q: bad transaction id %q", text, x)
+		}
+	}
+	return parts[0], parts[1], xip, nil
 }
 
 // waitXids polls running (every 50 ms) until it returns no transaction,

@@ -242,3 +242,32 @@ func TestTableSelection(t *testing.T) {
 		t.Errorf("keyless filtered query: %s", q)
 	}
 }
+
+func TestSplitSnapshot(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		xmin string
+		xmax string
+		xip  []string
+		bad  bool
+	}{
+		{text: "100:105:101,103", xmin: "100", xmax: "105", xip: []string{"101", "103"}},
+		{text: "100:100:", xmin: "100", xmax: "100", xip: []string{}},
+		// An exported slot snapshot printed so; pg_snapshot's input refuses it.
+		{text: "74715:74674:", xmin: "74715", xmax: "74674", xip: []string{}},
+		{text: "100:105", bad: true},
+		{text: "100:x:", bad: true},
+		{text: "100:105:101,", bad: true},
+	} {
+		xmin, xmax, xip, err := splitSnapshot(c.text)
+		if c.bad {
+			if err == nil {
+				t.Errorf("%q: no error", c.text)
+			}
+			continue
+		}
+		if err != nil || xmin != c.xmin || xmax != c.xmax || !reflect.DeepEqual(xip, c.xip) {
+			t.Errorf("%q: %q %q %q %v, want %q %q %q", c.text, xmin, xmax, xip, err, c.xmin, c.xmax, c.xip)
+		}
+	}
+}
