@@ -39,6 +39,7 @@ import (
 //  4. a stale copy of the v1 file is refused; a stale router writes to an
 //     old owner (listed); the leftovers are deleted (none listed).
 func TestArcMoveRevenueExact(t *testing.T) {
+	t.Parallel()
 	p := setupRevenuePipeline(t, []int{0, 1, 2}, true)
 	cfg := p.tables.Revenue
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

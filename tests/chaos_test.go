@@ -234,6 +234,7 @@ func (p *pipeline) converge(ctx context.Context) {
 // shards exactly: same live rows, same shard, same values, no extras; and
 // no record went to the dead-letter topic.
 func TestKillNineAnywhere(t *testing.T) {
+	t.Parallel()
 	p := setupPipeline(t, []int{0, 1}, nil, true)
 	tbl := p.table()
 	cs := startChaos(t, p)
@@ -279,6 +280,7 @@ func TestKillNineAnywhere(t *testing.T) {
 // restart no record is in the dead-letter topic and every row equals its
 // shard's.
 func TestKillNineLoaderToast(t *testing.T) {
+	t.Parallel()
 	p := setupPipeline(t, []int{0, 1}, nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -69,6 +69,7 @@ func writeFleet(t *testing.T, dir, name string, numbers []int, dsns map[int]stri
 // exit status 2, naming the file, the shard and the variable, before it
 // connects.
 func TestFleetSparseVerify(t *testing.T) {
+	t.Parallel()
 	numbers := []int{1, 5, 17}
 	f := setupLoadgenFleet(t, numbers, "fleetdocs_")
 	p, dsns, dir, fleetFile, tablesFile, env := f.p, f.dsns, f.dir, f.fleetFile, f.tablesFile, f.env

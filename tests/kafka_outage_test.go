@@ -358,11 +358,11 @@ func (k *ownKafka) logTail() string {
 
 // TestKafkaOutagePartition: the broker is SIGSTOPped for 30 s (like a
 // network partition: connections stay open, nothing answers) and resumed.
-func TestKafkaOutagePartition(t *testing.T) { kafkaOutage(t, false) }
+func TestKafkaOutagePartition(t *testing.T) { t.Parallel(); kafkaOutage(t, false) }
 
 // TestKafkaOutageCrash: the broker is SIGKILLed and restarted on the same
 // data directory once it has been gone for about 30 s (a crash).
-func TestKafkaOutageCrash(t *testing.T) { kafkaOutage(t, true) }
+func TestKafkaOutageCrash(t *testing.T) { t.Parallel(); kafkaOutage(t, true) }
 
 // kafkaOutage asserts, after the broker is back:
 //   - ClickHouse equals the shards exactly (nothing lost, no deleted row

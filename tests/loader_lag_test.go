@@ -19,6 +19,7 @@ import (
 // whenever a sample met one in flight, so it read 1 on every partition of
 // a converged pipeline for minutes and a lag alert could never clear.
 func TestLoaderLagReachesZero(t *testing.T) {
+	t.Parallel()
 	p := setupPipeline(t, []int{0, 1}, nil, true)
 	runCtx, runCancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {

@@ -63,6 +63,7 @@ const loadgenTablesJSON = `{"topic_prefix": "e2e_%[1]s.", "tables": [
 // counts and sums by status, in ClickHouse equal the shards', read here
 // without the verifier.
 func TestLoadgenBulk(t *testing.T) {
+	t.Parallel()
 	var p *pipeline
 	t.Cleanup(func() { // after p's cleanup (registered later, run earlier) stopped the readers
 		if p == nil {

@@ -252,6 +252,7 @@ func listedMoves(body map[string]any) map[string]string {
 // (by-id answer, listing, gauge) and clears when the recovery job finishes
 // it; a move that deleted the source without copying is reported lost.
 func TestMoves(t *testing.T) {
+	t.Parallel()
 	mp := newMovesPipeline(t, []int{0, 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -58,6 +58,7 @@ const otherFleetTablesJSON = `{"topic_prefix": "carrier_%[1]s.", "tables": [
 // cent; the dead-letter topic is empty; and ids of the wrong kind for a
 // table's layout, or a shard the fleet does not have (0), are 400s.
 func TestOtherFleet(t *testing.T) {
+	t.Parallel()
 	numbers := []int{1, 2, 3}
 	st := sparseStack(t, numbers)
 	p := setupPipelineOn(t, st, numbers, nil, true, "of_parcels_", otherFleetTablesJSON)

@@ -102,6 +102,7 @@ func (p *pipeline) freshnessStall(ctx context.Context) map[uint16]time.Duration 
 // it, an unknown table, a bad predicate are refused. The watermark ages of
 // both shards during the copy are reported.
 func TestResnapshotWhileStreaming(t *testing.T) {
+	t.Parallel()
 	p := setupPipeline(t, []int{0, 1}, nil, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -78,6 +78,7 @@ func shapesConfig() string {
 // live in ClickHouse; a row that moved between partitions reads as one
 // copy with its new partition key; the dead-letter topic is empty.
 func TestEveryTableShape(t *testing.T) {
+	t.Parallel()
 	numbers := []int{3, 8, 21}
 	st := sparseStack(t, numbers)
 	p := setupPipelineOn(t, st, numbers, nil, true, "sh_payments_", shapesConfig())
