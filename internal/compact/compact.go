@@ -21,6 +21,13 @@
 // tables of every node, each node's parts on their own, and merges on the
 // node whose table needs it; a replicated merge reaches the shard's other
 // replicas through ZooKeeper, so their next look finds the parts merged.
+//
+// Metrics, on the registry the loader passes (its own, hence the prefix
+// tributary_loader_):
+//
+//	table_parts{table}                 active parts of each kept table
+//	compactions_total{table,result}    whole-table merges: done, busy, failed, too_large
+//	compaction_seconds{table}          duration of the merges that completed
 package compact
 
 import (
