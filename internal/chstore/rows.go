@@ -96,33 +96,6 @@ func (t *Table) InsertColumns() []string {
 	return names
 }
 
-// Insert writes converted rows (from Convert) in one batch. Re-inserting the
-// same rows is harmless: they carry the same _version.
-func (s *Store) Insert(ctx context.Context, t *Table, rows [][]any) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	cols := t.InsertColumns()
-	q := make([]string, len(cols))
-	for i, c := range cols {
-		q[i] = quote(c)
-	}
-	b, err := s.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (%s)", quote(s.db), quote(t.Name), strings.Join(q, ", ")))
-	if err != nil {
-		return fmt.Errorf("prepare insert %s: %w", t.Name, err)
-	}
-	defer b.Abort() //nolint:errcheck // no-op after Send
-	for _, r := range rows {
-		if err := b.Append(r...); err != nil {
-			return fmt.Errorf("append %s: %w", t.Name, err)
-		}
-	}
-	if err := b.Send(); err != nil {
-		return fmt.Errorf("insert %s (%d rows): %w", t.Name, len(rows), err)
-	}
-	return nil
-}
-
 // RowKey identifies a row in ClickHouse: id text and shard.
 type RowKey struct {
 	ID    string
