@@ -22,7 +22,7 @@ import (
 	"github.com/tributary/tributary/internal/ring"
 )
 
-// TestArcMoveRevenueExact is the arc-move rollout of docs/moves.md with writes running: a
+// TestArcMoveRevenueExact is the arc-move rollout of docs/design/moves.md with writes running: a
 // shard is added by moving arcs of the ring to it. Revenue through the API
 // equals the scatter-gather ground truth computed per the ring map in force
 // at every step — each row counted once, from the owner of its account,

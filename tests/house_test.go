@@ -4,6 +4,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -103,6 +105,36 @@ func TestNoLongFunctions(t *testing.T) {
 				if n := end.Line - start.Line + 1; n > limit {
 					t.Errorf("%s:%d: %s is %d lines, over %d: split it into steps", start.Filename, start.Line, fd.Name.Name, n, limit)
 				}
+			}
+		}
+	}
+}
+
+// TestDocLinks: every relative link of the repository's Markdown files
+// (outside code blocks) names a file or directory that exists.
+func TestDocLinks(t *testing.T) {
+	out, err := exec.Command("git", "-C", "..", "ls-files", "*.md").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	fence := regexp.MustCompile("(?s)```.*?```")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	files := strings.Fields(string(out))
+	if len(files) < 10 {
+		t.Fatalf("only %d Markdown files listed", len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(fence.ReplaceAllString(string(b), ""), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, ":") {
+				continue // an anchor of the same page, or a URL
+			}
+			if _, err := os.Stat(filepath.Join("..", filepath.Dir(f), target)); err != nil {
+				t.Errorf("%s links %s, which does not exist", f, m[1])
 			}
 		}
 	}

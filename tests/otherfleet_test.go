@@ -26,7 +26,7 @@ import (
 
 // otherFleetTablesJSON configures testdata/otherfleet.sql through the
 // documented table config only (docs/configuration.md,
-// docs/moves.md, "Revenue configuration"); %[1]s is the test's
+// docs/design/moves.md, "Revenue configuration"); %[1]s is the test's
 // suffix.
 const otherFleetTablesJSON = `{"topic_prefix": "carrier_%[1]s.", "tables": [
 	{"name": "of_parcels_%[1]s", "id_column": "parcel_id", "id_layout": "uuidv7"},

@@ -12,7 +12,7 @@ import (
 	"github.com/tributary/tributary/internal/ring"
 )
 
-// TestMisplacedRows is the stale-router failure of docs/moves.md: a writer with a stale ring
+// TestMisplacedRows is the stale-router failure of docs/design/moves.md: a writer with a stale ring
 // map puts rows on a shard that does not own their workspace. The loader,
 // given the published map, counts those writes as they happen, keeps the
 // number of misplaced live rows, and lists them; after a cutover to a new

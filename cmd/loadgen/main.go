@@ -36,7 +36,7 @@ retitled, given a new large body or deleted; an invoice issued, paid or
 refunded.
 
 Moves: --move-percent of the operations move a document to a workspace on
-another shard with the move saga of docs/moves.md (move log document_moves on the
+another shard with the move saga of docs/design/moves.md (move log document_moves on the
 source shard); --half-done-percent of those stop after the copy (live on
 both shards, state copied) and --lose-percent skip the copy (on neither
 shard, state done). --resume runs the saga's recovery instead of traffic:

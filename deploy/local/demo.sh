@@ -14,7 +14,7 @@
 # cdc-reader process per shard, --fleet and --shard) or "one" (one process,
 # --fleet --shards all, each shard retried alone on failure). The default is
 # per-shard up to 4 shards, one above (32 processes cost about 32 times the
-# RSS of one: docs/reader.md, "Many shards in one process").
+# RSS of one: docs/design/reader.md, "Many shards in one process").
 #
 # Logs and pid files: $TRIBUTARY_HOME/demo/.
 #

@@ -1,7 +1,7 @@
 package api
 
 // GET /v1/anomalies/misplaced: live rows on a shard that does not own their
-// shard-key value under the ring map in force (the stale-router failure of docs/moves.md),
+// shard-key value under the ring map in force (the stale-router failure of docs/design/moves.md),
 // as the loader places them. Queries do not count them (revenue counts each
 // row from its owner); this lists them so operators can move them to their
 // owner. A planned arc move's copies are not misplaced.

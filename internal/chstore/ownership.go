@@ -114,7 +114,7 @@ func (s *Store) OwnershipVersions(ctx context.Context, table string) (map[string
 //     cutover, is counted once, from the owner.
 //   - moving: not owned, and on the key's owner under a staged ring map
 //     newer than every version in force: a planned move's copy.
-//   - misplaced: neither — the stale-router failure of docs/moves.md.
+//   - misplaced: neither — the stale-router failure of docs/design/moves.md.
 
 // OwnedWhere is the owned rule; it has 2 placeholders.
 func OwnedWhere(db, shardKey string) string {

@@ -19,9 +19,9 @@ import (
 
 // Placement: with a ring map, every live row written is checked against the
 // owner of its shard-key value. A row on a shard that does not own it is
-// misplaced — the stale-router failure of docs/moves.md, a writer routing with a stale
+// misplaced — the stale-router failure of docs/design/moves.md, a writer routing with a stale
 // ring map — unless it is on the key's owner under the map's staged next
-// map: then it is a planned arc move's copy (the arc-move rollout of docs/moves.md, step 2),
+// map: then it is a planned arc move's copy (the arc-move rollout of docs/design/moves.md, step 2),
 // counted apart and never alerted on. Writes are counted as they happen
 // (tributary_misplaced_writes_total: the alert that fires within a
 // minute), and the current number of misplaced live rows is read from

@@ -1,6 +1,6 @@
 // Package loadgen writes realistic demo traffic to the shards: documents
 // created, retitled, re-bodied (large, TOASTed), deleted and moved to a
-// workspace on another shard with the move saga of docs/moves.md (saga.go; some moves
+// workspace on another shard with the move saga of docs/design/moves.md (saga.go; some moves
 // left half-done or lost on purpose); invoices issued, paid and refunded;
 // optionally notes in a legacy table with per-shard serial ids. Workspaces are placed on shards by the ring
 // map, and a few workspaces are hot. It records, for a sample of writes,

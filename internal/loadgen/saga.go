@@ -1,6 +1,6 @@
 package loadgen
 
-// The move saga of docs/moves.md: a document moves to a workspace that lives on
+// The move saga of docs/design/moves.md: a document moves to a workspace that lives on
 // another shard in four idempotent steps, each a single-shard transaction:
 //
 //	start    on the source: a move-log row, state started

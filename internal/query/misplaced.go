@@ -1,7 +1,7 @@
 package query
 
 // Misplaced rows: live rows on a shard that does not own their shard-key
-// value under the newest ring version stored (the stale-router failure of docs/moves.md),
+// value under the newest ring version stored (the stale-router failure of docs/design/moves.md),
 // read with the loader's own rule (chstore.MisplacedWhere). A planned arc
 // move's copies (on the staged owner) are not listed.
 

@@ -7,7 +7,7 @@ package query
 //	flock /tmp/tributary-bench.lock go test -run '^$' -bench Moves -benchtime 20x ./internal/query/
 //
 // Log sizes: $TRIBUTARY_BENCH_MOVES (comma-separated, default 10000,100000;
-// docs/moves.md's 1M figures used 1000000). Without
+// docs/design/moves.md's 1M figures used 1000000). Without
 // $TRIBUTARY_CLICKHOUSE_ADDR they are skipped.
 
 import (

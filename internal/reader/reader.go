@@ -22,7 +22,7 @@
 // (logical_decoding_work_mem) and sends it after commit; the reader hands
 // each change to the producer as it arrives, and the producer's bounded
 // buffer blocks reading when Kafka is behind. Memory is therefore bounded
-// for any transaction size. Why not protocol 2 streaming: docs/reader.md, "Large
+// for any transaction size. Why not protocol 2 streaming: docs/design/reader.md, "Large
 // transactions" (measured).
 //
 // Metrics (private registry, const label shard, prefix tributary_reader_):

@@ -52,7 +52,7 @@ func jitter(d time.Duration) time.Duration {
 // copy cannot fill the buffer the others stream through), a shard's
 // failure closes and flushes only its own producer, and a produce error
 // stops only the tracker of the shard it belongs to. The cost is a few
-// connections and buffers per shard (docs/reader.md, "Many shards in one
+// connections and buffers per shard (docs/design/reader.md, "Many shards in one
 // process", has the measured RSS per shard).
 func Supervise(ctx context.Context, cfgs []Config, b Backoff, log *slog.Logger, reg prometheus.Registerer) error {
 	if b.Min <= 0 || b.Max < b.Min {

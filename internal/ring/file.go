@@ -23,7 +23,7 @@ import (
 // languages whose JSON numbers are doubles must parse them exactly.
 //
 // "next", optional, is a staged map: the layout a planned arc move is
-// copying rows towards (the arc-move rollout of docs/moves.md, step 2). It routes nothing; it
+// copying rows towards (the arc-move rollout of docs/design/moves.md, step 2). It routes nothing; it
 // tells Tributary that a row on the staged owner of its key is a move's
 // copy, not a misplaced row. Its version must be above the map's. Cutover
 // publishes it as the map itself (versions only go forward: to abandon a

@@ -1,5 +1,5 @@
 // Package ring is Tributary's versioned ring map: consistent hashing with
-// virtual nodes, mapping a shard key to the shard that owns it (docs/moves.md,
+// virtual nodes, mapping a shard key to the shard that owns it (docs/design/moves.md,
 // "hash plus directory").
 //
 // Positions and key hashes are unsigned 64-bit integers: the first 8 bytes,

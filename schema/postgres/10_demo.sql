@@ -53,7 +53,7 @@ CREATE INDEX IF NOT EXISTS invoices_workspace_issued_idx
 CREATE INDEX IF NOT EXISTS invoices_issued_status_idx
     ON invoices (issued_at, status);
 
--- The move saga's log (docs/moves.md; internal/loadgen/saga.go):
+-- The move saga's log (docs/design/moves.md; internal/loadgen/saga.go):
 -- moving a document to another workspace that lives on another shard
 -- records the move here on the source shard (started), copies the row to
 -- the target shard if absent (copied), then deletes it at the source and

@@ -261,7 +261,7 @@ pg_initdb() {
 # fleet of many shards comes up several times sooner. The copies share a
 # PostgreSQL system identifier, as physical clones of one database do:
 # the reader keys its state by system identifier, database and slot
-# (docs/reader.md), and every shard has its own slot, so nothing mixes.
+# (docs/design/reader.md), and every shard has its own slot, so nothing mixes.
 # Off by default: tests that run readers of several shards under one slot
 # name need the shards to be separate clusters.
 PG_CLONE=${TRIBUTARY_PG_CLONE:-0}
