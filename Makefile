@@ -76,24 +76,25 @@ test: install vet
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 60m -skip '$(OWN_SERVER_TESTS)' ./...
 
-# The two tests make test leaves out (OWN_SERVER_TESTS), alone. The Kafka cluster test starts its own
-# three KRaft nodes from the jar cache (tests/kafka_cluster_test.go); the
-# chDB test its own ClickHouse 18.16 and the venv install.sh makes
-# (tests/chdb_compat_test.go). Both use the stack's PostgreSQL/ClickHouse.
+# The two tests make test leaves out (OWN_SERVER_TESTS), alone. The Kafka
+# cluster test starts its own three KRaft nodes from the jar cache
+# (tests/kafka_cluster_test.go); the chDB test its own ClickHouse 18.16 and
+# the venv install.sh makes (tests/chdb_compat_test.go). Both use the
+# stack's PostgreSQL/ClickHouse.
 test-kafka-cluster: install
 	TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 10m -v -run 'TestKafkaClusterBrokerKilled$$' ./tests
 
-# The Helm chart (deploy/helm/charttest, its own Go module: helm lint, and
-# every manifest decoded strictly into Kubernetes types). No stack needed.
-test-chart:
-	cd deploy/helm/charttest && $(GO) test -count=1 ./...
-
 test-chdb: install
 	TRIBUTARY_KAFKA=both $(STACK) up
 	TRIBUTARY_REQUIRE_STACK=1 TRIBUTARY_STACK_ENV=$(TRIBUTARY_HOME)/stack.env \
 		$(GO) test -count=1 -timeout 10m -v -run 'TestCurrentClickHouseAnswersAlike$$' ./tests
+
+# The Helm chart (deploy/helm/charttest, its own Go module: helm lint, and
+# every manifest decoded strictly into Kubernetes types). No stack needed.
+test-chart:
+	cd deploy/helm/charttest && $(GO) test -count=1 ./...
 
 # The chaos soak (cmd/chaos, internal/chaos; docs/operations.md, "Verifying and benchmarking"): the demo
 # fleet on real Kafka under mixed traffic with a seeded random fault
