@@ -147,7 +147,7 @@ func TestCompositeIdentity(t *testing.T) {
 	// it, and the loader reads it back from ClickHouse by key.
 	p.exec(ctx, 3, "UPDATE "+tbl+" SET note = (SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 300)) WHERE tenant_id = $1 AND line_no = 4", tenants[3][0])
 	p.waitFor(ctx, time.Minute, "the TOASTed note in ClickHouse", func() bool {
-		return p.chCount(ctx, "SELECT count() FROM %s.%s FINAL WHERE tenant_id = ? AND line_no = 4 AND length(note) > 5000 AND _deleted = 0", tenants[3][0]) == 1
+		return p.chCountOnceCreated(ctx, "SELECT count() FROM %s.%s FINAL WHERE tenant_id = ? AND line_no = 4 AND length(note) > 5000 AND _deleted = 0", tenants[3][0]) == 1
 	})
 	stopFirst()
 	_, stopSecond := p.stoppableLoader(runCtx, "l2")

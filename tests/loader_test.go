@@ -298,6 +298,21 @@ func (p *pipeline) chCount(ctx context.Context, q string, args ...any) int64 {
 	return int64(n)
 }
 
+// chCountOnceCreated is chCount for a wait that may start before the
+// loader has created the pipeline's table: 0 until the table exists.
+func (p *pipeline) chCountOnceCreated(ctx context.Context, q string, args ...any) int64 {
+	p.t.Helper()
+	var tables uint64
+	q0 := "SELECT count() FROM system.tables WHERE database = ? AND name = ?"
+	if err := p.store.Conn().QueryRow(ctx, q0, p.chDB, p.table()).Scan(&tables); err != nil {
+		p.t.Fatalf("clickhouse: %s: %v", q0, err)
+	}
+	if tables == 0 {
+		return 0
+	}
+	return p.chCount(ctx, q, args...)
+}
+
 // chDuplicates is the number of live (id, shard) pairs stored more than
 // once after FINAL: always 0 when replacing works.
 func (p *pipeline) chDuplicates(ctx context.Context) int64 {
