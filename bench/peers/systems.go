@@ -142,7 +142,7 @@ func (s *system) tributaryCommand(c config) ([]string, []string, error) {
 // connector's defaults but for what this comparison fixes: pgoutput, the
 // JSON converter without schemas, our slot and publication, and a producer
 // configured like the reader's franz-go client (acks=all, idempotent,
-// snappy, 1 ms linger: producerLinger in internal/reader).
+// snappy, 5 ms linger).
 func (s *system) debeziumCommand(c config, prime bool) ([]string, []string, error) {
 	u, err := url.Parse(c.dsn)
 	if err != nil {
@@ -169,7 +169,7 @@ func (s *system) debeziumCommand(c config, prime bool) ([]string, []string, erro
 		"producer.acks":                "all",
 		"producer.enable.idempotence":  "true",
 		"producer.compression.type":    "snappy",
-		"producer.linger.ms":           "1",
+		"producer.linger.ms":           "5",
 	}
 	if pw, ok := u.User.Password(); ok {
 		p["database.password"] = pw

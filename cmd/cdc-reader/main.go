@@ -120,6 +120,7 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.Reader.WatermarkInterval, "watermark-interval", "TRIBUTARY_WATERMARK_INTERVAL", 500*time.Millisecond, "how often to save the reader state and re-publish an unchanged watermark (new positions are published as Kafka acknowledges them)")
 	fs.Duration(&c.Reader.WatermarkMinGap, "watermark-min-gap", "TRIBUTARY_WATERMARK_MIN_GAP", reader.DefaultWatermarkMinGap, "least time between two watermark rounds of a busy shard (0: publish every acknowledged commit)")
 	fs.Duration(&c.Reader.HeartbeatInterval, "heartbeat-interval", "TRIBUTARY_HEARTBEAT_INTERVAL", 5*time.Second, "heartbeat write interval: idle shards release WAL and their watermark stays fresh (0: off)")
+	fs.Duration(&c.Reader.KafkaLinger, "kafka-linger", "TRIBUTARY_KAFKA_LINGER", reader.DefaultKafkaLinger, "how long a record waits for others to share its Kafka produce request: shorter cuts commit -> visible on a quiet fleet, longer spares Kafka and the loader under load")
 	fs.Int(&c.Reader.MaxBuffered, "max-buffered", "TRIBUTARY_MAX_BUFFERED", reader.DefaultMaxBuffered, "records buffered for Kafka before reading pauses (bounds memory)")
 	fs.Int(&c.Reader.MaxBufferedBytes, "max-buffered-bytes", "TRIBUTARY_MAX_BUFFERED_BYTES", 32<<20, "bytes buffered for Kafka before reading pauses (bounds memory)")
 	fs.String(&c.Reader.StateTopic, "state-topic", "TRIBUTARY_STATE_TOPIC", "tributary.reader-state", "compacted Kafka topic holding each shard's reader state (snapshot done, position), keyed by the shard's PostgreSQL system identifier, database and slot")
@@ -222,6 +223,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("--status-interval and --watermark-interval must be > 0, --heartbeat-interval >= 0"))
 	}
 	errs = append(errs, flagenv.NotNegative("watermark-min-gap", c.Reader.WatermarkMinGap))
+	if c.Reader.KafkaLinger <= 0 || c.Reader.KafkaLinger > time.Second {
+		errs = append(errs, fmt.Errorf("--kafka-linger must be > 0 and <= 1s, got %s", c.Reader.KafkaLinger))
+	}
 	errs = append(errs, flagenv.AtLeast("max-buffered", c.Reader.MaxBuffered, 1))
 	if c.Reader.MaxBufferedBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("--max-buffered-bytes must be >= 1 MiB (a record must fit), got %d", c.Reader.MaxBufferedBytes))

@@ -33,27 +33,29 @@ func (p topicPartitioner) Partition(r *kgo.Record, n int) int {
 	return p.keyed.Partition(r, n)
 }
 
-// producerLinger is how long a record waits for others to share its
-// request. A commit pays it twice on its way to read-your-writes (its
-// changes, then its watermark), so it is short: 1 ms took commit → visible
-// p50 from 33 to 25 ms against 5 ms, and cost at most a few per cent of the
-// reader's bulk rate, while 0 cost 10–15 % on bulk and updates for 3 ms
-// more (docs/benchmarks-log.md, "Producer linger"). Under load, records
-// batch anyway while a request is in flight.
-const producerLinger = time.Millisecond
+// DefaultKafkaLinger is how long a record waits for others to share its
+// produce request (Config.KafkaLinger, --kafka-linger). A commit pays it
+// twice on its way to read-your-writes (its changes, then its watermark),
+// so shorter is faster when the fleet is quiet: 1 ms took commit -> visible
+// p50 from 33 to 25 ms at 100 changes/s. But at 20,000 changes/s on a
+// saturated 2-core machine 1 ms made requests so small that the reader's
+// commit -> ack went from 27 to 160-330 ms p50 and the loader fell seconds
+// behind, where 5 ms kept up (docs/benchmarks-log.md, "Producer linger").
+// 5 ms is the default that holds under load.
+const DefaultKafkaLinger = 5 * time.Millisecond
 
 // newProducer builds the idempotent, acks=all producer. MaxBufferedRecords
 // and MaxBufferedBytes bound memory: when Kafka is slow, Produce blocks and the reader stops
 // reading WAL (backpressure); the slot holds the WAL meanwhile.
 // kafkaOpts are the connection's TLS and SASL (kafkaconn.Security).
 //
-// The linger is producerLinger: a commit's records, and then its watermark,
-// each wait that long before they are sent.
-func newProducer(brokers []string, kafkaOpts []kgo.Opt, maxBuffered, maxBufferedBytes int) (*kgo.Client, error) {
+// A commit's records, and then its watermark, each wait linger before they
+// are sent (DefaultKafkaLinger).
+func newProducer(brokers []string, kafkaOpts []kgo.Opt, linger time.Duration, maxBuffered, maxBufferedBytes int) (*kgo.Client, error) {
 	cl, err := kgo.NewClient(append(kafkaOpts,
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(producerLinger),
+		kgo.ProducerLinger(linger),
 		kgo.MaxBufferedRecords(maxBuffered),
 		// Bytes too: with 1 KB rows, 100k records alone would be 100 MB.
 		kgo.MaxBufferedBytes(maxBufferedBytes),

@@ -115,6 +115,9 @@ type Config struct {
 	MaxBuffered       int
 	// MaxBufferedBytes bounds the producer's buffer in bytes (default 32 MiB).
 	MaxBufferedBytes int
+	// KafkaLinger is how long a record waits for others to share its
+	// produce request (default DefaultKafkaLinger).
+	KafkaLinger time.Duration
 	// StateTopic is the compacted topic where the reader stores its state
 	// (snapshot progress or done, last confirmed position), keyed by the
 	// shard's identity (state.go: system identifier, database, slot).
@@ -216,6 +219,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.MaxBufferedBytes <= 0 {
 		cfg.MaxBufferedBytes = 32 << 20
 	}
+	if cfg.KafkaLinger <= 0 {
+		cfg.KafkaLinger = DefaultKafkaLinger
+	}
 	if cfg.SnapshotWorkers <= 0 {
 		cfg.SnapshotWorkers = 2
 	}
@@ -289,7 +295,7 @@ func (r *Reader) openProducer(ctx context.Context) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.producer, err = newProducer(r.cfg.Brokers, kafkaOpts, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
+	r.producer, err = newProducer(r.cfg.Brokers, kafkaOpts, r.cfg.KafkaLinger, r.cfg.MaxBuffered, r.cfg.MaxBufferedBytes)
 	if err != nil {
 		return nil, err
 	}
