@@ -21,45 +21,39 @@ var smallRelation = &Relation{ID: 16401, Namespace: "public", Name: "orders", Re
 		{Name: "note", TypeOID: 25, TypeMod: -1},
 	}}
 
-func benchParse(b *testing.B, data []byte, inStream bool) {
+func benchParse(b *testing.B, data []byte) {
 	var p Parser
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.Parse(data, inStream); err != nil {
+		if _, err := p.Parse(data); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func BenchmarkParseInsert(b *testing.B) { benchParse(b, encode(smallInsert, false), false) }
-
-func BenchmarkParseInsertStream(b *testing.B) {
-	m := *smallInsert
-	m.XID = 1234
-	benchParse(b, encode(&m, true), true)
-}
+func BenchmarkParseInsert(b *testing.B) { benchParse(b, encode(smallInsert)) }
 
 func BenchmarkParseUpdateKey(b *testing.B) {
 	benchParse(b, encode(&Update{RelationID: 16401, OldKind: OldKey,
-		Old: tup(txt("734197815705617408"), null, null, null, null), New: smallInsert.New}, false), false)
+		Old: tup(txt("734197815705617408"), null, null, null, null), New: smallInsert.New}))
 }
 
 func BenchmarkParseBegin(b *testing.B) {
-	benchParse(b, encode(&Begin{FinalLSN: 1, CommitTime: commitTime, XID: 7}, false), false)
+	benchParse(b, encode(&Begin{FinalLSN: 1, CommitTime: commitTime, XID: 7}))
 }
 
 func BenchmarkParseCommit(b *testing.B) {
-	benchParse(b, encode(&Commit{CommitLSN: 1, EndLSN: 2, CommitTime: commitTime}, false), false)
+	benchParse(b, encode(&Commit{CommitLSN: 1, EndLSN: 2, CommitTime: commitTime}))
 }
 
 // Relation messages allocate their strings; they are rare.
-func BenchmarkParseRelation(b *testing.B) { benchParse(b, encode(smallRelation, false), false) }
+func BenchmarkParseRelation(b *testing.B) { benchParse(b, encode(smallRelation)) }
 
-// BenchmarkParseCaptured parses the whole protocol v2 capture (≈ 570
-// messages, mostly 1 kB streamed inserts) per op.
+// BenchmarkParseCaptured parses the whole capture (265 messages, mostly
+// 1 kB inserts) per op.
 func BenchmarkParseCaptured(b *testing.B) {
-	msgs := readCapture(b, "pgoutput_v2.txt.gz")
+	msgs := readCapture(b, captureFile)
 	var n int64
 	for _, c := range msgs {
 		n += int64(len(c.data))
@@ -69,7 +63,7 @@ func BenchmarkParseCaptured(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, c := range msgs {
-			if _, err := p.Parse(c.data, c.inStream); err != nil {
+			if _, err := p.Parse(c.data); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -80,11 +74,11 @@ func BenchmarkParseCaptured(b *testing.B) {
 // BenchmarkChangeInsert is parse plus conversion to an envelope.Event.
 func BenchmarkChangeInsert(b *testing.B) {
 	tbl := NewRelations(nil).Put(smallRelation)
-	data := encode(smallInsert, false)
+	data := encode(smallInsert)
 	var p Parser
 	b.ReportAllocs()
 	for b.Loop() {
-		m, err := p.Parse(data, false)
+		m, err := p.Parse(data)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,7 +92,7 @@ func BenchmarkChangeInsert(b *testing.B) {
 // BenchmarkPglogreplInsert is the same insert through pglogrepl.Parse, for
 // comparison.
 func BenchmarkPglogreplInsert(b *testing.B) {
-	data := encode(smallInsert, false)
+	data := encode(smallInsert)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {

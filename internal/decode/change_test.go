@@ -91,7 +91,7 @@ func TestChange(t *testing.T) {
 			// Go through the wire and a Parser, then overwrite the Parser's
 			// storage: the event must not change.
 			var p Parser
-			m, err := p.Parse(encode(tc.m, false), false)
+			m, err := p.Parse(encode(tc.m))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			junk := tup(txt("XXXXXXXXXXXXXXXXXXXXXXXX"), txt("XXXXXXXXXXXXXXXXXX"), txt("XXXXXXXXXXXX"), txt("XXXXXXXX"))
-			if _, err := p.Parse(encode(&Update{RelationID: 1, OldKind: OldFull, Old: junk, New: junk}, false), false); err != nil {
+			if _, err := p.Parse(encode(&Update{RelationID: 1, OldKind: OldFull, Old: junk, New: junk})); err != nil {
 				t.Fatal(err)
 			}
 			if ev.Kind != envelope.KindChange || ev.Schema != "public" || ev.Table != "docs" || ev.Op != tc.op || ev.ID != tc.id {

@@ -11,38 +11,32 @@
 // The Parser reuses its storage, so parsing a Begin, Commit, Insert, Update
 // or Delete allocates nothing; results are valid until the next Parse.
 //
-// Supported, protocol versions 1 and 2 (proto_version '1' or '2',
-// streaming 'true'):
+// Supported, protocol version 1 (proto_version '1', the one Tributary asks
+// for):
 //
 //	'B' Begin          'C' Commit          'O' Origin
 //	'R' Relation       'Y' Type            'M' Message (messages 'true')
 //	'I' Insert         'U' Update ('K' or 'O' old tuple, then 'N')
 //	'D' Delete ('K' or 'O')                'T' Truncate (CASCADE, RESTART IDENTITY)
-//	'S' Stream Start   'E' Stream Stop     'c' Stream Commit   'A' Stream Abort
 //
-// Inside a Stream Start .. Stop block, R, Y, I, U, D, T and M carry the
-// XID of the (sub)transaction that made the change: the caller says so with
-// Parse's inStream argument. Stream Abort's SubXID names the subtransaction
-// whose changes are discarded; it equals XID for the whole transaction.
 // Tuple values may be NULL ('n'), unchanged TOAST ('u', not sent and not
 // NULL), text ('t') or binary ('b'); all four are decoded.
 //
 // Refused, with the reason:
 //
+//   - Protocol version 2's streaming messages ('S', 'E', 'c', 'A'): the
+//     reader asks for protocol 1 without streaming, and a large transaction
+//     arrives whole after its commit (docs/design/reader.md, "Large
+//     transactions", says why); ErrUnknownMessage says so.
 //   - Protocol version 3's two-phase messages ('b', 'P', 'K', 'r', 'p'):
 //     Tributary does not decode prepared transactions (two_phase off);
-//     ErrUnknownMessage says so.
-//   - Protocol version 4 (parallel streaming) adds an abort LSN and time to
-//     Stream Abort: the extra bytes are refused as trailing data rather than
-//     ignored. Any other unknown type byte: ErrUnknownMessage.
-//   - Flag bits the protocol leaves at zero (Commit, Stream Commit), column
-//     flags other than the key bit, truncate options other than CASCADE and
-//     RESTART IDENTITY, message flags other than transactional, unknown
-//     replica identities and tuple markers: ErrMalformed. A future server
-//     that sets them means something this package does not know.
-//   - Begin, Commit, Stream Start/Commit/Abort inside a stream block, and
-//     Stream Stop outside one: the caller's inStream must be wrong, and the
-//     XIDs of the messages around it would be misread.
+//     ErrUnknownMessage says so. Any other unknown type byte:
+//     ErrUnknownMessage.
+//   - Flag bits the protocol leaves at zero (Commit), column flags other
+//     than the key bit, truncate options other than CASCADE and RESTART
+//     IDENTITY, message flags other than transactional, unknown replica
+//     identities and tuple markers: ErrMalformed. A future server that sets
+//     them means something this package does not know.
 //
 // # Relations and types
 //
@@ -71,9 +65,7 @@
 //
 // # Fixtures
 //
-// Besides hand-built messages, the tests replay testdata/pgoutput_v*.txt.gz:
-// what a real PostgreSQL 15 sent for testdata/capture/workload.sql with
-// protocol 1, and with protocol 2 and streaming (Stream Abort of a whole
-// transaction and of a subtransaction included). Both replays must give the
-// same committed changes.
+// Besides hand-built messages, the tests replay testdata/pgoutput_v1.txt.gz:
+// what a real PostgreSQL 15 sent with protocol 1 for
+// testdata/capture/workload.sql (testdata/capture/main.go records it).
 package decode

@@ -13,11 +13,12 @@ var (
 	// ErrTruncated: the message ended before a field was complete.
 	ErrTruncated = errors.New("message truncated")
 	// ErrUnknownMessage: the first byte is not a message type of protocol
-	// versions 1 or 2 (this includes the two-phase messages of version 3).
+	// version 1 (this includes the streaming messages of version 2 and the
+	// two-phase messages of version 3).
 	ErrUnknownMessage = errors.New("unknown message type")
 	// ErrMalformed: a field holds a value the protocol does not allow (an
 	// unknown tuple value kind, flag bits, a negative length, bytes after the
-	// end of the message, a stream message outside its block, ...).
+	// end of the message, ...).
 	ErrMalformed = errors.New("malformed message")
 
 	// ErrUnknownRelation: a change names a relation id that no Relation

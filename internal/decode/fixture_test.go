@@ -26,14 +26,6 @@ func (w *wire) ts(t time.Time) *wire {
 	return w.u64(uint64(us))
 }
 
-// xid writes the XID that data messages carry inside a stream block.
-func (w *wire) xid(inStream bool, xid uint32) *wire {
-	if inStream {
-		w.u32(xid)
-	}
-	return w
-}
-
 // tuple writes TupleData.
 func (w *wire) tuple(t Tuple) *wire {
 	w.u16(uint16(len(t)))
@@ -61,7 +53,7 @@ func tup(v ...Value) Tuple { return Tuple(v) }
 // encode writes m as the server would. For every m that Parse returns,
 // encode(m) gives back the parsed bytes: the fuzz targets and the captured
 // stream test check that.
-func encode(m Message, inStream bool) []byte {
+func encode(m Message) []byte {
 	w := msg(m.Type())
 	switch m := m.(type) {
 	case *Begin:
@@ -71,25 +63,25 @@ func encode(m Message, inStream bool) []byte {
 	case *Origin:
 		w.u64(uint64(m.CommitLSN)).str(m.Name)
 	case *Relation:
-		w.xid(inStream, m.XID).u32(m.ID).str(m.Namespace).str(m.Name).u8(byte(m.ReplicaIdentity))
+		w.u32(m.ID).str(m.Namespace).str(m.Name).u8(byte(m.ReplicaIdentity))
 		w.u16(uint16(len(m.Columns)))
 		for _, c := range m.Columns {
 			w.u8(byte(c.Flags)).str(c.Name).u32(c.TypeOID).i32(c.TypeMod)
 		}
 	case *Type:
-		w.xid(inStream, m.XID).u32(m.OID).str(m.Namespace).str(m.Name)
+		w.u32(m.OID).str(m.Namespace).str(m.Name)
 	case *Insert:
-		w.xid(inStream, m.XID).u32(m.RelationID).u8('N').tuple(m.New)
+		w.u32(m.RelationID).u8('N').tuple(m.New)
 	case *Update:
-		w.xid(inStream, m.XID).u32(m.RelationID)
+		w.u32(m.RelationID)
 		if m.OldKind != OldNone {
 			w.u8(byte(m.OldKind)).tuple(m.Old)
 		}
 		w.u8('N').tuple(m.New)
 	case *Delete:
-		w.xid(inStream, m.XID).u32(m.RelationID).u8(byte(m.OldKind)).tuple(m.Old)
+		w.u32(m.RelationID).u8(byte(m.OldKind)).tuple(m.Old)
 	case *Truncate:
-		w.xid(inStream, m.XID).u32(uint32(len(m.RelationIDs))).u8(byte(m.Options))
+		w.u32(uint32(len(m.RelationIDs))).u8(byte(m.Options))
 		for _, id := range m.RelationIDs {
 			w.u32(id)
 		}
@@ -98,18 +90,7 @@ func encode(m Message, inStream bool) []byte {
 		if m.Transactional {
 			f = 1
 		}
-		w.xid(inStream, m.XID).u8(f).u64(uint64(m.LSN)).str(m.Prefix).u32(uint32(len(m.Content))).raw(m.Content...)
-	case *StreamStart:
-		var f byte
-		if m.FirstSegment {
-			f = 1
-		}
-		w.u32(m.XID).u8(f)
-	case *StreamStop:
-	case *StreamCommit:
-		w.u32(m.XID).u8(0).u64(uint64(m.CommitLSN)).u64(uint64(m.EndLSN)).ts(m.CommitTime)
-	case *StreamAbort:
-		w.u32(m.XID).u32(m.SubXID)
+		w.u8(f).u64(uint64(m.LSN)).str(m.Prefix).u32(uint32(len(m.Content))).raw(m.Content...)
 	default:
 		panic("encode: unknown message")
 	}

@@ -13,14 +13,15 @@ import (
 // message re-encodes to exactly the input (nothing dropped or invented);
 // and a row change converts to a valid envelope or fails cleanly.
 // Seeds: the valid fixtures here plus testdata/fuzz/FuzzParse (real
-// server messages).
+// server messages; the protocol 2 streaming ones among them must be
+// refused cleanly).
 func FuzzParse(f *testing.F) {
 	for _, tc := range validCases() {
-		f.Add(encode(tc.want, tc.inStream), tc.inStream)
+		f.Add(encode(tc.want))
 	}
 	var p Parser
-	f.Fuzz(func(t *testing.T, data []byte, inStream bool) {
-		m, err := p.Parse(data, inStream)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := p.Parse(data)
 		if err != nil {
 			var de *Error
 			if m != nil || !errors.As(err, &de) {
@@ -35,7 +36,7 @@ func FuzzParse(f *testing.F) {
 			_ = err.Error()
 			return
 		}
-		if enc := encode(m, inStream); !bytes.Equal(enc, data) {
+		if enc := encode(m); !bytes.Equal(enc, data) {
 			t.Fatalf("Parse(%x) = %#v re-encodes to %x", data, m, enc)
 		}
 		checkChange(t, m)

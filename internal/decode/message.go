@@ -9,22 +9,18 @@ import (
 // MessageType is the first byte of a pgoutput message.
 type MessageType byte
 
-// Message types of protocol versions 1 and 2.
+// Message types of protocol version 1.
 const (
-	MsgBegin        MessageType = 'B'
-	MsgCommit       MessageType = 'C'
-	MsgOrigin       MessageType = 'O'
-	MsgRelation     MessageType = 'R'
-	MsgType         MessageType = 'Y'
-	MsgInsert       MessageType = 'I'
-	MsgUpdate       MessageType = 'U'
-	MsgDelete       MessageType = 'D'
-	MsgTruncate     MessageType = 'T'
-	MsgLogical      MessageType = 'M'
-	MsgStreamStart  MessageType = 'S'
-	MsgStreamStop   MessageType = 'E'
-	MsgStreamCommit MessageType = 'c'
-	MsgStreamAbort  MessageType = 'A'
+	MsgBegin    MessageType = 'B'
+	MsgCommit   MessageType = 'C'
+	MsgOrigin   MessageType = 'O'
+	MsgRelation MessageType = 'R'
+	MsgType     MessageType = 'Y'
+	MsgInsert   MessageType = 'I'
+	MsgUpdate   MessageType = 'U'
+	MsgDelete   MessageType = 'D'
+	MsgTruncate MessageType = 'T'
+	MsgLogical  MessageType = 'M'
 )
 
 // String names the type ("Insert"), or quotes an unknown byte.
@@ -50,26 +46,17 @@ func (t MessageType) String() string {
 		return "Truncate"
 	case MsgLogical:
 		return "Message"
-	case MsgStreamStart:
-		return "Stream Start"
-	case MsgStreamStop:
-		return "Stream Stop"
-	case MsgStreamCommit:
-		return "Stream Commit"
-	case MsgStreamAbort:
-		return "Stream Abort"
 	}
 	return "message " + quoteByte(byte(t))
 }
 
 // Message is one decoded pgoutput message: one of *Begin, *Commit, *Origin,
-// *Relation, *Type, *Insert, *Update, *Delete, *Truncate, *LogicalMessage,
-// *StreamStart, *StreamStop, *StreamCommit, *StreamAbort.
+// *Relation, *Type, *Insert, *Update, *Delete, *Truncate, *LogicalMessage.
 type Message interface {
 	Type() MessageType
 }
 
-// Begin starts a transaction that is not streamed.
+// Begin starts a transaction.
 type Begin struct {
 	// FinalLSN is the LSN of the transaction's commit record.
 	FinalLSN   envelope.LSN
@@ -88,7 +75,7 @@ type Commit struct {
 }
 
 // Origin names the replication origin of the current transaction (it
-// follows Begin, or Stream Start of a first segment).
+// follows Begin).
 type Origin struct {
 	// CommitLSN is the commit LSN on the origin server.
 	CommitLSN envelope.LSN
@@ -116,10 +103,7 @@ const ColumnKey ColumnFlags = 1
 // Relation describes a table: sent before the first change of the table in a
 // session, after a schema change, and before a Truncate.
 type Relation struct {
-	// XID is the id of the (sub)transaction that sent it, inside a stream
-	// block only (0 outside).
-	XID uint32
-	ID  uint32
+	ID uint32
 	// Namespace is the schema; pgoutput sends "" for pg_catalog.
 	Namespace       string
 	Name            string
@@ -146,9 +130,6 @@ func (c RelationColumn) Key() bool { return c.Flags&ColumnKey != 0 }
 // for a domain over varchar); for an array of a user type, the array type's
 // own name ("_mood").
 type Type struct {
-	// XID is the id of the (sub)transaction that sent it, inside a stream
-	// block only (0 outside).
-	XID uint32
 	OID uint32
 	// Namespace is the schema; "" for pg_catalog.
 	Namespace string
@@ -170,20 +151,12 @@ const (
 
 // Insert is a new row.
 type Insert struct {
-	// XID, inside a stream block only (0 outside), is the id of the
-	// (sub)transaction that made the change: a StreamAbort whose SubXID
-	// equals it discards the change.
-	XID        uint32
 	RelationID uint32
 	New        Tuple
 }
 
 // Update is a changed row. Old is nil when OldKind is OldNone.
 type Update struct {
-	// XID, inside a stream block only (0 outside), is the id of the
-	// (sub)transaction that made the change: a StreamAbort whose SubXID
-	// equals it discards the change.
-	XID        uint32
 	RelationID uint32
 	OldKind    OldKind
 	Old        Tuple
@@ -192,10 +165,6 @@ type Update struct {
 
 // Delete is a removed row. OldKind is OldKey or OldFull.
 type Delete struct {
-	// XID, inside a stream block only (0 outside), is the id of the
-	// (sub)transaction that made the change: a StreamAbort whose SubXID
-	// equals it discards the change.
-	XID        uint32
 	RelationID uint32
 	OldKind    OldKind
 	Old        Tuple
@@ -213,9 +182,6 @@ const (
 // Truncate empties one or more relations (each described by a Relation
 // message before it).
 type Truncate struct {
-	// XID is the id of the (sub)transaction that truncated, inside a
-	// stream block only (0 outside).
-	XID         uint32
 	Options     TruncateOptions
 	RelationIDs []uint32
 }
@@ -223,42 +189,12 @@ type Truncate struct {
 // LogicalMessage is a message written by pg_logical_emit_message (sent when
 // the "messages" option is on). Tributary uses them as heartbeats.
 type LogicalMessage struct {
-	// XID is the streamed transaction's id, inside a stream block only
-	// (0 outside).
-	XID uint32
 	// Transactional messages belong to the surrounding transaction; the
 	// others are sent as soon as they are decoded, outside any transaction.
 	Transactional bool
 	LSN           envelope.LSN
 	Prefix        string
 	Content       []byte
-}
-
-// StreamStart opens a block of changes of a large in-progress transaction
-// (protocol version 2). Until the matching StreamStop, data messages carry
-// the transaction's XID: pass inStream=true to Parse.
-type StreamStart struct {
-	XID uint32
-	// FirstSegment is true for the transaction's first block.
-	FirstSegment bool
-}
-
-// StreamStop closes the current stream block.
-type StreamStop struct{}
-
-// StreamCommit commits a streamed transaction. Its flags byte must be 0.
-type StreamCommit struct {
-	XID        uint32
-	CommitLSN  envelope.LSN
-	EndLSN     envelope.LSN
-	CommitTime time.Time
-}
-
-// StreamAbort discards a streamed transaction (SubXID == XID) or one of its
-// subtransactions (the changes streamed under SubXID).
-type StreamAbort struct {
-	XID    uint32
-	SubXID uint32
 }
 
 // Type implements Message.
@@ -290,15 +226,3 @@ func (*Truncate) Type() MessageType { return MsgTruncate }
 
 // Type implements Message.
 func (*LogicalMessage) Type() MessageType { return MsgLogical }
-
-// Type implements Message.
-func (*StreamStart) Type() MessageType { return MsgStreamStart }
-
-// Type implements Message.
-func (*StreamStop) Type() MessageType { return MsgStreamStop }
-
-// Type implements Message.
-func (*StreamCommit) Type() MessageType { return MsgStreamCommit }
-
-// Type implements Message.
-func (*StreamAbort) Type() MessageType { return MsgStreamAbort }

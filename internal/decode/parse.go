@@ -1,7 +1,7 @@
 package decode
 
 // Parser decodes pgoutput messages without allocating for the common ones
-// (Begin, Commit, Insert, Update, Delete, stream control).
+// (Begin, Commit, Insert, Update, Delete).
 //
 // It reuses its storage: the returned Message, and every slice in it, stay
 // valid only until the next Parse on the same Parser, and Tuple values and
@@ -11,20 +11,16 @@ package decode
 // The zero Parser is ready to use. A Parser is not safe for concurrent use:
 // it belongs to the goroutine that owns the replication connection.
 type Parser struct {
-	begin        Begin
-	commit       Commit
-	origin       Origin
-	relation     Relation
-	typ          Type
-	insert       Insert
-	update       Update
-	delete       Delete
-	truncate     Truncate
-	logical      LogicalMessage
-	streamStart  StreamStart
-	streamStop   StreamStop
-	streamCommit StreamCommit
-	streamAbort  StreamAbort
+	begin    Begin
+	commit   Commit
+	origin   Origin
+	relation Relation
+	typ      Type
+	insert   Insert
+	update   Update
+	delete   Delete
+	truncate Truncate
+	logical  LogicalMessage
 
 	// Tuple storage, grown to the widest table seen and reused.
 	oldTuple, newTuple Tuple
@@ -32,22 +28,16 @@ type Parser struct {
 
 // Parse decodes one message with a fresh Parser: its result does not change
 // on later calls, but still aliases data. Use a Parser on hot paths.
-func Parse(data []byte, inStream bool) (Message, error) {
-	return new(Parser).Parse(data, inStream)
+func Parse(data []byte) (Message, error) {
+	return new(Parser).Parse(data)
 }
 
 // Parse decodes one pgoutput message (the payload of an XLogData message)
-// of protocol version 1 or 2.
-//
-// inStream must be true for the messages between a StreamStart and its
-// StreamStop, including the StreamStop, and false otherwise: inside a block
-// Relation, Type, Insert, Update, Delete, Truncate and Message carry the
-// transaction's XID before their fields. Begin, Commit, Stream Start, Stream
-// Commit and Stream Abort are refused inside a block, Stream Stop outside.
+// of protocol version 1, the one Tributary asks for.
 //
 // Errors are *Error values wrapping ErrTruncated, ErrUnknownMessage or
 // ErrMalformed. Bytes after the end of a message are an error.
-func (p *Parser) Parse(data []byte, inStream bool) (Message, error) {
+func (p *Parser) Parse(data []byte) (Message, error) {
 	if len(data) == 0 {
 		return nil, &Error{Field: "message type", Column: -1, Err: ErrTruncated, Detail: "empty message"}
 	}
@@ -58,36 +48,30 @@ func (p *Parser) Parse(data []byte, inStream bool) (Message, error) {
 	)
 	switch r.typ {
 	case MsgInsert:
-		m, err = p.parseInsert(&r, inStream)
+		m, err = p.parseInsert(&r)
 	case MsgUpdate:
-		m, err = p.parseUpdate(&r, inStream)
+		m, err = p.parseUpdate(&r)
 	case MsgDelete:
-		m, err = p.parseDelete(&r, inStream)
+		m, err = p.parseDelete(&r)
 	case MsgBegin:
-		m, err = p.parseBegin(&r, inStream)
+		m, err = p.parseBegin(&r)
 	case MsgCommit:
-		m, err = p.parseCommit(&r, inStream)
+		m, err = p.parseCommit(&r)
 	case MsgOrigin:
 		m, err = p.parseOrigin(&r)
 	case MsgRelation:
-		m, err = p.parseRelation(&r, inStream)
+		m, err = p.parseRelation(&r)
 	case MsgType:
-		m, err = p.parseType(&r, inStream)
+		m, err = p.parseType(&r)
 	case MsgTruncate:
-		m, err = p.parseTruncate(&r, inStream)
+		m, err = p.parseTruncate(&r)
 	case MsgLogical:
-		m, err = p.parseLogical(&r, inStream)
-	case MsgStreamStart:
-		m, err = p.parseStreamStart(&r, inStream)
-	case MsgStreamStop:
-		m, err = p.parseStreamStop(&r, inStream)
-	case MsgStreamCommit:
-		m, err = p.parseStreamCommit(&r, inStream)
-	case MsgStreamAbort:
-		m, err = p.parseStreamAbort(&r, inStream)
+		m, err = p.parseLogical(&r)
 	default:
 		detail := "type byte " + quoteByte(data[0])
 		switch data[0] {
+		case 'S', 'E', 'c', 'A':
+			detail += ": protocol version 2 streaming messages (Stream Start/Stop/Commit/Abort) are not supported: Tributary asks for proto_version '1' without streaming"
 		case 'b', 'P', 'K', 'r', 'p':
 			detail += ": two-phase commit messages (protocol version 3) are not supported"
 		}
@@ -102,32 +86,7 @@ func (p *Parser) Parse(data []byte, inStream bool) (Message, error) {
 	return m, nil
 }
 
-// streamXID reads the XID that data messages carry inside a stream block.
-func (r *reader) streamXID(inStream bool) (uint32, error) {
-	if !inStream {
-		return 0, nil
-	}
-	return r.u32("xid", -1)
-}
-
-// stream refuses a transaction-control message inside a stream block
-// (or Stream Stop outside one): the caller's inStream is wrong, or the
-// stream is not pgoutput's, and data messages around it would be misread.
-func (r *reader) stream(inStream, want bool) error {
-	if inStream == want {
-		return nil
-	}
-	detail := r.typ.String() + " inside a stream block"
-	if want {
-		detail = r.typ.String() + " outside a stream block"
-	}
-	return r.fail(0, "message type", -1, ErrMalformed, detail)
-}
-
-func (p *Parser) parseBegin(r *reader, inStream bool) (*Begin, error) {
-	if err := r.stream(inStream, false); err != nil {
-		return nil, err
-	}
+func (p *Parser) parseBegin(r *reader) (*Begin, error) {
 	m := &p.begin
 	var err error
 	if m.FinalLSN, err = r.lsn("final lsn"); err != nil {
@@ -142,7 +101,7 @@ func (p *Parser) parseBegin(r *reader, inStream bool) (*Begin, error) {
 	return m, nil
 }
 
-// flags0 reads a flags byte that protocol versions 1 and 2 leave at 0.
+// flags0 reads a flags byte that protocol version 1 leaves at 0.
 func (r *reader) flags0() error {
 	off := r.off
 	f, err := r.u8("flags", -1)
@@ -155,10 +114,7 @@ func (r *reader) flags0() error {
 	return nil
 }
 
-func (p *Parser) parseCommit(r *reader, inStream bool) (*Commit, error) {
-	if err := r.stream(inStream, false); err != nil {
-		return nil, err
-	}
+func (p *Parser) parseCommit(r *reader) (*Commit, error) {
 	m := &p.commit
 	var err error
 	if err = r.flags0(); err != nil {
@@ -183,73 +139,6 @@ func (p *Parser) parseOrigin(r *reader) (*Origin, error) {
 		return nil, err
 	}
 	if m.Name, err = r.str("origin name", -1); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func (p *Parser) parseStreamStart(r *reader, inStream bool) (*StreamStart, error) {
-	if err := r.stream(inStream, false); err != nil {
-		return nil, err
-	}
-	m := &p.streamStart
-	var err error
-	if m.XID, err = r.u32("xid", -1); err != nil {
-		return nil, err
-	}
-	off := r.off
-	f, err := r.u8("first segment", -1)
-	if err != nil {
-		return nil, err
-	}
-	if f > 1 {
-		return nil, r.fail(off, "first segment", -1, ErrMalformed, "value "+quoteByte(f))
-	}
-	m.FirstSegment = f == 1
-	return m, nil
-}
-
-func (p *Parser) parseStreamStop(r *reader, inStream bool) (*StreamStop, error) {
-	if err := r.stream(inStream, true); err != nil {
-		return nil, err
-	}
-	return &p.streamStop, nil
-}
-
-func (p *Parser) parseStreamCommit(r *reader, inStream bool) (*StreamCommit, error) {
-	if err := r.stream(inStream, false); err != nil {
-		return nil, err
-	}
-	m := &p.streamCommit
-	var err error
-	if m.XID, err = r.u32("xid", -1); err != nil {
-		return nil, err
-	}
-	if err = r.flags0(); err != nil {
-		return nil, err
-	}
-	if m.CommitLSN, err = r.lsn("commit lsn"); err != nil {
-		return nil, err
-	}
-	if m.EndLSN, err = r.lsn("end lsn"); err != nil {
-		return nil, err
-	}
-	if m.CommitTime, err = r.timestamp("commit time"); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-func (p *Parser) parseStreamAbort(r *reader, inStream bool) (*StreamAbort, error) {
-	if err := r.stream(inStream, false); err != nil {
-		return nil, err
-	}
-	m := &p.streamAbort
-	var err error
-	if m.XID, err = r.u32("xid", -1); err != nil {
-		return nil, err
-	}
-	if m.SubXID, err = r.u32("subtransaction xid", -1); err != nil {
 		return nil, err
 	}
 	return m, nil

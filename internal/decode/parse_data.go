@@ -2,20 +2,16 @@ package decode
 
 import "strconv"
 
-// Data messages: the ones that may appear inside a stream block and then
-// start with the XID (see reader.streamXID).
+// Data messages: Relation, Type, the row changes, Truncate and Message.
 
 // minRelationColumn is the smallest encoding of a Relation column: flags,
 // an empty name's NUL, type OID and modifier.
 const minRelationColumn = 1 + 1 + 4 + 4
 
-func (p *Parser) parseRelation(r *reader, inStream bool) (*Relation, error) {
+func (p *Parser) parseRelation(r *reader) (*Relation, error) {
 	m := &p.relation
 	*m = Relation{Columns: m.Columns[:0]}
 	var err error
-	if m.XID, err = r.streamXID(inStream); err != nil {
-		return nil, err
-	}
 	if m.ID, err = r.u32("relation id", -1); err != nil {
 		return nil, err
 	}
@@ -70,12 +66,9 @@ func (p *Parser) parseRelation(r *reader, inStream bool) (*Relation, error) {
 	return m, nil
 }
 
-func (p *Parser) parseType(r *reader, inStream bool) (*Type, error) {
+func (p *Parser) parseType(r *reader) (*Type, error) {
 	m := &p.typ
 	var err error
-	if m.XID, err = r.streamXID(inStream); err != nil {
-		return nil, err
-	}
 	if m.OID, err = r.u32("type oid", -1); err != nil {
 		return nil, err
 	}
@@ -103,12 +96,9 @@ func (r *reader) marker(field string, allowed string) (byte, error) {
 	return 0, r.fail(off, field, -1, ErrMalformed, "marker "+quoteByte(b)+", want one of "+allowed)
 }
 
-func (p *Parser) parseInsert(r *reader, inStream bool) (*Insert, error) {
+func (p *Parser) parseInsert(r *reader) (*Insert, error) {
 	m := &p.insert
 	var err error
-	if m.XID, err = r.streamXID(inStream); err != nil {
-		return nil, err
-	}
 	if m.RelationID, err = r.u32("relation id", -1); err != nil {
 		return nil, err
 	}
@@ -123,12 +113,9 @@ func (p *Parser) parseInsert(r *reader, inStream bool) (*Insert, error) {
 	return m, nil
 }
 
-func (p *Parser) parseUpdate(r *reader, inStream bool) (*Update, error) {
+func (p *Parser) parseUpdate(r *reader) (*Update, error) {
 	m := &p.update
 	var err error
-	if m.XID, err = r.streamXID(inStream); err != nil {
-		return nil, err
-	}
 	if m.RelationID, err = r.u32("relation id", -1); err != nil {
 		return nil, err
 	}
@@ -154,12 +141,9 @@ func (p *Parser) parseUpdate(r *reader, inStream bool) (*Update, error) {
 	return m, nil
 }
 
-func (p *Parser) parseDelete(r *reader, inStream bool) (*Delete, error) {
+func (p *Parser) parseDelete(r *reader) (*Delete, error) {
 	m := &p.delete
 	var err error
-	if m.XID, err = r.streamXID(inStream); err != nil {
-		return nil, err
-	}
 	if m.RelationID, err = r.u32("relation id", -1); err != nil {
 		return nil, err
 	}
@@ -175,12 +159,9 @@ func (p *Parser) parseDelete(r *reader, inStream bool) (*Delete, error) {
 	return m, nil
 }
 
-func (p *Parser) parseTruncate(r *reader, inStream bool) (*Truncate, error) {
+func (p *Parser) parseTruncate(r *reader) (*Truncate, error) {
 	m := &p.truncate
 	var err error
-	if m.XID, err = r.streamXID(inStream); err != nil {
-		return nil, err
-	}
 	off := r.off
 	n, err := r.u32("relation count", -1)
 	if err != nil {
@@ -212,12 +193,9 @@ func (p *Parser) parseTruncate(r *reader, inStream bool) (*Truncate, error) {
 	return m, nil
 }
 
-func (p *Parser) parseLogical(r *reader, inStream bool) (*LogicalMessage, error) {
+func (p *Parser) parseLogical(r *reader) (*LogicalMessage, error) {
 	m := &p.logical
 	var err error
-	if m.XID, err = r.streamXID(inStream); err != nil {
-		return nil, err
-	}
 	off := r.off
 	f, err := r.u8("flags", -1)
 	if err != nil {

@@ -122,8 +122,8 @@ func (r *reader) str(field string, column int) (string, error) {
 }
 
 // end fails if bytes remain: they would mean the message is not what this
-// parser thinks it is (for example protocol version 4's Stream Abort, which
-// carries an LSN and a time more).
+// parser thinks it is (for example a message of a later protocol version
+// that adds a field).
 func (r *reader) end() error {
 	if r.off != len(r.buf) {
 		return r.fail(r.off, "end of message", -1, ErrMalformed,

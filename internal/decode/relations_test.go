@@ -12,7 +12,7 @@ func TestRelationsPutGetReplace(t *testing.T) {
 	rels := NewRelations(nil)
 	var p Parser
 	m, err := p.Parse(encode(&Relation{ID: 7, Namespace: "", Name: "t", ReplicaIdentity: IdentityDefault,
-		Columns: []RelationColumn{{Flags: ColumnKey, Name: "id", TypeOID: 20, TypeMod: -1}}}, false), false)
+		Columns: []RelationColumn{{Flags: ColumnKey, Name: "id", TypeOID: 20, TypeMod: -1}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestRelationsPutGetReplace(t *testing.T) {
 	}
 	// The parser reuses its Relation: the cached table must not change.
 	if _, err := p.Parse(encode(&Relation{ID: 7, Namespace: "s", Name: "t2", ReplicaIdentity: IdentityFull,
-		Columns: []RelationColumn{{Flags: ColumnKey, Name: "a", TypeOID: 25, TypeMod: -1}, {Flags: ColumnKey, Name: "b", TypeOID: 23, TypeMod: -1}}}, false), false); err != nil {
+		Columns: []RelationColumn{{Flags: ColumnKey, Name: "a", TypeOID: 25, TypeMod: -1}, {Flags: ColumnKey, Name: "b", TypeOID: 23, TypeMod: -1}}})); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := rels.Get(7); got != first || got.Name != "t" || got.Columns[0].Name != "id" || len(got.Columns) != 1 {
@@ -162,7 +162,7 @@ func TestRelationsUnknownTypeInTable(t *testing.T) {
 		t.Fatal("table with an unknown type is not cached")
 	}
 	var p Parser
-	m, _ := p.Parse(encode(&Insert{RelationID: 1, New: tup(txt("1"), txt("x"))}, false), false)
+	m, _ := p.Parse(encode(&Insert{RelationID: 1, New: tup(txt("1"), txt("x"))}))
 	if err := tbl.Change(m, []string{"id"}, new(eventT)); !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("Change = %v, want ErrUnknownType", err)
 	}

@@ -643,7 +643,7 @@ func (r *Reader) copyData(ctx context.Context, data []byte) (reply bool, err err
 
 // handle processes one pgoutput message at WAL position at.
 func (r *Reader) handle(ctx context.Context, at envelope.LSN, data []byte) error {
-	msg, err := r.parser.Parse(data, false)
+	msg, err := r.parser.Parse(data)
 	if err != nil {
 		r.m.errors.WithLabelValues("decode").Inc()
 		return fmt.Errorf("decode at %s: %w", at, err)
@@ -695,9 +695,8 @@ func (r *Reader) handle(ctx context.Context, at envelope.LSN, data []byte) error
 	case *decode.Truncate:
 		return r.truncate(ctx, at, m)
 	default:
-		// Stream* messages: streaming is not requested, so they mean a
-		// protocol mismatch.
-		return fmt.Errorf("unexpected %s message at %s (streaming is not enabled)", msg.Type(), at)
+		// A message type the parser learnt and the reader did not.
+		return fmt.Errorf("unexpected %s message at %s: the reader does not handle it", msg.Type(), at)
 	}
 	return nil
 }

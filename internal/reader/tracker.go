@@ -97,16 +97,6 @@ func (t *tracker) seal(s *txnState, end envelope.LSN, commitUS int64) {
 	t.advance()
 }
 
-// discard drops an open transaction that will never commit (stream abort).
-// It must have no pending records.
-func (t *tracker) discard(s *txnState) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s.sealed = true
-	s.end = 0
-	t.advance()
-}
-
 func (t *tracker) advance() {
 	// After a failed produce nothing more is confirmed: the reader restarts
 	// from the last good position and the lost records are read again.

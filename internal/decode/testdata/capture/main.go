@@ -1,17 +1,16 @@
 // Command capture records the raw pgoutput messages that a real PostgreSQL
-// sends for workload.sql, once with protocol version 1 and once with version
-// 2 and streaming, into ../pgoutput_v1.txt.gz and ../pgoutput_v2.txt.gz. The
-// decode tests parse those files: they are the check that the hand-built
-// fixtures match what the server really sends.
+// sends for workload.sql with protocol version 1 (the one the reader asks
+// for) into ../pgoutput_v1.txt.gz. The decode tests parse that file: it is
+// the check that the hand-built fixtures match what the server really
+// sends.
 //
 // It lives under testdata so that `go build ./...` and `go test ./...` ignore
 // it. Run it by hand against a scratch server with wal_level=logical (it
-// drops and recreates cap_* objects, two slots and a replication origin):
+// drops and recreates cap_* objects, a slot and a replication origin):
 //
 //	go run ./internal/decode/testdata/capture -dsn postgres://postgres@127.0.0.1:55432/postgres
 //
-// Each output line is "<in-stream 0|1> <message hex>"; in-stream is what a
-// reader must pass to decode.Parser.Parse for that message.
+// Each output line is one message in hex.
 package main
 
 import (
@@ -69,31 +68,23 @@ func run(ctx context.Context, dsn, out string) error {
 			}
 		}
 	}
-	for _, c := range []struct{ slot, proto, file string }{
-		{"cap_v1", "1", "pgoutput_v1.txt.gz"},
-		{"cap_v2", "2", "pgoutput_v2.txt.gz"},
-	} {
-		if err := capture(ctx, dsn, c.slot, c.proto, filepath.Join(out, c.file)); err != nil {
-			return fmt.Errorf("slot %s: %w", c.slot, err)
-		}
+	if err := capture(ctx, dsn, "cap_v1", filepath.Join(out, "pgoutput_v1.txt.gz")); err != nil {
+		return fmt.Errorf("slot cap_v1: %w", err)
 	}
-	_, err = conn.Exec(ctx, "select pg_drop_replication_slot('cap_v1'); select pg_drop_replication_slot('cap_v2')").ReadAll()
+	_, err = conn.Exec(ctx, "select pg_drop_replication_slot('cap_v1')").ReadAll()
 	return err
 }
 
 // capture reads slot until it has been idle for two seconds.
-func capture(ctx context.Context, dsn, slot, proto, path string) error {
+func capture(ctx context.Context, dsn, slot, path string) error {
 	// 64kB is the smallest logical_decoding_work_mem: the bulk transactions
-	// of the workload exceed it and are streamed.
+	// of the workload exceed it and are spilled to disk before they are sent.
 	rconn, err := pgconn.Connect(ctx, dsn+"?replication=database&options=-c%20logical_decoding_work_mem%3D64kB")
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer rconn.Close(context.WithoutCancel(ctx))
-	args := []string{"proto_version '" + proto + "'", "publication_names 'cap'", "messages 'true'"}
-	if proto == "2" {
-		args = append(args, "streaming 'true'")
-	}
+	args := []string{"proto_version '1'", "publication_names 'cap'", "messages 'true'"}
 	if err := pglogrepl.StartReplication(ctx, rconn, slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: args}); err != nil {
 		return fmt.Errorf("start replication: %w", err)
 	}
@@ -104,7 +95,6 @@ func capture(ctx context.Context, dsn, slot, proto, path string) error {
 	defer f.Close()
 	zw := gzip.NewWriter(f)
 	w := bufio.NewWriter(zw)
-	inStream := false
 	last := time.Now()
 	for time.Since(last) < 2*time.Second {
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
@@ -128,18 +118,7 @@ func capture(ctx context.Context, dsn, slot, proto, path string) error {
 			return errors.New("empty XLogData")
 		}
 		last = time.Now()
-		// Stream Start is read outside a block and Stream Stop inside it.
-		flag := 0
-		if inStream {
-			flag = 1
-		}
-		fmt.Fprintf(w, "%d %s\n", flag, hex.EncodeToString(xld.WALData))
-		switch xld.WALData[0] {
-		case 'S':
-			inStream = true
-		case 'E':
-			inStream = false
-		}
+		fmt.Fprintln(w, hex.EncodeToString(xld.WALData))
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -1,5 +1,5 @@
 -- Schema for capture/main.go. Drops what an earlier run left.
-select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name in ('cap_v1', 'cap_v2');
+select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = 'cap_v1';
 select pg_replication_origin_drop('cap_upstream') from pg_replication_origin where roname = 'cap_upstream';
 drop publication if exists cap;
 drop table if exists cap_items, cap_full, cap_child, cap_parent, cap_bulk;
@@ -18,5 +18,4 @@ create table cap_child (id int primary key, pid int references cap_parent(id));
 create table cap_bulk (id int primary key, payload text);
 create publication cap for table cap_items, cap_full, cap_parent, cap_child, cap_bulk;
 select pg_create_logical_replication_slot('cap_v1', 'pgoutput');
-select pg_create_logical_replication_slot('cap_v2', 'pgoutput');
 select pg_replication_origin_create('cap_upstream');

@@ -1,5 +1,5 @@
 -- Workload replayed by capture/main.go. Every statement here becomes pgoutput
--- messages in ../pgoutput_v1.txt.gz and ../pgoutput_v2.txt.gz.
+-- messages in ../pgoutput_v1.txt.gz.
 insert into cap_items values (1, 1234.50, 'Zoë – naïve ☃', null, '2026-11-30 12:34:56.789012+00',
   '{a,"b c",NULL}', 'happy', '{sad,ok}', 'x@example.com',
   (select string_agg(md5(g::text), '') from generate_series(1, 200) g),
@@ -29,7 +29,8 @@ select pg_replication_origin_xact_setup('1/ABCDEF', '2026-01-02 03:04:05+00');
 insert into cap_full values (7, 'from upstream');
 commit;
 select pg_replication_origin_session_reset();
--- Larger than logical_decoding_work_mem (64kB): streamed with protocol v2.
+-- Larger than logical_decoding_work_mem (64kB): spilled to disk by the
+-- server and sent after the commit; the rolled-back ones are never sent.
 begin;
 insert into cap_bulk select g, repeat('p', 1000) from generate_series(1, 100) g;
 commit;
