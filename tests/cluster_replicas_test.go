@@ -134,8 +134,11 @@ func TestClusterReplicaCatchUp(t *testing.T) {
 	if c := count(r1, "b"); c != 0 {
 		t.Fatalf("replica 1 holds %d rows after the repeated block, want 0 (deduplicated: the rows are replica 2's)", c)
 	}
+	// Replica 2 dies before replica 1 may fetch: started the other way
+	// round, replica 1 fetched the rows in between (CI, 4 Dec) and the wait
+	// had nothing to report.
+	killPidFile(t, st, filepath.Join(st.Env["TRIBUTARY_HOME"], "clickhouse", "node-2", "clickhouse-server.pid"), "ClickHouse node 2")
 	exec(r1, "SYSTEM START FETCHES "+local("b"))
-	killPidFile(t, filepath.Join(st.Env["TRIBUTARY_HOME"], "clickhouse", "node-2", "clickhouse-server.pid"), "ClickHouse node 2")
 	idleEvents, idleDone := wait("idle")
 	if err := <-idleDone; err != nil {
 		t.Fatalf("wait on a table with nothing pending: %v", err)

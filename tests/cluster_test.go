@@ -220,7 +220,7 @@ func TestClusterBadConfig(t *testing.T) {
 		t.Fatalf("stack.env TRIBUTARY_CLICKHOUSE_NODES = %q, want 3 nodes", st.Env["TRIBUTARY_CLICKHOUSE_NODES"])
 	}
 	// Node 3 (shard 2's only replica) down.
-	killPidFile(t, filepath.Join(home, "clickhouse", "node-3", "clickhouse-server.pid"), "ClickHouse node 3")
+	killPidFile(t, st, filepath.Join(home, "clickhouse", "node-3", "clickhouse-server.pid"), "ClickHouse node 3")
 	_, err = chstore.Open(ctx, opts)
 	if !errors.Is(err, chstore.ErrNodeDown) || !strings.Contains(err.Error(), nodes[2]) || !strings.Contains(err.Error(), "shard 2") {
 		t.Fatalf("node 3 down: %v; want ErrNodeDown naming shard 2 at %s", err, nodes[2])
@@ -228,7 +228,7 @@ func TestClusterBadConfig(t *testing.T) {
 	waitOpen(ctx, t, st, opts, "node 3 back")
 
 	// ZooKeeper down: every node's replicated tables are read-only.
-	killPidFile(t, filepath.Join(home, "zookeeper", "zookeeper.pid"), "ZooKeeper")
+	killPidFile(t, st, filepath.Join(home, "zookeeper", "zookeeper.pid"), "ZooKeeper")
 	_, err = chstore.Open(ctx, opts)
 	if !errors.Is(err, chstore.ErrNodeDown) || !strings.Contains(strings.ToLower(err.Error()), "zookeeper") {
 		t.Fatalf("ZooKeeper down: %v; want ErrNodeDown naming ZooKeeper", err)
@@ -278,7 +278,7 @@ func waitOpen(ctx context.Context, t *testing.T, st *Stack, opts chstore.Options
 }
 
 // killPidFile SIGKILLs the process of a stack pid file.
-func killPidFile(t *testing.T, file, what string) {
+func killPidFile(t *testing.T, st *Stack, file, what string) {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -292,6 +292,15 @@ func killPidFile(t *testing.T, file, what string) {
 		t.Fatalf("kill %s: %v", what, err)
 	}
 	t.Logf("%s (pid %d) killed", what, pid)
+	// A test that fails before it brings the service back would fail every
+	// cluster test after it: bring it back on the way out.
+	t.Cleanup(func() {
+		if t.Failed() {
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			defer cancel()
+			stackUp(ctx, t, st)
+		}
+	})
 }
 
 // stackUp starts what is down with the stack script. It waits up to 5
@@ -388,7 +397,7 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 
 	// 1. A ClickHouse replica.
 	faultAt := time.Now()
-	killPidFile(t, filepath.Join(home, "clickhouse", "node-2", "clickhouse-server.pid"), "ClickHouse node 2")
+	killPidFile(t, st, filepath.Join(home, "clickhouse", "node-2", "clickhouse-server.pid"), "ClickHouse node 2")
 	r := p.waitReady(ctx, "degraded, naming node 2", func(r readyAnswer) bool { return r.Status == "degraded" })
 	if !strings.Contains(r.Message, "shard 1 replica 2 ("+p.store.Nodes()[1].Addr+")") || !strings.Contains(r.Message, "other replicas") {
 		t.Errorf("/readyz with node 2 down: message %q, want it to name shard 1 replica 2 and reads going on", r.Message)
@@ -408,7 +417,7 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	// 2. A Kafka broker.
 	faultAt = time.Now()
 	victim := partitionLeader(ctx, t, adm, p.topic(), 0)
-	killPidFile(t, filepath.Join(home, "kafka", fmt.Sprintf("node-%d", victim), "kafka.pid"), fmt.Sprintf("Kafka node %d (leader of %s/0)", victim, p.topic()))
+	killPidFile(t, st, filepath.Join(home, "kafka", fmt.Sprintf("node-%d", victim), "kafka.pid"), fmt.Sprintf("Kafka node %d (leader of %s/0)", victim, p.topic()))
 	time.Sleep(10 * time.Second) // writes go on through the other two brokers
 	stackUp(ctx, t, st)
 	p.waitFor(ctx, 3*time.Minute, fmt.Sprintf("Kafka node %d back in every in-sync replica set", victim), func() bool {
@@ -417,7 +426,7 @@ func TestClusterFaultsUnderWrites(t *testing.T) {
 	t.Logf("Kafka node %d back in every in-sync replica set, %s after it was killed", victim, time.Since(faultAt).Round(time.Second))
 
 	// 3. ZooKeeper.
-	killPidFile(t, filepath.Join(home, "zookeeper", "zookeeper.pid"), "ZooKeeper")
+	killPidFile(t, st, filepath.Join(home, "zookeeper", "zookeeper.pid"), "ZooKeeper")
 	zkDown := time.Now()
 	failedBefore := insertErrors(t, reg)
 	time.Sleep(2 * time.Second) // an insert under way when ZooKeeper died fails too
