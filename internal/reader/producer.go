@@ -33,11 +33,10 @@ func (p topicPartitioner) Partition(r *kgo.Record, n int) int {
 	return p.keyed.Partition(r, n)
 }
 
-// DefaultKafkaLinger is how long a record waits for others to share its
-// produce request (Config.KafkaLinger, --kafka-linger). A commit pays it
-// twice on its way to read-your-writes (its changes, then its watermark),
-// so shorter is faster when the fleet is quiet: 1 ms took commit -> visible
-// p50 from 33 to 25 ms at 100 changes/s. But at 20,000 changes/s on a
+// DefaultKafkaLinger is how long a change record waits for others to share
+// its produce request (Config.KafkaLinger, --kafka-linger). Shorter is
+// faster when the fleet is quiet: 1 ms took commit -> visible p50 from 33
+// to 25 ms at 100 changes/s (when the watermarks lingered too). But at 20,000 changes/s on a
 // saturated 2-core machine 1 ms made requests so small that the reader's
 // commit -> ack went from 27 to 160-330 ms p50 and the loader fell seconds
 // behind, where 5 ms kept up (docs/benchmarks-log.md, "Producer linger").
@@ -49,8 +48,9 @@ const DefaultKafkaLinger = 5 * time.Millisecond
 // reading WAL (backpressure); the slot holds the WAL meanwhile.
 // kafkaOpts are the connection's TLS and SASL (kafkaconn.Security).
 //
-// A commit's records, and then its watermark, each wait linger before they
-// are sent (DefaultKafkaLinger).
+// A commit's records wait linger before they are sent (DefaultKafkaLinger);
+// its watermark goes through a producer of its own that does not wait
+// (newWatermarkProducer).
 func newProducer(brokers []string, kafkaOpts []kgo.Opt, linger time.Duration, maxBuffered, maxBufferedBytes int) (*kgo.Client, error) {
 	cl, err := kgo.NewClient(append(kafkaOpts,
 		kgo.SeedBrokers(brokers...),
@@ -68,6 +68,28 @@ func newProducer(brokers []string, kafkaOpts []kgo.Opt, linger time.Duration, ma
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka producer: %w", err)
+	}
+	return cl, nil
+}
+
+// newWatermarkProducer builds the producer of the watermark records: the
+// same as newProducer's but without linger, so a watermark is sent the
+// moment its commit's records are acknowledged instead of waiting the
+// linger a second time. Its records are few (one round per
+// WatermarkMinGap at most, a record per partition), so batching them buys
+// nothing. A second producer keeps the watermark invariant: a watermark is
+// produced only after Kafka acknowledged the records it covers, so it
+// follows them in every partition whichever producer sends it.
+func newWatermarkProducer(brokers []string, kafkaOpts []kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(kafkaOpts,
+		kgo.SeedBrokers(brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.UnknownTopicRetries(-1),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka watermark producer: %w", err)
 	}
 	return cl, nil
 }

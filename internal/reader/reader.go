@@ -157,6 +157,7 @@ type Reader struct {
 	m        *metrics
 	tracker  *tracker
 	producer *kgo.Client
+	marks    *kgo.Client // the watermarks' producer (newWatermarkProducer)
 	parts    map[string]int32
 
 	// Owned by the replication goroutine.
@@ -258,6 +259,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		return err
 	}
 	defer r.producer.Close()
+	defer r.marks.Close()
 	sqlConn, err := pgx.Connect(ctx, r.cfg.DSN)
 	if err != nil {
 		return fmt.Errorf("connect shard %d: %w", r.cfg.Shard, err)
@@ -285,9 +287,9 @@ func (r *Reader) Run(ctx context.Context) error {
 	return r.streamFrom(ctx, repl, sqlConn, start)
 }
 
-// openProducer builds the Kafka producer (r.producer) and checks that it
-// can reach and authenticate to the brokers: a wrong password or an
-// untrusted certificate stops the reader here, saying which, before the
+// openProducer builds the Kafka producers (r.producer, r.marks) and checks
+// that they can reach and authenticate to the brokers: a wrong password or
+// an untrusted certificate stops the reader here, saying which, before the
 // shard is touched (publication, slot). It returns the client options
 // every other Kafka client of the reader uses.
 func (r *Reader) openProducer(ctx context.Context) ([]kgo.Opt, error) {
@@ -300,6 +302,10 @@ func (r *Reader) openProducer(ctx context.Context) ([]kgo.Opt, error) {
 		return nil, err
 	}
 	if err := kafkaconn.Check(ctx, r.producer, r.cfg.Brokers, r.cfg.KafkaSecurity); err != nil {
+		r.producer.Close()
+		return nil, err
+	}
+	if r.marks, err = newWatermarkProducer(r.cfg.Brokers, kafkaOpts); err != nil {
 		r.producer.Close()
 		return nil, err
 	}
@@ -896,7 +902,7 @@ func (r *Reader) publishWatermark(ctx context.Context, pos envelope.LSN, commit 
 		return err
 	}
 	for _, rec := range recs {
-		r.producer.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		r.marks.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil && ctx.Err() == nil {
 				r.m.errors.WithLabelValues("watermark").Inc()
 				r.log.Warn("watermark produce failed", slog.Any("err", err))
