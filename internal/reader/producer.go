@@ -36,10 +36,11 @@ func (p topicPartitioner) Partition(r *kgo.Record, n int) int {
 // DefaultKafkaLinger is how long a change record waits for others to share
 // its produce request (Config.KafkaLinger, --kafka-linger). Shorter is
 // faster when the fleet is quiet: 1 ms took commit -> visible p50 from 33
-// to 25 ms at 100 changes/s (when the watermarks lingered too). But at 20,000 changes/s on a
-// saturated 2-core machine 1 ms made requests so small that the reader's
-// commit -> ack went from 27 to 160-330 ms p50 and the loader fell seconds
-// behind, where 5 ms kept up (docs/benchmarks-log.md, "Producer linger").
+// to 25 ms at 100 changes/s (when the watermarks lingered too). But at
+// 20,000 changes/s on a saturated 2-core machine 1 ms made requests so
+// small that the reader's commit -> ack went from 27 to 160-330 ms p50 and
+// the loader fell seconds behind, where 5 ms kept up
+// (docs/benchmarks-log.md, "Producer linger").
 // 5 ms is the default that holds under load.
 const DefaultKafkaLinger = 5 * time.Millisecond
 

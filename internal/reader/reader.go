@@ -288,9 +288,10 @@ func (r *Reader) Run(ctx context.Context) error {
 }
 
 // openProducer builds the Kafka producers (r.producer, r.marks) and checks
-// that they can reach and authenticate to the brokers: a wrong password or
-// an untrusted certificate stops the reader here, saying which, before the
-// shard is touched (publication, slot). It returns the client options
+// that the first can reach and authenticate to the brokers (the second has
+// the same options): a wrong password or an untrusted certificate stops the
+// reader here, saying which, before the shard is touched (publication,
+// slot). It returns the client options
 // every other Kafka client of the reader uses.
 func (r *Reader) openProducer(ctx context.Context) ([]kgo.Opt, error) {
 	kafkaOpts, err := r.cfg.KafkaSecurity.ClientOpts()
