@@ -72,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, shard string) *metrics {
 			Help: "Time from a transaction's commit on the shard (its commit timestamp) to Kafka's acknowledgement of its last record and of every earlier transaction's: when its watermark may be published. Compares the shard's clock with the reader's.", ConstLabels: l,
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tributary_reader_errors_total",
-			Help: "Errors by kind (decode, produce, replication, sql).", ConstLabels: l}, []string{"kind"}),
+			Help: "Errors by kind (catalog, decode, produce, replication, sql, watermark).", ConstLabels: l}, []string{"kind"}),
 		lagBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_reader_lag_bytes",
 			Help: "Server WAL end minus the confirmed position.", ConstLabels: l}),
 		lagSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tributary_reader_lag_seconds",
