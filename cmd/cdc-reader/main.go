@@ -85,9 +85,9 @@ type Config struct {
 	Reader reader.Config
 	// ClickHouse is the loaders' database, read by a resnapshot's sweep
 	// (empty Addr: resnapshots with a predicate are refused).
-	ClickHouse  chstore.Conn
-	MetricsAddr string
-	Logging     telemetry.Logging
+	ClickHouse chstore.Conn
+	Metrics    telemetry.Metrics
+	Logging    telemetry.Logging
 
 	// targets are the shards served, their DSNs and slots read (parse).
 	targets []target
@@ -133,7 +133,7 @@ func parse(args []string) (*Config, error) {
 		Database: "the loaders' ClickHouse database (the sweep reads it)",
 		User:     "a ClickHouse user that may read the loaders' database (a read-only user, readonly = 2, as the API's, is enough: the sweep creates and inserts nothing)"})
 	fs.Int(&c.Reader.SweepBatch, "sweep-batch", "TRIBUTARY_SWEEP_BATCH", reader.SweepBatch, "rows of ClickHouse one question of a sweep asks the shard about (the sweep ends a resnapshot with --where)")
-	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_READER_METRICS_ADDR", "127.0.0.1:9100", "address for /metrics and /healthz (empty: off)")
+	c.Metrics.AddFlags(fs, "TRIBUTARY_READER", "127.0.0.1:9100")
 	c.Logging.AddFlags(fs, "info")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -191,7 +191,7 @@ func (c *Config) readSet() error {
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
-	errs = append(errs, c.Logging.Validate())
+	errs = append(errs, c.Logging.Validate(), c.Metrics.Validate())
 	switch {
 	case c.Shards != "" && c.Shard >= 0:
 		errs = append(errs, errors.New("--shard and --shards exclude each other: one shard, or a set of the fleet file's"))
@@ -293,7 +293,7 @@ func run(ctx context.Context, cfg *Config) error {
 		b := reader.Backoff{Min: cfg.RetryMin, Max: cfg.RetryMax}
 		g.Go(func() error { return reader.Supervise(gctx, cfgs, b, log, reg) })
 	}
-	g.Go(func() error { return telemetry.Serve(gctx, cfg.MetricsAddr, reg, nil) })
+	g.Go(func() error { return cfg.Metrics.Serve(gctx, reg) })
 	err = g.Wait()
 	if cfg.Shards == "" {
 		log.Info("cdc-reader stopped", slog.Int("shard", cfg.Shard))

@@ -59,7 +59,7 @@ type Config struct {
 	CompactBytes      int
 	InstanceID        string
 	SessionTimeout    time.Duration
-	MetricsAddr       string
+	Metrics           telemetry.Metrics
 	Logging           telemetry.Logging
 }
 
@@ -89,7 +89,7 @@ func parse(args []string) (*Config, error) {
 	fs.Duration(&c.MisplacedEvery, "misplaced-interval", "TRIBUTARY_MISPLACED_INTERVAL", loader.DefaultMisplacedInterval, "how often misplaced live rows are counted in ClickHouse (a FINAL scan of each table with a shard_key)")
 	fs.String(&c.InstanceID, "instance-id", "TRIBUTARY_LOADER_INSTANCE_ID", "", "static group membership: a stable id unique to this loader replica (e.g. the pod name); restarted under it, the loader takes its partitions back at once")
 	fs.Duration(&c.SessionTimeout, "session-timeout", "TRIBUTARY_LOADER_SESSION_TIMEOUT", loader.DefaultSessionTimeout, "how long the group waits for a silent loader before moving its partitions (Kafka broker bounds: 6s..5m by default)")
-	fs.String(&c.MetricsAddr, "metrics-addr", "TRIBUTARY_LOADER_METRICS_ADDR", "127.0.0.1:9101", "address for /metrics and /healthz (empty: off)")
+	c.Metrics.AddFlags(fs, "TRIBUTARY_LOADER", "127.0.0.1:9101")
 	c.Logging.AddFlags(fs, "info")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func parse(args []string) (*Config, error) {
 // Validate reports every missing or invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
-	errs = append(errs, c.Logging.Validate())
+	errs = append(errs, c.Logging.Validate(), c.Metrics.Validate())
 	errs = append(errs, kafkaconn.ValidateClient(c.Brokers, c.Kafka)...)
 	errs = append(errs, flagenv.Required(c.TablesFile, "tables", "TRIBUTARY_TABLES", ""))
 	errs = append(errs, c.ClickHouse.Validate()...)
@@ -179,7 +179,7 @@ func run(ctx context.Context, cfg *Config) error {
 		slog.String("ring_map", cfg.RingMap), slog.Int64("ring_version", ringVersion))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return l.Run(gctx) })
-	g.Go(func() error { return telemetry.Serve(gctx, cfg.MetricsAddr, reg, nil) })
+	g.Go(func() error { return cfg.Metrics.Serve(gctx, reg) })
 	err = g.Wait()
 	log.Info("loader stopped")
 	return err

@@ -1,6 +1,6 @@
 // Package telemetry serves a binary's operational HTTP endpoints (/metrics
-// from a private Prometheus registry, /healthz) and builds its structured
-// logger.
+// from a private Prometheus registry, /healthz, and on request Go's
+// runtime profiles) and builds its structured logger.
 package telemetry
 
 import (
@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -59,19 +60,11 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, extra map
 		<-ctx.Done()
 		return nil
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n")) //nolint:errcheck // client went away
-	})
-	for p, h := range extra {
-		mux.Handle(p, h)
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics listen %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: newMux(reg, extra), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -85,6 +78,66 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, extra map
 		return fmt.Errorf("metrics shutdown: %w", err)
 	}
 	return nil
+}
+
+// newMux routes /metrics, /healthz and extra (pattern: handler).
+func newMux(reg *prometheus.Registry, extra map[string]http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", Handler(reg))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n")) //nolint:errcheck // client went away
+	})
+	for p, h := range extra {
+		mux.Handle(p, h)
+	}
+	return mux
+}
+
+// Metrics is the flags of a binary's metrics endpoint (AddFlags):
+// --metrics-addr, and --pprof, which adds Go's runtime profiles to it.
+type Metrics struct {
+	Addr     string
+	Profiles bool
+}
+
+// AddFlags registers --metrics-addr (default addr) and --pprof on fs; env
+// prefixes their variables (TRIBUTARY_LOADER: TRIBUTARY_LOADER_METRICS_ADDR
+// and TRIBUTARY_LOADER_PPROF).
+func (m *Metrics) AddFlags(fs *flagenv.Set, env, addr string) {
+	fs.String(&m.Addr, "metrics-addr", env+"_METRICS_ADDR", addr, "address for /metrics and /healthz (empty: off)")
+	fs.Bool(&m.Profiles, "pprof", env+"_PPROF", false, "also serve Go's runtime profiles on --metrics-addr under /debug/pprof/: "+
+		"CPU (/debug/pprof/profile?seconds=30, read with go tool pprof), heap, allocs, goroutine, and an execution trace (/debug/pprof/trace?seconds=5). "+
+		"Off by default: they show the process's internals to whoever reaches the address, and a CPU profile or trace costs CPU while it runs")
+}
+
+// Validate refuses --pprof without an address to serve it on.
+func (m Metrics) Validate() error {
+	if m.Profiles && m.Addr == "" {
+		return errors.New("--pprof needs --metrics-addr: the profiles are served there")
+	}
+	return nil
+}
+
+// Serve is Serve on m.Addr, with the profiles if m asks for them.
+func (m Metrics) Serve(ctx context.Context, reg *prometheus.Registry) error {
+	var extra map[string]http.Handler
+	if m.Profiles {
+		extra = Profiles()
+	}
+	return Serve(ctx, m.Addr, reg, extra)
+}
+
+// Profiles are Go's runtime profiles (net/http/pprof) as routes for
+// Serve: /debug/pprof/ lists them and serves each by name (heap, allocs,
+// goroutine, ...), profile is a CPU profile and trace an execution trace.
+// The command line is left out: it can hold a DSN's password.
+func Profiles() map[string]http.Handler {
+	return map[string]http.Handler{
+		"GET /debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"GET /debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"GET /debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"GET /debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}
 }
 
 // Handler returns the /metrics handler for reg.
