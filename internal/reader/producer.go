@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -53,24 +54,12 @@ const DefaultKafkaLinger = 5 * time.Millisecond
 // its watermark goes through a producer of its own that does not wait
 // (newWatermarkProducer).
 func newProducer(brokers []string, kafkaOpts []kgo.Opt, linger time.Duration, maxBuffered, maxBufferedBytes int) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(append(kafkaOpts,
-		kgo.SeedBrokers(brokers...),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
+	return newProducerClient("kafka producer", brokers, kafkaOpts,
 		kgo.ProducerLinger(linger),
 		kgo.MaxBufferedRecords(maxBuffered),
 		// Bytes too: with 1 KB rows, 100k records alone would be 100 MB.
 		kgo.MaxBufferedBytes(maxBufferedBytes),
-		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}),
-		// Records are retried without limit (the default): a stuck broker
-		// shows as lag and backpressure, never as a skipped change. Topics
-		// are created before producing, so unknown-topic errors are retried
-		// too (metadata may lag creation).
-		kgo.UnknownTopicRetries(-1),
-	)...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka producer: %w", err)
-	}
-	return cl, nil
+		kgo.RecordPartitioner(partitioner{kgo.StickyKeyPartitioner(nil)}))
 }
 
 // newWatermarkProducer builds the producer of the watermark records: the
@@ -82,15 +71,24 @@ func newProducer(brokers []string, kafkaOpts []kgo.Opt, linger time.Duration, ma
 // produced only after Kafka acknowledged the records it covers, so it
 // follows them in every partition whichever producer sends it.
 func newWatermarkProducer(brokers []string, kafkaOpts []kgo.Opt) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(append(kafkaOpts,
+	return newProducerClient("kafka watermark producer", brokers, kafkaOpts,
+		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+}
+
+// newProducerClient is a producer with what both of the reader's need:
+// every in-sync replica's acknowledgement, and records retried without
+// limit (the default): a stuck broker shows as lag and backpressure, never
+// as a skipped change. Topics are created before producing, so
+// unknown-topic errors are retried too (metadata may lag creation).
+func newProducerClient(what string, brokers []string, kafkaOpts []kgo.Opt, opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append(slices.Clone(kafkaOpts),
 		kgo.SeedBrokers(brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.UnknownTopicRetries(-1),
-	)...)
+		kgo.UnknownTopicRetries(-1))
+	cl, err := kgo.NewClient(append(all, opts...)...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka watermark producer: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return cl, nil
 }
